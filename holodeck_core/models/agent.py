@@ -1,0 +1,126 @@
+"""HoloDeck's ``agent.yaml`` (DESIGN §4), validated strictly.
+
+Top-level blocks we do not use (``observability``, ``deployment``, ``openai``, ``claude``,
+``embedding_provider``) parse and are listed by :meth:`Agent.ignored_blocks`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from holodeck_core.models.base import StrictModel
+from holodeck_core.models.evaluation import EvaluationConfig
+from holodeck_core.models.llm import LLMProvider
+from holodeck_core.models.test_case import TestCaseModel
+from holodeck_core.models.tools import Tool
+
+IGNORED_BLOCKS = ("observability", "deployment", "embedding_provider", "openai", "claude")
+DEFAULT_PARALLEL_TEST_CASES = 8
+
+
+class Instructions(StrictModel):
+    file: str | None = Field(None, description="Prompt file (Markdown with YAML frontmatter).")
+    inline: str | None = Field(None, min_length=1)
+    variants: list[str] = Field(
+        default_factory=list,
+        description="More prompt files, each its own prompt version (A/B testing).",
+    )
+
+    @model_validator(mode="after")
+    def _file_or_inline(self) -> Instructions:
+        if (self.file is None) == (self.inline is None):
+            raise ValueError("set exactly one of 'file' or 'inline'")
+        if self.variants and self.file is None:
+            raise ValueError("'variants' needs 'file' (variants are prompt files too)")
+        return self
+
+
+class ExecutionConfig(StrictModel):
+    file_timeout: int | None = Field(None, gt=0, description="Seconds per file conversion.")
+    llm_timeout: int | None = Field(None, gt=0, description="Seconds per model call.")
+    download_timeout: int | None = Field(None, gt=0)
+    cache_enabled: bool | None = None
+    cache_dir: str | None = None
+    verbose: bool | None = None
+    quiet: bool | None = None
+    parallel_test_cases: int | None = Field(None, ge=1, le=1000)
+    max_tool_turns: int | None = Field(None, ge=1, le=100)
+    tool_timeout: int | None = Field(None, gt=0, description="Seconds per function tool call.")
+    max_file_mb: float | None = Field(None, gt=0)
+
+
+class Agent(StrictModel):
+    name: str = Field(min_length=1)
+    description: str | None = None
+    author: str | None = None
+    model: LLMProvider
+    instructions: Instructions
+    response_format: dict[str, Any] | str | None = Field(
+        None, description="JSON Schema for structured output, inline or a file path."
+    )
+    tools: list[Tool] | None = None
+    evaluations: EvaluationConfig | None = None
+    test_cases: list[TestCaseModel] | None = None
+    test_cases_file: str | None = None
+    execution: ExecutionConfig | None = None
+    observability: dict[str, Any] | None = None
+    deployment: dict[str, Any] | None = None
+    embedding_provider: LLMProvider | None = None
+    openai: dict[str, Any] | None = None
+    claude: dict[str, Any] | None = None
+
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, tools: list[Any] | None) -> list[Any] | None:
+        names = [tool.name for tool in tools or []]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+        return tools
+
+    @model_validator(mode="after")
+    def _assign_case_ids(self) -> Agent:
+        """Give every case its stable id (DESIGN §6.5): explicit ids must be unique; derived
+        ids that collide get ``-2``, ``-3`` and a warning."""
+        cases = self.test_cases or []
+        explicit = [case.id for case in cases if case.id]
+        repeated = sorted({i for i in explicit if explicit.count(i) > 1})
+        if repeated:
+            raise ValueError(f"test case ids must be unique; repeated: {', '.join(repeated)}")
+        taken = set(explicit)
+        for case in cases:
+            if case.id:
+                continue
+            base = case.derived_id()
+            candidate, n = base, 1
+            while candidate in taken:
+                n += 1
+                candidate = f"{base}-{n}"
+            if candidate != base:
+                self._warnings.append(
+                    f"test case {case.name or base!r}: derived id {base!r} is taken; "
+                    f"using {candidate!r} (set an explicit 'id' to keep it stable)"
+                )
+            case.id = candidate
+            taken.add(candidate)
+        return self
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._warnings)
+
+    def ignored_blocks(self) -> list[str]:
+        """HoloDeck blocks present in the config that this engine does not use."""
+        return [block for block in IGNORED_BLOCKS if getattr(self, block) is not None]
+
+    @property
+    def cases(self) -> list[TestCaseModel]:
+        return list(self.test_cases or [])
+
+    @property
+    def parallel_test_cases(self) -> int:
+        configured = self.execution.parallel_test_cases if self.execution else None
+        return configured or DEFAULT_PARALLEL_TEST_CASES

@@ -1,0 +1,31 @@
+"""Shared building blocks of the data model: a strict base class and the secret type."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer, SecretStr
+
+REDACTED = "***"
+
+
+class StrictModel(BaseModel):
+    """Base of every model: unknown keys are errors, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _serialize_secret(value: SecretStr | None) -> str | None:
+    return None if value is None else REDACTED
+
+
+Secret = Annotated[SecretStr, PlainSerializer(_serialize_secret, return_type=str | None)]
+"""A secret string. It serializes as ``***`` everywhere (seed 003), so a real value can
+only be read with ``get_secret_value()`` and never reaches a file by accident."""
+
+
+def json_bytes(value: Any) -> int:
+    """Size of ``value`` as JSON, the way HoloDeck measures ``ToolInvocation.bytes``."""
+    import json
+
+    return len(json.dumps(value, default=str))

@@ -1,0 +1,222 @@
+"""Metric configuration, discriminated by ``type`` (standard, rag, geval, code).
+
+A superset of HoloDeck 0.7.1: every HoloDeck option parses, and options HoloDeck accepted but
+ignored (``enabled``, ``retry_on_failure``, ``timeout_ms``, ``custom_prompt``, ``scale``,
+``fail_on_error``) are honoured by our metrics."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from holodeck_core.models.base import StrictModel
+from holodeck_core.models.llm import LLMProvider
+
+LEGACY_JUDGE_METRICS = ("groundedness", "relevance", "coherence", "fluency")
+"""HoloDeck's legacy AI metrics: judged on 1-5 and normalized as (s - 1) / 4."""
+
+StandardMetricName = Literal[
+    # HoloDeck 0.7.1
+    "bleu",
+    "rouge",
+    "meteor",
+    "equality",
+    "numeric",
+    "groundedness",
+    "relevance",
+    "coherence",
+    "fluency",
+    # ours
+    "exact_match",
+    "contains",
+    "regex",
+    "json_valid",
+    "json_schema",
+    "tool_correctness",
+    "latency",
+    "cost",
+]
+LOWER_IS_BETTER_METRICS = frozenset({"latency", "cost"})
+
+
+class Direction(StrEnum):
+    """Which way a threshold points: a minimum (higher is better) or a maximum."""
+
+    HIGHER_IS_BETTER = "higher_is_better"
+    LOWER_IS_BETTER = "lower_is_better"
+
+
+class _MetricBase(StrictModel):
+    threshold: float | None = None
+    enabled: bool = True
+    fail_on_error: bool = False
+    model: LLMProvider | None = None
+    retry_on_failure: int | None = Field(None, ge=1, le=3)
+    timeout_ms: int | None = Field(None, gt=0)
+
+    @property
+    def display_name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def direction(self) -> Direction:
+        return Direction.HIGHER_IS_BETTER
+
+
+class StandardMetric(_MetricBase):
+    """HoloDeck's ``EvaluationMetric`` (``type: standard``)."""
+
+    type: Literal["standard"] = "standard"
+    metric: StandardMetricName
+    name: str | None = Field(None, description="Display name; defaults to the metric.")
+    scale: int | None = Field(None, gt=0)
+    custom_prompt: str | None = None
+    # equality / exact_match
+    case_insensitive: bool = False
+    strip_whitespace: bool = False
+    strip_punctuation: bool = False
+    # numeric
+    absolute_tolerance: float = Field(1e-6, ge=0.0)
+    relative_tolerance: float = Field(0.0, ge=0.0)
+    accept_percent: bool = False
+    accept_thousands_separators: bool = False
+    response_path: str | None = Field(
+        None, description="Grade a JSON leaf of the response: answer, result.value, items[0]."
+    )
+    # rouge
+    variant: Literal["rouge1", "rouge2", "rougeL", "rougeLsum"] | None = None
+    # regex / contains
+    pattern: str | None = None
+    # json_schema
+    json_schema: dict[str, Any] | None = None
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.metric
+
+    @property
+    def direction(self) -> Direction:
+        if self.metric in LOWER_IS_BETTER_METRICS:
+            return Direction.LOWER_IS_BETTER
+        return Direction.HIGHER_IS_BETTER
+
+    @model_validator(mode="after")
+    def _options_fit_metric(self) -> StandardMetric:
+        if self.variant is not None and self.metric != "rouge":
+            raise ValueError("'variant' applies only to metric: rouge")
+        if self.metric in ("regex", "contains") and not self.pattern:
+            raise ValueError(f"metric {self.metric} needs 'pattern'")
+        if self.metric == "regex" and self.pattern:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from exc
+        if self.metric == "json_schema" and self.json_schema is None:
+            raise ValueError("metric json_schema needs 'json_schema' (a JSON Schema object)")
+        if self.metric in LOWER_IS_BETTER_METRICS and self.threshold is None:
+            raise ValueError(f"metric {self.metric} needs 'threshold' (a maximum)")
+        return self
+
+
+EvaluationParam = Literal[
+    "input", "actual_output", "expected_output", "context", "retrieval_context"
+]
+
+
+class GEvalMetric(_MetricBase):
+    type: Literal["geval"] = "geval"
+    name: str = Field(min_length=1)
+    criteria: str = Field(min_length=1)
+    evaluation_steps: list[str] | None = None
+    evaluation_params: list[EvaluationParam] = Field(
+        default_factory=lambda: list[EvaluationParam](["actual_output"])
+    )
+    strict_mode: bool = False
+    scale: int = Field(10, gt=0, description="The judge scores 0..scale; normalized by /scale.")
+    custom_prompt: str | None = None
+
+    @property
+    def display_name(self) -> str:
+        return self.name
+
+    @field_validator("evaluation_params")
+    @classmethod
+    def _non_empty(cls, value: list[EvaluationParam]) -> list[EvaluationParam]:
+        if not value:
+            raise ValueError("list at least one of the evaluation params")
+        return value
+
+
+RAGMetricType = Literal[
+    "faithfulness",
+    "answer_relevancy",
+    "contextual_relevancy",
+    "contextual_precision",
+    "contextual_recall",
+]
+
+
+class RAGMetric(_MetricBase):
+    type: Literal["rag"] = "rag"
+    metric_type: RAGMetricType
+    threshold: float | None = Field(0.5, ge=0.0, le=1.0)
+    include_reason: bool = True
+    name: str | None = None
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.metric_type
+
+
+class CodeMetric(_MetricBase):
+    type: Literal["code"] = "code"
+    grader: str = Field(
+        pattern=r"^[\w.]+:[\w_]+$", description="module:callable, importable from the agent dir"
+    )
+    name: str | None = None
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.grader.rsplit(":", 1)[-1]
+
+
+Metric = Annotated[
+    StandardMetric | GEvalMetric | RAGMetric | CodeMetric, Field(discriminator="type")
+]
+METRIC_KINDS = ("standard", "rag", "geval", "code")
+
+
+class Gate(StrictModel):
+    """A run-level gate, in fractions (DESIGN §6.2)."""
+
+    min_pass_rate: float | None = Field(None, ge=0.0, le=1.0)
+    max_errors: int | None = Field(None, ge=0)
+
+
+class EvaluationConfig(StrictModel):
+    model: LLMProvider | None = Field(None, description="Default judge for every metric.")
+    metrics: list[Metric] = Field(min_length=1)
+    optimizer: dict[str, Any] | None = Field(
+        None, description="HoloDeck's prompt optimizer: parsed, not used."
+    )
+    gate: Gate | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> EvaluationConfig:
+        check_unique_metric_names(self.metrics)
+        return self
+
+
+def check_unique_metric_names(metrics: list[Any]) -> None:
+    seen: set[str] = set()
+    for metric in metrics:
+        name = metric.display_name
+        if name in seen:
+            raise ValueError(
+                f"two metrics are named {name!r}; give one a distinct 'name' so results "
+                "can tell them apart"
+            )
+        seen.add(name)

@@ -1,0 +1,312 @@
+"""What a run produces: processed files, tool invocations, metric and test results, reports.
+
+Shapes follow seed 000 and seed 003 (HoloDeck 0.7.1) and extend them per seed 004 and DESIGN
+§6.2/§6.11. Where HoloDeck 0.7.1's own files differ from the seeds, the files win (§6.1):
+``scale`` may be the string ``"0-1"``, results carry ``reasoning`` and per-turn ``turns``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from holodeck_core.models.base import StrictModel, json_bytes
+from holodeck_core.models.evaluation import Direction
+from holodeck_core.models.test_case import ExpectedToolSpec, FileInput
+
+
+def _iso8601(value: str) -> str:
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from exc
+    return value
+
+
+class Status(StrEnum):
+    """PASS: ran and met every threshold. FAIL: ran and missed one. ERROR: could not be
+    evaluated (model, tool, file, infrastructure or a ``fail_on_error`` metric)."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+
+
+class ProcessedFileInput(StrictModel):
+    original: FileInput
+    markdown_content: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    cached_path: str | None = None
+    processing_time_ms: int = Field(ge=0)
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _content_or_error(self) -> ProcessedFileInput:
+        if self.error is None and not self.markdown_content and self.original.type != "image":
+            raise ValueError("markdown_content must be non-empty when there is no error")
+        return self
+
+
+MetricKind = Literal["standard", "rag", "geval", "code"]
+
+
+class MetricResult(StrictModel):
+    metric_name: str = Field(min_length=1)
+    kind: MetricKind = "standard"
+    score: float | None = Field(None, description="Normalized 0-1 where the metric is bounded.")
+    raw_score: float | None = Field(None, description="The score in the metric's own unit.")
+    threshold: float | None = None
+    direction: Direction = Direction.HIGHER_IS_BETTER
+    unit: str | None = Field(None, description="e.g. ms, USD; None for 0-1 scores.")
+    passed: bool | None = Field(description="None: errored and not fail_on_error.")
+    scale: int | str | None = None
+    error: str | None = None
+    retry_count: int = Field(0, ge=0, le=3)
+    evaluation_time_ms: int = Field(0, ge=0)
+    model_used: str | None = None
+    reasoning: str | None = None
+    fail_on_error: bool = False
+    details: dict[str, Any] = Field(
+        default_factory=dict, description="Metric-specific provenance (e.g. BLEU signature)."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MetricResult:
+        if self.error is None and self.passed is None:
+            raise ValueError("a metric without an error must say whether it passed")
+        return self
+
+
+class ToolInvocation(StrictModel):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    bytes: int = Field(0, ge=0)
+    duration_ms: int | None = Field(None, ge=0)
+    error: str | None = None
+    call_id: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        args: dict[str, Any],
+        result: Any,
+        *,
+        duration_ms: int | None = None,
+        error: str | None = None,
+        call_id: str | None = None,
+    ) -> ToolInvocation:
+        return cls(
+            name=name,
+            args=args,
+            result=result,
+            bytes=json_bytes(result),
+            duration_ms=duration_ms,
+            error=error,
+            call_id=call_id,
+        )
+
+
+class TokenUsage(StrictModel):
+    prompt_tokens: int = Field(0, ge=0)
+    completion_tokens: int = Field(0, ge=0)
+    total_tokens: int = Field(0, ge=0)
+    cache_creation_tokens: int = Field(0, ge=0)
+    cache_read_tokens: int = Field(0, ge=0)
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            **{name: getattr(self, name) + getattr(other, name) for name in TokenUsage.model_fields}
+        )
+
+
+class TurnResult(StrictModel):
+    """One turn of a multi-turn case (HoloDeck 0.7.1 writes these under ``turns``)."""
+
+    turn_index: int = Field(ge=0)
+    input: str
+    response: str | None = None
+    ground_truth: str | None = None
+    expected_tools: list[ExpectedToolSpec] | None = None
+    tool_calls: list[str] = Field(default_factory=list)
+    tool_invocations: list[ToolInvocation] = Field(default_factory=list)
+    tools_matched: bool | None = None
+    arg_match_details: list[dict[str, Any]] | None = None
+    metric_results: list[MetricResult] = Field(default_factory=list)
+    passed: bool
+    execution_time_ms: int = Field(0, ge=0)
+    token_usage: TokenUsage | None = None
+    errors: list[str] = Field(default_factory=list)
+    skipped: bool = False
+    grader_details: dict[str, Any] | None = None
+
+
+class TestResult(StrictModel):
+    __test__ = False
+
+    test_id: str | None = None
+    test_name: str | None = None
+    test_input: str = Field(min_length=1)
+    processed_files: list[ProcessedFileInput] = Field(default_factory=list)
+    agent_response: str | None = None
+    tool_calls: list[str] = Field(default_factory=list)
+    tool_invocations: list[ToolInvocation] = Field(default_factory=list)
+    expected_tools: list[ExpectedToolSpec] | None = None
+    tools_matched: bool | None = None
+    metric_results: list[MetricResult] = Field(default_factory=list)
+    ground_truth: str | None = None
+    passed: bool
+    status: Status
+    execution_time_ms: int = Field(ge=0)
+    errors: list[str] = Field(default_factory=list)
+    timestamp: str
+    token_usage: TokenUsage | None = None
+    turns: list[TurnResult] | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    weight: float = Field(1.0, gt=0.0)
+
+    _ts = field_validator("timestamp")(_iso8601)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_status(cls, data: Any) -> Any:
+        """HoloDeck 0.7.1 files have no status: a case that never got a response but has
+        errors was not evaluated (ERROR); otherwise passed decides PASS or FAIL."""
+        if isinstance(data, dict) and "status" not in data:
+            data = dict(data)
+            if data.get("passed"):
+                data["status"] = Status.PASS
+            elif data.get("agent_response") is None and data.get("errors"):
+                data["status"] = Status.ERROR
+            else:
+                data["status"] = Status.FAIL
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TestResult:
+        if self.passed != (self.status is Status.PASS):
+            raise ValueError(f"passed={self.passed} contradicts status={self.status.value}")
+        if self.expected_tools is not None and self.tools_matched is None and self.turns is None:
+            raise ValueError("tools_matched must be set when expected_tools is")
+        if self.passed and (self.errors or self.tools_matched is False):
+            raise ValueError("a case with errors or unmatched tools cannot pass")
+        if self.passed and any(m.passed is False for m in self.metric_results):
+            raise ValueError("a case with a failed metric cannot pass")
+        return self
+
+    @property
+    def metrics_passed(self) -> int:
+        return sum(1 for m in self.metric_results if m.passed)
+
+    @property
+    def metrics_total(self) -> int:
+        return len(self.metric_results)
+
+
+class ReportSummary(StrictModel):
+    total_tests: int = Field(ge=0)
+    passed: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    errored: int = Field(0, ge=0)
+    pass_rate: float = Field(ge=0.0, le=100.0, description="Percent, 0-100 (seed 000).")
+    weighted_pass_rate: float | None = Field(None, ge=0.0, le=100.0)
+    total_duration_ms: int = Field(ge=0, description="Sum of the cases' times.")
+    wall_time_ms: int | None = Field(None, ge=0, description="Elapsed time of the whole run.")
+    metrics_evaluated: dict[str, int] = Field(default_factory=dict)
+    metrics_errored: dict[str, int] = Field(default_factory=dict)
+    metrics_passed: dict[str, int] = Field(default_factory=dict)
+    average_scores: dict[str, float] = Field(default_factory=dict)
+    metric_pass_rates: dict[str, float] = Field(default_factory=dict)
+    token_usage: TokenUsage | None = None
+    cost_usd: float | None = Field(None, ge=0.0)
+
+    @model_validator(mode="after")
+    def _counts(self) -> ReportSummary:
+        if self.passed + self.failed + self.errored != self.total_tests:
+            raise ValueError(
+                f"passed ({self.passed}) + failed ({self.failed}) + errored ({self.errored}) "
+                f"must equal total_tests ({self.total_tests})"
+            )
+        return self
+
+    @classmethod
+    def from_results(
+        cls, results: list[TestResult], *, wall_time_ms: int | None = None
+    ) -> ReportSummary:
+        """Aggregate per DESIGN §6.2: ERROR counts in the denominator, averages include zero
+        scores, errored metrics are counted apart and excluded from averages."""
+        total = len(results)
+        by_status = {s: sum(1 for r in results if r.status is s) for s in Status}
+        weight_total = sum(r.weight for r in results)
+        weight_passed = sum(r.weight for r in results if r.status is Status.PASS)
+        evaluated: dict[str, int] = {}
+        errored: dict[str, int] = {}
+        passed: dict[str, int] = {}
+        scores: dict[str, list[float]] = {}
+        usage: TokenUsage | None = None
+        for result in results:
+            if result.token_usage is not None:
+                usage = result.token_usage if usage is None else usage + result.token_usage
+            for metric in all_metric_results(result):
+                name = metric.metric_name
+                if metric.error is not None:
+                    errored[name] = errored.get(name, 0) + 1
+                    continue
+                evaluated[name] = evaluated.get(name, 0) + 1
+                passed[name] = passed.get(name, 0) + (1 if metric.passed else 0)
+                value = metric.score if metric.score is not None else metric.raw_score
+                if value is not None:
+                    scores.setdefault(name, []).append(value)
+        return cls(
+            total_tests=total,
+            passed=by_status[Status.PASS],
+            failed=by_status[Status.FAIL],
+            errored=by_status[Status.ERROR],
+            pass_rate=100.0 * by_status[Status.PASS] / total if total else 0.0,
+            weighted_pass_rate=100.0 * weight_passed / weight_total if weight_total else 0.0,
+            total_duration_ms=sum(r.execution_time_ms for r in results),
+            wall_time_ms=wall_time_ms,
+            metrics_evaluated=evaluated,
+            metrics_errored=errored,
+            metrics_passed=passed,
+            average_scores={name: sum(v) / len(v) for name, v in scores.items()},
+            metric_pass_rates={
+                name: passed[name] / count for name, count in evaluated.items() if count
+            },
+            token_usage=usage,
+        )
+
+
+def all_metric_results(result: TestResult) -> list[MetricResult]:
+    """A case's metric results, including those recorded per turn."""
+    found = list(result.metric_results)
+    for turn in result.turns or []:
+        found.extend(turn.metric_results)
+    return found
+
+
+class TestReport(StrictModel):
+    __test__ = False
+
+    agent_name: str = Field(min_length=1)
+    agent_config_path: str
+    results: list[TestResult] = Field(min_length=1)
+    summary: ReportSummary
+    timestamp: str
+    holodeck_version: str
+    environment: dict[str, Any] = Field(default_factory=dict)
+
+    _ts = field_validator("timestamp")(_iso8601)
+
+    @model_validator(mode="after")
+    def _totals(self) -> TestReport:
+        if self.summary.total_tests != len(self.results):
+            raise ValueError(
+                f"summary.total_tests ({self.summary.total_tests}) must equal the number of "
+                f"results ({len(self.results)})"
+            )
+        return self
