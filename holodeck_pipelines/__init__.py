@@ -1,0 +1,1 @@
+"""Dagster definitions over holodeck_core: assets, partitions, resources, schedules, sensors."""

@@ -81,16 +81,21 @@ class Agent(StrictModel):
             raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
         return tools
 
-    @model_validator(mode="after")
-    def _assign_case_ids(self) -> Agent:
-        """Give every case its stable id (DESIGN §6.5): explicit ids must be unique; derived
-        ids that collide get ``-2``, ``-3`` and a warning."""
-        cases = self.test_cases or []
-        explicit = [case.id for case in cases if case.id]
+    @field_validator("test_cases")
+    @classmethod
+    def _unique_ids(cls, cases: list[TestCaseModel] | None) -> list[TestCaseModel] | None:
+        explicit = [case.id for case in cases or [] if case.id]
         repeated = sorted({i for i in explicit if explicit.count(i) > 1})
         if repeated:
             raise ValueError(f"test case ids must be unique; repeated: {', '.join(repeated)}")
-        taken = set(explicit)
+        return cases
+
+    @model_validator(mode="after")
+    def _assign_case_ids(self) -> Agent:
+        """Give every case its stable id (DESIGN §6.5); derived ids that collide get ``-2``,
+        ``-3`` and a warning."""
+        cases = self.test_cases or []
+        taken = {case.id for case in cases if case.id}
         for case in cases:
             if case.id:
                 continue

@@ -1,0 +1,32 @@
+# The two commands of the README: `make demo` and `make test`. Each creates or updates .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow lint venv clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/holodeck validate examples/acme-support/agent.yaml
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) .holodeck .mypy_cache .ruff_cache .pytest_cache

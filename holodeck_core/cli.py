@@ -1,0 +1,160 @@
+"""The ``holodeck`` command. Start-up stays light: each command imports what it needs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from holodeck_core.errors import ExitCode, HolodeckError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+
+    loaded = load_agent(args.agent)
+    agent = loaded.agent
+    metrics = agent.evaluations.metrics if agent.evaluations else []
+    by_kind = Counter[str](metric.type for metric in metrics)
+    by_type = Counter[str](tool.type for tool in agent.tools or [])
+    print(f"{loaded.display}: valid")
+    print(f"  agent:    {agent.name}")
+    print(f"  model:    {agent.model.provider.value} {agent.model.name}")
+    versions = ", ".join(p.version.version for p in loaded.active_prompts)
+    print(f"  prompt:   {versions} ({loaded.prompt.version.source})")
+    print(f"  cases:    {len(agent.cases)}")
+    print(f"  metrics:  {_counts(by_kind)} ({', '.join(m.display_name for m in metrics)})")
+    tool_names = ", ".join(tool.name for tool in agent.tools or [])
+    print(f"  tools:    {_counts(by_type)}" + (f" ({tool_names})" if tool_names else ""))
+    opaque = [t.name for t in agent.tools or [] if not t.runnable]
+    if opaque:
+        print(f"  not runnable here without a `mock:` result: {', '.join(opaque)}")
+    if agent.ignored_blocks():
+        ignored = ", ".join(agent.ignored_blocks())
+        print(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")
+    for warning in loaded.warnings:
+        print(f"  warning:  {warning}")
+    return ExitCode.OK
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counter.items())) or "none"
+
+
+def _schema(args: argparse.Namespace) -> int:
+    import json
+
+    from holodeck_core.models import Agent
+
+    schema = Agent.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "HoloDeck agent.yaml (holodeck-pipelines)"
+    print(json.dumps(schema, indent=2))
+    return ExitCode.OK
+
+
+def _prompts_register(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
+    from holodeck_core.config.prompts import PromptStore
+
+    loaded = load_agent(args.agent)
+    store = PromptStore(Project.discover(loaded.base_dir).prompts_dir, loaded.agent.name)
+    for prompt in loaded.active_prompts:
+        registration = store.register(prompt)
+        state = "registered" if registration.created else "already registered"
+        print(f"{registration.key}: {state} ({prompt.version.file_path or 'inline'})")
+        if registration.warning:
+            print(f"warning: {registration.warning}", file=sys.stderr)
+    return ExitCode.OK
+
+
+def _prompts_list(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
+    from holodeck_core.config.prompts import PromptStore
+
+    loaded = load_agent(args.agent)
+    store = PromptStore(Project.discover(loaded.base_dir).prompts_dir, loaded.agent.name)
+    active = {p.version.body_hash for p in loaded.active_prompts}
+    snapshots = store.list()
+    if not snapshots:
+        print(
+            f"no prompt versions registered for {loaded.agent.name!r}; run "
+            f"`holodeck prompts register {loaded.display}`"
+        )
+        return ExitCode.OK
+    print(f"{'key':<28} {'active':<7} {'registered':<30} {'author':<16} body")
+    for snap in snapshots:
+        mark = "yes" if snap.prompt_version.body_hash in active else ""
+        author = snap.prompt_version.author or ""
+        print(
+            f"{snap.key:<28} {mark:<7} {snap.registered_at:<30} {author:<16} "
+            f"{snap.prompt_version.body_hash[:12]}"
+        )
+    return ExitCode.OK
+
+
+def _model_server(args: argparse.Namespace) -> int:
+    from holodeck_core.testing import main as serve
+
+    return serve(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="holodeck",
+        description="Evaluate LLM agents described in HoloDeck agent.yaml files.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    validate = commands.add_parser("validate", help="check an agent.yaml and summarize it")
+    validate.add_argument("agent", metavar="AGENT_YAML")
+    validate.set_defaults(handler=_validate)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of agent.yaml")
+    schema.set_defaults(handler=_schema)
+
+    prompts = commands.add_parser("prompts", help="prompt versions and their snapshots")
+    prompt_commands = prompts.add_subparsers(dest="prompts_command", required=True)
+    register = prompt_commands.add_parser(
+        "register", help="snapshot the agent's current prompt file and variants"
+    )
+    register.add_argument("agent", metavar="AGENT_YAML")
+    register.set_defaults(handler=_prompts_register)
+    listing = prompt_commands.add_parser("list", help="list registered prompt versions")
+    listing.add_argument("agent", metavar="AGENT_YAML")
+    listing.set_defaults(handler=_prompts_list)
+
+    server = commands.add_parser(
+        "model-server",
+        help="run the loopback OpenAI/Anthropic model server (tests, benchmarks, demo)",
+        add_help=False,
+    )
+    server.add_argument("rest", nargs=argparse.REMAINDER)
+    server.set_defaults(handler=_model_server)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return int(handler(args))
+    except HolodeckError as exc:
+        print(f"error: {exc}" if "\n" not in str(exc) else f"error:\n{exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def entrypoint() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entrypoint()

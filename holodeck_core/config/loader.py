@@ -1,0 +1,215 @@
+"""``agent.yaml`` → a validated :class:`LoadedAgent`, or a :class:`ConfigError` listing every
+problem (file, YAML path, line, what is allowed). Nothing is written while loading."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from holodeck_core.config.env import environment_for, substitute
+from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
+from holodeck_core.config.yaml_source import (
+    YamlDocument,
+    YamlPath,
+    read_yaml,
+    validation_problems,
+)
+from holodeck_core.errors import ConfigError, Problem
+from holodeck_core.models import Agent, HierarchicalDocumentTool, VectorstoreTool
+from holodeck_core.models.tools import FunctionTool, MCPTool, PromptTool
+
+
+@dataclass
+class LoadedAgent:
+    """A validated agent plus what was resolved around it."""
+
+    agent: Agent
+    file: Path
+    display: str
+    prompt: Prompt
+    variants: list[Prompt] = field(default_factory=list)
+    response_schema: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    secrets: frozenset[str] = frozenset()
+
+    @property
+    def base_dir(self) -> Path:
+        return self.file.parent
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, relative to the agent file's folder."""
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else (self.base_dir / candidate).resolve()
+
+    @property
+    def active_prompts(self) -> list[Prompt]:
+        """The prompt versions of the current file and its variants (DESIGN §6.6)."""
+        return [self.prompt, *self.variants]
+
+
+def load_agent(path: str | Path) -> LoadedAgent:
+    display = str(path)
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise ConfigError(
+            f"agent file not found: {file}"
+            if not file.is_dir()
+            else "this is a folder; pass the agent.yaml file",
+            file=display,
+        )
+    env = environment_for(file)
+    doc = read_yaml(file, display)
+    if not isinstance(doc.data, dict):
+        raise ConfigError([doc.problem((), "the file must hold a YAML mapping (key: value)")])
+    main = substitute(doc, env)
+    data: dict[str, Any] = main.data
+    problems = list(main.problems)
+    secrets = set(main.secrets)
+
+    cases_doc: YamlDocument | None = None
+    inline_count = len(data.get("test_cases") or [])
+    cases_file = data.get("test_cases_file")
+    if isinstance(cases_file, str) and not main.problems:
+        cases_doc, cases, cases_problems, cases_secrets = _load_cases_file(
+            file.parent, cases_file, doc, env
+        )
+        problems += cases_problems
+        secrets |= cases_secrets
+        if cases is not None:
+            data = {**data, "test_cases": [*(data.get("test_cases") or []), *cases]}
+    if problems:
+        raise ConfigError(problems)
+
+    def locate(yaml_path: YamlPath, message: str) -> Problem:
+        if (
+            cases_doc is not None
+            and len(yaml_path) >= 2
+            and yaml_path[0] == "test_cases"
+            and isinstance(yaml_path[1], int)
+            and yaml_path[1] >= inline_count
+        ):
+            return cases_doc.problem((yaml_path[1] - inline_count, *yaml_path[2:]), message)
+        return doc.problem(yaml_path, message)
+
+    try:
+        agent = Agent.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc, Agent, data, locate)) from None
+
+    loaded = LoadedAgent(
+        agent=agent,
+        file=file,
+        display=display,
+        prompt=inline_prompt(agent.instructions.inline or ""),
+        warnings=agent.warnings,
+        secrets=frozenset(secrets),
+    )
+    problems = _missing_files(loaded, doc, locate)
+    if problems:
+        raise ConfigError(problems)
+    if agent.instructions.file is not None:
+        loaded.prompt = file_prompt(
+            loaded.resolve(agent.instructions.file), agent.instructions.file
+        )
+        loaded.variants = [file_prompt(loaded.resolve(v), v) for v in agent.instructions.variants]
+        labels = [p.version.version for p in loaded.active_prompts]
+        if len(set(labels)) != len(labels):
+            raise ConfigError(
+                [
+                    doc.problem(
+                        ("instructions", "variants"),
+                        f"prompt versions must differ between the file and its variants; "
+                        f"got {', '.join(labels)} (set 'version' in each file's frontmatter)",
+                    )
+                ]
+            )
+    loaded.response_schema = _response_schema(loaded, doc)
+    if not agent.cases:
+        loaded.warnings.append("the agent has no test cases")
+    return loaded
+
+
+def _load_cases_file(
+    base_dir: Path, relative: str, agent_doc: YamlDocument, env: dict[str, str]
+) -> tuple[YamlDocument | None, list[Any] | None, list[Problem], set[str]]:
+    path = (base_dir / relative).resolve()
+    if not path.is_file():
+        problem = agent_doc.problem(
+            ("test_cases_file",),
+            f"file not found: {path} (paths are relative to the agent file's folder)",
+        )
+        return None, None, [problem], set()
+    doc = read_yaml(path, relative)
+    result = substitute(doc, env)
+    cases = result.data
+    if isinstance(cases, dict) and isinstance(cases.get("test_cases"), list):
+        cases = cases["test_cases"]
+    if not isinstance(cases, list):
+        problem = doc.problem((), "a test_cases_file holds a YAML list of test cases")
+        return doc, None, [problem, *result.problems], result.secrets
+    return doc, cases, result.problems, result.secrets
+
+
+def _referenced_files(agent: Agent) -> list[tuple[YamlPath, str]]:
+    refs: list[tuple[YamlPath, str]] = []
+    if agent.instructions.file:
+        refs.append((("instructions", "file"), agent.instructions.file))
+    refs += [
+        (("instructions", "variants", i), v) for i, v in enumerate(agent.instructions.variants)
+    ]
+    if isinstance(agent.response_format, str):
+        refs.append((("response_format",), agent.response_format))
+    for i, tool in enumerate(agent.tools or []):
+        if isinstance(tool, FunctionTool | PromptTool) and tool.file:
+            refs.append((("tools", i, "file"), tool.file))
+        elif isinstance(tool, VectorstoreTool | HierarchicalDocumentTool) and tool.mock is None:
+            refs.append((("tools", i, "source"), tool.source))
+        elif isinstance(tool, MCPTool) and tool.env_file:
+            refs.append((("tools", i, "env_file"), tool.env_file))
+    for c, case in enumerate(agent.cases):
+        turns = case.turns or []
+        for f, item in enumerate(case.files or []):
+            if item.path:
+                refs.append((("test_cases", c, "files", f, "path"), item.path))
+        for t, turn in enumerate(turns):
+            for f, item in enumerate(turn.files or []):
+                if item.path:
+                    refs.append((("test_cases", c, "turns", t, "files", f, "path"), item.path))
+    return refs
+
+
+def _missing_files(loaded: LoadedAgent, doc: YamlDocument, locate: Any) -> list[Problem]:
+    problems: list[Problem] = []
+    for yaml_path, relative in _referenced_files(loaded.agent):
+        resolved = loaded.resolve(relative)
+        if not resolved.exists():
+            problems.append(
+                locate(
+                    yaml_path,
+                    f"file not found: {resolved} (paths are relative to the agent file's folder)",
+                )
+            )
+    return problems
+
+
+def _response_schema(loaded: LoadedAgent, doc: YamlDocument) -> dict[str, Any] | None:
+    value = loaded.agent.response_format
+    if value is None or isinstance(value, dict):
+        return value
+    path = loaded.resolve(value)
+    try:
+        text = path.read_text(encoding="utf-8")
+        schema = json.loads(text) if path.suffix == ".json" else read_yaml(path, value).data
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(
+            [doc.problem(("response_format",), f"cannot read the schema file: {exc}")]
+        ) from None
+    if not isinstance(schema, dict):
+        raise ConfigError(
+            [doc.problem(("response_format",), "the schema file must hold a JSON Schema object")]
+        )
+    return schema

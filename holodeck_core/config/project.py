@@ -1,0 +1,110 @@
+"""The project: ``holodeck.yaml``, ``HOLODECK_HOME`` and where state lives (DESIGN §6.3).
+
+Every module asks here for a location instead of building paths itself."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import Field
+
+from holodeck_core.models.base import StrictModel
+
+PROJECT_FILE = "holodeck.yaml"
+DEFAULT_HOME = ".holodeck"
+
+
+class ProjectSettings(StrictModel):
+    """``holodeck.yaml``: the agents the pipelines orchestrate and project settings."""
+
+    agents: list[str] = Field(default_factory=list, description="Paths to agent.yaml files.")
+    nightly_cron: str = Field("0 2 * * *", description="Nightly schedule, UTC.")
+    history_db: str | None = None
+    artifacts_url: str | None = Field(None, description="IO manager base (a path or a URL).")
+    llm_api_pool_limit: int = Field(4, ge=1)
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """The nearest folder upward from ``start`` (default: the working directory) that holds
+    ``holodeck.yaml``; else ``start`` itself."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_FILE).is_file():
+            return folder
+    return here
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project root and its state folders."""
+
+    root: Path
+    settings: ProjectSettings = field(default_factory=ProjectSettings)
+
+    @classmethod
+    def discover(cls, start: Path | None = None) -> Project:
+        from holodeck_core.config.yaml_source import load_yaml_model
+
+        root = find_project_root(start)
+        settings_file = root / PROJECT_FILE
+        settings = (
+            load_yaml_model(settings_file, ProjectSettings)
+            if settings_file.is_file()
+            else ProjectSettings()
+        )
+        return cls(root=root, settings=settings)
+
+    @property
+    def home(self) -> Path:
+        configured = os.environ.get("HOLODECK_HOME")
+        if configured:
+            return Path(configured).expanduser().resolve()
+        return self.root / DEFAULT_HOME
+
+    @property
+    def history_db(self) -> Path:
+        configured = os.environ.get("HOLODECK_HISTORY_DB") or self.settings.history_db
+        if configured:
+            path = Path(configured).expanduser()
+            return path if path.is_absolute() else (self.root / path)
+        return self.home / "history.duckdb"
+
+    @property
+    def prompts_dir(self) -> Path:
+        return self.home / "prompts"
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.home / "journal"
+
+    @property
+    def file_cache_dir(self) -> Path:
+        return self.home / "cache" / "files"
+
+    @property
+    def judge_cache_dir(self) -> Path:
+        return self.home / "cache" / "judge"
+
+    @property
+    def artifacts_url(self) -> str:
+        return self.settings.artifacts_url or str(self.home / "artifacts")
+
+    @property
+    def dagster_dir(self) -> Path:
+        return self.home / "dagster"
+
+    def agent_paths(self) -> list[Path]:
+        """The orchestrated agents: ``HOLODECK_AGENTS`` (``os.pathsep``-separated) overrides
+        ``holodeck.yaml``'s ``agents``; relative paths are from the project root."""
+        override = os.environ.get("HOLODECK_AGENTS")
+        raw = [p for p in override.split(os.pathsep) if p] if override else self.settings.agents
+        return [p if p.is_absolute() else self.root / p for p in map(Path, raw)]
+
+
+def results_dir(agent_file: Path, agent_name: str) -> Path:
+    """Where EvalRuns of an agent go: ``<agent dir>/results/<slug>/`` (DESIGN §6.3)."""
+    from holodeck_core.naming import slugify
+
+    return agent_file.resolve().parent / "results" / slugify(agent_name)

@@ -1,0 +1,311 @@
+"""YAML files in, validated models out, with errors a person can act on.
+
+Every problem names the file, the YAML path (``test_cases[3].files[0].pages``), the line where
+known, and what is allowed. Nothing here raises anything but :class:`ConfigError` for bad input.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from holodeck_core.errors import ConfigError, Problem
+
+YamlPath = tuple[str | int, ...]
+M = TypeVar("M", bound=BaseModel)
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def format_path(path: YamlPath) -> str:
+    """``('test_cases', 3, 'files', 0, 'pages')`` → ``test_cases[3].files[0].pages``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass
+class YamlDocument:
+    """Parsed YAML plus the line of every node, so later errors can point at the source."""
+
+    file: Path
+    data: Any
+    lines: dict[YamlPath, int] = field(default_factory=dict)
+    display: str = ""
+
+    def line_of(self, path: YamlPath) -> int | None:
+        """The line of ``path``, or of its nearest ancestor that has one."""
+        for end in range(len(path), -1, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]]
+        return None
+
+    def problem(self, path: YamlPath, message: str) -> Problem:
+        return Problem(
+            file=self.display or str(self.file),
+            path=format_path(path),
+            line=self.line_of(path),
+            message=message,
+        )
+
+
+def read_yaml(file: Path, display: str | None = None) -> YamlDocument:
+    """Parse ``file``. Syntax errors and duplicate keys become a :class:`ConfigError` with
+    file:line:column and the offending line."""
+    name = display or str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {file}", file=name) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {file}: {exc}", file=name) from None
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError([_syntax_problem(name, text, exc)]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=name) from None
+    doc = YamlDocument(file=file, data=data, display=name)
+    problems: list[Problem] = []
+    if node is not None:
+        _index_lines(node, (), doc.lines, problems, name)
+    if problems:
+        raise ConfigError(problems)
+    return doc
+
+
+def _syntax_problem(name: str, text: str, exc: yaml.MarkedYAMLError) -> Problem:
+    what = " ".join(str(p) for p in (exc.context, exc.problem) if p) or "invalid YAML"
+    lines = text.splitlines()
+    mark = exc.problem_mark
+    if mark is None or mark.line >= len(lines) or not lines[mark.line].strip():
+        mark = exc.context_mark or mark  # at the end of the file: show where it started
+    if mark is None:
+        return Problem(file=name, message=f"YAML syntax error: {what}")
+    source = lines[mark.line] if mark.line < len(lines) else ""
+    caret = " " * mark.column + "^"
+    return Problem(
+        file=f"{name}:{mark.line + 1}:{mark.column + 1}",
+        message=f"YAML syntax error: {what}\n    {source}\n    {caret}",
+    )
+
+
+def _index_lines(
+    node: yaml.Node,
+    path: YamlPath,
+    lines: dict[YamlPath, int],
+    problems: list[Problem],
+    name: str,
+) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key == "<<":
+                continue
+            if key in seen:
+                problems.append(
+                    Problem(
+                        file=name,
+                        line=key_node.start_mark.line + 1,
+                        path=format_path((*path, key)),
+                        message="duplicate key (YAML keeps only the last one); remove one",
+                    )
+                )
+            seen.add(key)
+            _index_lines(value_node, (*path, key), lines, problems, name)
+            lines[(*path, key)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _index_lines(item, (*path, index), lines, problems, name)
+
+
+def validation_problems(
+    exc: ValidationError,
+    model: type[BaseModel],
+    data: Any,
+    locate: typing.Callable[[YamlPath, str], Problem],
+) -> list[Problem]:
+    """Turn pydantic errors into one problem per location, in source order.
+
+    ``loc`` tuples from pydantic also hold union tags and member names; they are dropped by
+    walking the input data and the model's annotations, so paths read exactly like the YAML."""
+    errors = exc.errors(include_url=False)
+    merged: dict[YamlPath, list[str]] = {}
+    shown_input: dict[YamlPath, str] = {}
+    for error in errors:
+        if _is_wrong_branch(error, errors):
+            continue
+        path, parent = _data_path(error["loc"], data, model)
+        message = _message(error, parent)
+        bucket = merged.setdefault(path, [])
+        if message not in bucket:
+            bucket.append(message)
+        if error["type"] not in _NO_INPUT_ECHO and "input" in error:
+            shown = repr(error["input"])
+            shown_input.setdefault(path, shown if len(shown) <= 60 else shown[:57] + "...")
+    problems = []
+    for path, messages in merged.items():
+        text = _join(messages)
+        if path in shown_input and any(m.startswith("should be ") for m in messages):
+            text += f" (got {shown_input[path]})"
+        problems.append(locate(path, text))
+    return sorted(problems, key=lambda p: (p.file, p.line or 0, p.path))
+
+
+_NO_INPUT_ECHO = frozenset({"missing", "extra_forbidden", "union_tag_invalid", "value_error"})
+_TYPE_ERRORS = frozenset(
+    {"string_type", "int_type", "float_type", "bool_type", "list_type", "int_parsing"}
+)
+
+
+def _is_wrong_branch(error: Any, errors: list[Any]) -> bool:
+    """In ``str | Model`` unions a mapping fails the ``str`` branch too: that noise hides the
+    real problem inside the mapping, so drop it when the mapping branch reported errors."""
+    if error["type"] not in _TYPE_ERRORS or not isinstance(error.get("input"), dict):
+        return False
+    prefix = error["loc"][:-1]
+    return any(
+        other is not error
+        and other["loc"][: len(prefix)] == prefix
+        and len(other["loc"]) > len(prefix)
+        and other["type"] not in _TYPE_ERRORS
+        for other in errors
+    )
+
+
+def _join(messages: list[str]) -> str:
+    type_messages = [m for m in messages if m.startswith("should be ")]
+    others = [m for m in messages if not m.startswith("should be ")]
+    if type_messages:
+        alternatives = " or ".join(m.removeprefix("should be ") for m in type_messages)
+        others.append(f"should be {alternatives}")
+    return "; ".join(others)
+
+
+def _data_path(loc: tuple[int | str, ...], data: Any, model: Any) -> tuple[YamlPath, Any]:
+    """The YAML path of ``loc`` and the annotation of the last mapping it passed through."""
+    path: list[str | int] = []
+    annotation: Any = model
+    parent: Any = model
+    for part in loc:
+        if isinstance(part, str) and _is_union(annotation):
+            chosen = _choose_member(annotation, part, data)
+            if chosen is not None:
+                annotation = chosen
+                continue
+        parent = annotation
+        path.append(part)
+        annotation = _step(annotation, part)
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            data = None
+    return tuple(path), parent
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The concrete alternatives behind Optional / Union / Annotated."""
+    origin = get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return [alt for arg in get_args(annotation) for alt in _unwrap(arg)]
+    return [annotation]
+
+
+def _is_union(annotation: Any) -> bool:
+    return len([a for a in _unwrap(annotation) if a is not type(None)]) > 1
+
+
+def _step(annotation: Any, part: str | int) -> Any:
+    for alt in _unwrap(annotation):
+        origin = get_origin(alt)
+        if isinstance(part, int) and origin is list:
+            return get_args(alt)[0]
+        if isinstance(part, str):
+            if origin is dict:
+                return get_args(alt)[1]
+            if isinstance(alt, type) and issubclass(alt, BaseModel) and part in alt.model_fields:
+                return alt.model_fields[part].annotation
+    return None
+
+
+def _choose_member(annotation: Any, label: str, data: Any) -> Any:
+    """The union member that pydantic's ``loc`` element ``label`` names: a discriminator tag,
+    a model class name, or a non-model member label such as ``str`` or ``dict[str,any]``."""
+    members = [a for a in _unwrap(annotation) if a is not type(None)]
+    models = [a for a in members if isinstance(a, type) and issubclass(a, BaseModel)]
+    for alt in models:
+        if alt.__name__ == label:
+            return alt
+        for name, info in alt.model_fields.items():
+            is_tag = get_origin(info.annotation) is Literal and label in get_args(info.annotation)
+            if is_tag and isinstance(data, dict) and data.get(name) == label:
+                return alt
+    if isinstance(data, dict) and label in data:
+        return None
+    for alt in members:
+        if alt not in models and label.split("[")[0] in str(alt) + getattr(alt, "__name__", ""):
+            return alt
+    return None
+
+
+def _allowed_keys(annotation: Any) -> list[str]:
+    keys: list[str] = []
+    for alt in _unwrap(annotation):
+        if isinstance(alt, type) and issubclass(alt, BaseModel):
+            keys.extend(k for k in alt.model_fields if k not in keys)
+    return keys
+
+
+def _message(error: Any, parent: Any) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(parent)
+        hint = difflib.get_close_matches(str(error["loc"][-1]), allowed, n=1)
+        text = "unknown key" + (f"; did you mean '{hint[0]}'?" if hint else "")
+        return text + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "union_tag_invalid":
+        ctx = error.get("ctx", {})
+        field = str(ctx.get("discriminator", "type")).strip("'")
+        return f"{field} {ctx.get('tag')!r} is not one of: {ctx.get('expected_tags', '')}"
+    if kind == "union_tag_not_found":
+        field = str(error.get("ctx", {}).get("discriminator", "type")).strip("'")
+        return f"required field '{field}' is missing"
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    if message.startswith("Input should be "):
+        message = "should be " + message.removeprefix("Input should be ")
+    return message
+
+
+def validate_document(doc: YamlDocument, model: type[M], data: Any | None = None) -> M:
+    """Validate ``data`` (default: the document's data) as ``model``."""
+    payload = doc.data if data is None else data
+    if not isinstance(payload, dict):
+        raise ConfigError([doc.problem((), "the file must hold a YAML mapping (key: value)")])
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc, model, payload, doc.problem)) from None
+
+
+def load_yaml_model(file: Path, model: type[M]) -> M:
+    """Read and validate a small YAML file (``holodeck.yaml``, rules files...)."""
+    return validate_document(read_yaml(file), model)

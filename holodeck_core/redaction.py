@@ -1,0 +1,144 @@
+"""One way to redact anything before it is written anywhere (DESIGN §3.10).
+
+:func:`redact` returns a redacted copy of a pydantic model or any JSON-like value:
+
+* ``SecretStr`` values (they serialize as ``***`` already);
+* values under secret-like keys (``api_key``, ``password``, ``secret``, ``token``,
+  ``authorization``, ``connection_string``, ``x-api-key``, ``aws_secret_access_key`` ...);
+* every value of a tool's ``env`` and ``headers`` maps;
+* credentials in URLs (``https://user:pass@host`` → ``https://user:***@host``);
+* ``--api-key=…`` / ``--token …`` style argv and ``Bearer …`` tokens;
+* and, anywhere in any string, the value of each registered secret: a ``${VAR}`` that the
+  loader substituted into a secret field or whose name looks secret, at least 8 characters.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, SecretStr
+
+from holodeck_core.models.base import REDACTED
+
+MIN_SECRET_LENGTH = 8
+_SECRET_KEY = re.compile(
+    r"(^|_)(api_?key|apikey|password|passwd|pwd|secret|secret_key|private_key|access_key|"
+    r"token|auth_token|access_token|refresh_token|authorization|connection_string|"
+    r"credentials?|cookie|x_api_key|subscription_key)(_id|_value)?$"
+)
+_SECRET_VAR_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_SECRET_MAPS = frozenset({"env", "headers"})
+_URL_CREDENTIALS = re.compile(
+    r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@"
+)
+_ARGV_SECRET = re.compile(
+    r"(?P<flag>--?[A-Za-z0-9_-]*(?:api[_-]?key|token|password|secret)[A-Za-z0-9_-]*)"
+    r"(?P<sep>=|\s+)(?P<value>[^\s\"']+)",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?P<prefix>\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a field or map key names a secret: it must *end* with a secret word, so
+    ``api_key`` and ``aws_access_key_id`` are secret, ``token_usage`` and ``max_tokens`` not."""
+    normalized = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    return bool(_SECRET_KEY.search(normalized))
+
+
+def is_secret_var(name: str) -> bool:
+    """Whether an environment variable's name looks secret (``*KEY*``, ``*TOKEN*``...)."""
+    return bool(_SECRET_VAR_NAME.search(name))
+
+
+def register_secret(value: str) -> None:
+    """Scrub ``value`` from everything redacted in this process from now on."""
+    if len(value) >= MIN_SECRET_LENGTH:
+        with _lock:
+            _registered.add(value)
+
+
+def registered_secrets() -> frozenset[str]:
+    with _lock:
+        return frozenset(_registered)
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Scrub secret values and credential patterns from free text (logs, messages, argv)."""
+    values = sorted(registered_secrets() | set(secrets), key=len, reverse=True)
+    for value in values:
+        if len(value) >= MIN_SECRET_LENGTH and value in text:
+            text = text.replace(value, REDACTED)
+    text = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
+    text = _ARGV_SECRET.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
+    return _BEARER.sub(lambda m: f"{m['prefix']}{REDACTED}", text)
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """``--api-key=x`` and ``--api-key x`` both lose their value; other args are scrubbed."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if arg.startswith("-") and is_secret_key(flag.lstrip("-")):
+            if "=" in arg:
+                out.append(f"{flag}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(redact_text(arg))
+    return out
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@overload
+def redact(value: M, secrets: Iterable[str] = ()) -> M: ...
+@overload
+def redact(value: Any, secrets: Iterable[str] = ()) -> Any: ...
+def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """A redacted copy of ``value`` (a model comes back as the same model type)."""
+    extra = frozenset(secrets)
+    if isinstance(value, BaseModel):
+        data = _walk(value.model_dump(mode="json"), extra, key=None)
+        return type(value).model_validate(data)
+    return _walk(value, extra, key=None)
+
+
+def _walk(value: Any, secrets: frozenset[str], key: str | None) -> Any:
+    if isinstance(value, SecretStr):
+        return REDACTED
+    if key is not None and is_secret_key(key) and value not in (None, "", REDACTED):
+        return REDACTED if not isinstance(value, dict | list) else _mask_all(value)
+    if isinstance(value, BaseModel):
+        return _walk(value.model_dump(mode="json"), secrets, key)
+    if isinstance(value, dict):
+        if key in _SECRET_MAPS:
+            return _mask_all(value)
+        return {k: _walk(v, secrets, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [_walk(v, secrets, None) for v in value]
+        return redact_argv(items) if all(isinstance(i, str) for i in items) else items
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    return value
+
+
+def _mask_all(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _mask_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_all(v) for v in value]
+    return None if value is None else REDACTED

@@ -1,0 +1,75 @@
+"""The CLI as a user meets it: schema, start-up weight, the package layout rules."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from holodeck_core.cli import main
+from tests.conftest import REPO, corpus_path
+
+
+def test_schema_is_valid_json_schema_and_accepts_the_samples(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for agent in corpus_path("holodeck", "samples").glob("*/*/agent.yaml"):
+        data = yaml.safe_load(agent.read_text())
+        errors = [e.message for e in validator.iter_errors(data)]
+        assert errors == [], (agent, errors[:3])
+    assert list(validator.iter_errors({"name": "x"}))  # model and instructions are required
+
+
+def test_example_validates(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(REPO / "examples" / "acme-support" / "agent.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "prompt:   v1, v2 (file)" in out
+
+
+def test_holodeck_core_never_imports_dagster() -> None:
+    offenders = []
+    for file in (REPO / "holodeck_core").rglob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n == "dagster" or n.startswith("dagster.") for n in names):
+                offenders.append(str(file.relative_to(REPO)))
+    assert offenders == []
+
+
+def test_cli_start_up_does_not_import_heavy_libraries() -> None:
+    code = (
+        "import sys; from holodeck_core.cli import main; "
+        "main(['validate', sys.argv[1]]); "
+        "heavy = [m for m in ('dagster', 'openai', 'anthropic', 'duckdb', 'pandas', 'markitdown')"
+        " if m in sys.modules]; print(heavy)"
+    )
+    agent = REPO / "examples" / "acme-support" / "agent.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(agent)], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_dagster_definitions_import() -> None:
+    from holodeck_pipelines.definitions import defs
+
+    assert defs is not None
+    assert (REPO / "workspace.yaml").is_file() and (REPO / "dagster.yaml").is_file()
+    assert "holodeck_pipelines.definitions" in (REPO / "workspace.yaml").read_text()
+    assert Path(REPO / ".ci" / "run").read_text().strip().endswith("make test")

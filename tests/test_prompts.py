@@ -1,0 +1,96 @@
+"""Prompt versions per seed 003 and the immutable snapshot store of DESIGN §6.6."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from holodeck_core.cli import main
+from holodeck_core.config.prompts import PromptStore, file_prompt, inline_prompt
+from holodeck_core.errors import ConfigError
+from tests.conftest import corpus_path
+
+
+def test_version_and_body_hash_match_holodeck() -> None:
+    prompt = corpus_path(
+        "holodeck", "generated", "bleu_20_cases", "instructions", "system-prompt.md"
+    )
+    version = file_prompt(prompt, "instructions/system-prompt.md").version
+    # the values HoloDeck 0.7.1 wrote into its own EvalRun for this file
+    assert version.version == "v1.0.0"
+    assert version.body_hash == "ac9d626b791bebd0ba50cfa9716675c8e54c8a8ac6f227dd1736a5102b4aaa39"
+    assert version.tags == ["bench", "offline"] and version.extra == {"owner": "research"}
+    assert (version.author, version.source) == ("bench", "file")
+
+
+def test_inline_prompt_version_matches_holodeck() -> None:
+    version = inline_prompt("Use get_weather when asked about weather.").version
+    assert version.version == "auto-43202fcc"  # generated/tool_calls/evalrun_example.json
+    assert version.source == "inline" and version.file_path is None
+
+
+def test_auto_version_without_frontmatter(tmp_path: Path) -> None:
+    path = tmp_path / "p.md"
+    path.write_text("Just a body.\n")
+    version = file_prompt(path, "p.md").version
+    digest = hashlib.sha256(b"Just a body.").hexdigest()
+    assert version.version == f"auto-{digest[:8]}" and version.body_hash == digest
+
+
+def test_malformed_frontmatter_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "p.md"
+    path.write_text("---\nversion: v1\nauthor: [unclosed\n---\nbody\n")
+    with pytest.raises(ConfigError, match="malformed frontmatter"):
+        file_prompt(path, "p.md")
+
+
+def prompt_file(tmp_path: Path, version: str, body: str) -> Path:
+    path = tmp_path / "prompt.md"
+    path.write_text(f"---\nversion: {version}\n---\n{body}\n")
+    return path
+
+
+def test_reused_label_with_new_body_gets_its_own_key(tmp_path: Path) -> None:
+    store = PromptStore(tmp_path / "prompts", "My Agent")
+    first = store.register(file_prompt(prompt_file(tmp_path, "v1", "Body one."), "p.md"))
+    again = store.register(file_prompt(prompt_file(tmp_path, "v1", "Body one."), "p.md"))
+    changed = file_prompt(prompt_file(tmp_path, "v1", "Body two."), "p.md")
+    reused = store.register(changed)
+    assert (first.key, first.created) == ("v1", True)
+    assert (again.key, again.created) == ("v1", False)
+    assert reused.key == f"v1+{changed.version.body_hash[:8]}" and reused.created
+    assert reused.warning and "different body" in reused.warning
+    assert store.require("v1").body == "Body one."  # the old snapshot stays
+    assert store.require(reused.key).body == "Body two."
+    assert (tmp_path / "prompts" / "my-agent" / "v1.json").is_file()
+    assert [s.key for s in store.list()] == ["v1", reused.key]
+
+
+def test_unknown_key_names_the_registered_ones(tmp_path: Path) -> None:
+    store = PromptStore(tmp_path, "a")
+    store.register(inline_prompt("x"))
+    with pytest.raises(ConfigError, match="registered: auto-"):
+        store.require("v9")
+
+
+def test_prompts_register_and_list_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.md").write_text("---\nversion: v1\nauthor: ann\n---\nA\n")
+    (tmp_path / "b.md").write_text("---\nversion: v2\n---\nB\n")
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(
+        "name: ab\nmodel: {provider: openai, name: m}\n"
+        "instructions: {file: a.md, variants: [b.md]}\n"
+    )
+    assert main(["prompts", "register", str(agent)]) == 0
+    assert "v1: registered" in capsys.readouterr().out
+    assert main(["prompts", "register", str(agent)]) == 0
+    assert "v1: already registered" in capsys.readouterr().out
+    (tmp_path / "a.md").write_text("---\nversion: v1\nauthor: ann\n---\nA, edited\n")
+    assert main(["prompts", "register", str(agent)]) == 0
+    out = capsys.readouterr()
+    assert "v1+" in out.out and "different body" in out.err
+    assert main(["prompts", "list", str(agent)]) == 0
+    listing = capsys.readouterr().out
+    assert listing.count("\nv1") == 2 and "v2" in listing and "ann" in listing
