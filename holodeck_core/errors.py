@@ -35,7 +35,8 @@ class Problem:
 
     def render(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        located = f"{self.path}: {self.message}" if self.path else self.message
+        return f"{where}: {located}" if where else located
 
 
 class HolodeckError(Exception):

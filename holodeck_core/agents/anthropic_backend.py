@@ -1,0 +1,144 @@
+"""Anthropic Messages: ``tool_use`` blocks out, ``tool_result`` blocks back."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anthropic
+
+from holodeck_core.agents.base import parse_tool_call
+from holodeck_core.agents.errors import CallErrorKind, ModelCallError
+from holodeck_core.agents.messages import Message, ModelReply, ToolSpec
+from holodeck_core.agents.sdk_errors import classify
+from holodeck_core.models import LLMProvider, TokenUsage
+
+DEFAULT_MAX_TOKENS = 1024
+
+
+class AnthropicClient:
+    def __init__(self, model: LLMProvider, api_key: str) -> None:
+        self.model = model
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=model.endpoint, max_retries=0
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self,
+        system: str,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        response_schema: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        top_logprobs: int | None = None,
+    ) -> ModelReply:
+        if response_schema is not None:
+            system += (
+                "\n\nRespond with only a JSON document that matches this JSON Schema:\n"
+                + json.dumps(response_schema)
+            )
+        request: dict[str, Any] = {
+            "model": self.model.name,
+            "system": system,
+            "messages": _to_anthropic(messages),
+            "max_tokens": self.model.max_tokens or DEFAULT_MAX_TOKENS,
+        }
+        sampling = {
+            option: getattr(self.model, option)
+            for option in ("temperature", "top_p")
+            if getattr(self.model, option) is not None
+        }
+        if sampling:  # no longer typed arguments of the SDK; the API still takes them
+            request["extra_body"] = sampling
+        if tools:
+            request["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in tools
+            ]
+        started = time.perf_counter()
+        try:
+            response = await self._client.messages.create(**request, timeout=timeout)
+        except Exception as exc:
+            raise classify(exc) from exc
+        elapsed = int((time.perf_counter() - started) * 1000)
+        return _reply(response, elapsed)
+
+
+def _to_anthropic(messages: list[Message]) -> list[dict[str, Any]]:
+    """Neutral messages → Anthropic turns. Consecutive tool results share one user turn."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.text,
+                "is_error": message.is_error,
+            }
+            if out and out[-1]["role"] == "user" and out[-1].get("_tool_results"):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block], "_tool_results": True})
+            continue
+        if message.role == "assistant":
+            content: list[dict[str, Any]] = []
+            if message.text:
+                content.append({"type": "text", "text": message.text})
+            content += [
+                {
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": call.arguments or {},
+                }
+                for call in message.tool_calls
+            ]
+            out.append({"role": "assistant", "content": content or message.text})
+            continue
+        blocks: list[dict[str, Any]] = [
+            {
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": image.mime_type,
+                    "data": image.data_base64,
+                },
+            }
+            for image in message.images
+        ]
+        blocks.append({"type": "text", "text": message.text})
+        out.append({"role": "user", "content": blocks})
+    for turn in out:
+        turn.pop("_tool_results", None)
+    return out
+
+
+def _reply(response: Any, elapsed_ms: int) -> ModelReply:
+    content = getattr(response, "content", None)
+    if content is None:
+        raise ModelCallError(CallErrorKind.MALFORMED, "the response has no content")
+    texts = [block.text for block in content if block.type == "text"]
+    calls = [
+        parse_tool_call(block.id, block.name, block.input)
+        for block in content
+        if block.type == "tool_use"
+    ]
+    usage = response.usage
+    return ModelReply(
+        text="".join(texts),
+        tool_calls=calls,
+        usage=TokenUsage(
+            prompt_tokens=usage.input_tokens,
+            completion_tokens=usage.output_tokens,
+            total_tokens=usage.input_tokens + usage.output_tokens,
+            cache_creation_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
+            cache_read_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
+        ),
+        model_ms=elapsed_ms,
+        finish_reason=response.stop_reason,
+    )

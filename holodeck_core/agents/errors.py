@@ -1,0 +1,63 @@
+"""Errors from model calls, classified once so retries and statuses never guess."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class CallErrorKind(StrEnum):
+    RATE_LIMIT = "rate_limit"
+    SERVER = "server_error"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection_error"
+    MALFORMED = "malformed_response"
+    BAD_REQUEST = "bad_request"
+    AUTH = "auth_error"
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying: the same request may succeed later."""
+        return self in _TRANSIENT
+
+
+_TRANSIENT = frozenset(
+    {
+        CallErrorKind.RATE_LIMIT,
+        CallErrorKind.SERVER,
+        CallErrorKind.TIMEOUT,
+        CallErrorKind.CONNECTION,
+        CallErrorKind.MALFORMED,
+    }
+)
+
+
+class ModelCallError(Exception):
+    """A failed model call. ``attempts`` counts every try, including the retries."""
+
+    def __init__(
+        self,
+        kind: CallErrorKind,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+        self.attempts = attempts
+
+    @property
+    def transient(self) -> bool:
+        return self.kind.transient
+
+    def __str__(self) -> str:
+        status = f" {self.status}" if self.status else ""
+        tries = f" after {self.attempts} attempts" if self.attempts > 1 else ""
+        return f"{self.kind.value}{status}{tries}: {super().__str__()}"
+
+
+class ToolSetupError(Exception):
+    """A tool that cannot be prepared (opaque type without a mock, unimportable function)."""

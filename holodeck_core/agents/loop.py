@@ -1,0 +1,100 @@
+"""The agent's tool loop: user turn → model → tools → model … → answer, turn after turn."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from holodeck_core.agents.base import ModelClient
+from holodeck_core.agents.errors import ModelCallError
+from holodeck_core.agents.messages import Image, Message
+from holodeck_core.agents.tools import ToolBox, tool_message
+from holodeck_core.models import TokenUsage, ToolInvocation
+from holodeck_core.runner.scheduler import CallScheduler
+
+DEFAULT_MAX_TOOL_TURNS = 10
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    text: str
+    images: list[Image] = field(default_factory=list)
+
+
+@dataclass
+class TurnOutcome:
+    response: str | None = None
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    model_ms: int = 0
+    error: ModelCallError | str | None = None
+    skipped: bool = False
+    system_fingerprint: str | None = None
+
+    @property
+    def transient_error(self) -> bool:
+        return isinstance(self.error, ModelCallError) and self.error.transient
+
+
+@dataclass(frozen=True)
+class AgentRunner:
+    """Everything needed to run one conversation; shared by all cases of a suite."""
+
+    client: ModelClient
+    scheduler: CallScheduler
+    system: str
+    toolbox: ToolBox | None = None
+    response_schema: dict[str, Any] | None = None
+    max_tool_turns: int = DEFAULT_MAX_TOOL_TURNS
+    timeout: float | None = None
+
+    async def run(self, turns: list[TurnInput]) -> list[TurnOutcome]:
+        """Run the turns in order in one conversation. After a turn fails, the rest are
+        skipped: their context would be wrong."""
+        history: list[Message] = []
+        outcomes: list[TurnOutcome] = []
+        for turn in turns:
+            if outcomes and outcomes[-1].error is not None:
+                outcomes.append(TurnOutcome(skipped=True, error="skipped: an earlier turn failed"))
+                continue
+            history.append(Message(role="user", text=turn.text, images=list(turn.images)))
+            outcomes.append(await self._turn(history))
+        return outcomes
+
+    async def _turn(self, history: list[Message]) -> TurnOutcome:
+        outcome = TurnOutcome()
+        tools = self.toolbox.specs if self.toolbox else None
+        for _ in range(self.max_tool_turns):
+            try:
+                reply = await self.scheduler.call(
+                    lambda: self.client.complete(
+                        self.system,
+                        history,
+                        tools=tools,
+                        response_schema=self.response_schema,
+                        timeout=self.timeout,
+                    ),
+                    timeout=self.timeout,
+                )
+            except ModelCallError as exc:
+                outcome.error = exc
+                return outcome
+            outcome.usage = outcome.usage + reply.usage
+            outcome.model_ms += reply.model_ms
+            outcome.system_fingerprint = reply.system_fingerprint or outcome.system_fingerprint
+            history.append(Message(role="assistant", text=reply.text, tool_calls=reply.tool_calls))
+            if not reply.tool_calls:
+                outcome.response = reply.text
+                return outcome
+            if self.toolbox is None:
+                outcome.error = "the model called a tool but the agent has none"
+                return outcome
+            invocations = await asyncio.gather(*map(self.toolbox.invoke, reply.tool_calls))
+            outcome.invocations.extend(invocations)
+            history.extend(tool_message(invocation) for invocation in invocations)
+        outcome.error = (
+            f"the model kept calling tools after {self.max_tool_turns} rounds "
+            "(raise execution.max_tool_turns if that is expected)"
+        )
+        return outcome

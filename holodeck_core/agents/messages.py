@@ -1,0 +1,59 @@
+"""A provider-neutral conversation: what the tool loop keeps and each backend translates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from holodeck_core.models import TokenUsage
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image input: raw bytes and their MIME type."""
+
+    mime_type: str
+    data_base64: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call requested by the model. ``arguments`` is None when the model sent JSON
+    we could not parse; ``parse_error`` then says why and the call gets an error result."""
+
+    id: str
+    name: str
+    raw_arguments: str
+    arguments: dict[str, Any] | None
+    parse_error: str | None = None
+
+
+@dataclass
+class Message:
+    role: Literal["user", "assistant", "tool"]
+    text: str = ""
+    images: list[Image] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and a JSON Schema for its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str
+    tool_calls: list[ToolCall]
+    usage: TokenUsage
+    model_ms: int
+    finish_reason: str | None = None
+    system_fingerprint: str | None = None
+    logprobs: list[dict[str, Any]] | None = None

@@ -1,0 +1,145 @@
+"""OpenAI Chat Completions, for ``openai``, ``azure_openai`` and ``ollama`` (OpenAI-compatible)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import openai
+
+from holodeck_core.agents.base import (
+    DEFAULT_AZURE_API_VERSION,
+    DEFAULT_OLLAMA_ENDPOINT,
+    parse_tool_call,
+)
+from holodeck_core.agents.errors import CallErrorKind, ModelCallError
+from holodeck_core.agents.messages import Message, ModelReply, ToolSpec
+from holodeck_core.agents.sdk_errors import classify
+from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
+
+
+class OpenAIChatClient:
+    def __init__(self, model: LLMProvider, api_key: str) -> None:
+        self.model = model
+        self._client: openai.AsyncOpenAI
+        if model.provider is ProviderEnum.AZURE_OPENAI:
+            self._client = openai.AsyncAzureOpenAI(
+                azure_endpoint=model.endpoint or "",
+                api_key=api_key,
+                api_version=model.api_version or DEFAULT_AZURE_API_VERSION,
+                max_retries=0,
+            )
+        else:
+            endpoint = model.endpoint
+            if model.provider is ProviderEnum.OLLAMA:
+                endpoint = (endpoint or DEFAULT_OLLAMA_ENDPOINT).rstrip("/")
+                endpoint = endpoint if endpoint.endswith("/v1") else f"{endpoint}/v1"
+            self._client = openai.AsyncOpenAI(api_key=api_key, base_url=endpoint, max_retries=0)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self,
+        system: str,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        response_schema: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        top_logprobs: int | None = None,
+    ) -> ModelReply:
+        request: dict[str, Any] = {
+            "model": self.model.name,
+            "messages": [{"role": "system", "content": system}, *map(_to_openai, messages)],
+        }
+        for option in ("temperature", "top_p", "max_tokens"):
+            value = getattr(self.model, option)
+            if value is not None:
+                request[option] = value
+        if tools:
+            request["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        if response_schema is not None:
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": response_schema, "strict": False},
+            }
+        if top_logprobs:
+            request["logprobs"] = True
+            request["top_logprobs"] = top_logprobs
+        started = time.perf_counter()
+        try:
+            completion = await self._client.chat.completions.create(**request, timeout=timeout)
+        except Exception as exc:
+            raise classify(exc) from exc
+        elapsed = int((time.perf_counter() - started) * 1000)
+        return _reply(completion, elapsed)
+
+
+def _to_openai(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+    if message.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.raw_arguments},
+                }
+                for call in message.tool_calls
+            ]
+        return out
+    if not message.images:
+        return {"role": "user", "content": message.text}
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.text}]
+    parts += [
+        {
+            "type": "image_url",
+            "image_url": {"url": f"data:{image.mime_type};base64,{image.data_base64}"},
+        }
+        for image in message.images
+    ]
+    return {"role": "user", "content": parts}
+
+
+def _reply(completion: Any, elapsed_ms: int) -> ModelReply:
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise ModelCallError(CallErrorKind.MALFORMED, "the response has no choices")
+    choice = choices[0]
+    message = choice.message
+    calls = [
+        parse_tool_call(call.id, call.function.name, call.function.arguments)
+        for call in message.tool_calls or []
+    ]
+    usage = completion.usage
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    logprobs = None
+    if getattr(choice, "logprobs", None) is not None and choice.logprobs.content:
+        logprobs = [item.model_dump() for item in choice.logprobs.content]
+    return ModelReply(
+        text=message.content or "",
+        tool_calls=calls,
+        usage=TokenUsage(
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            total_tokens=usage.total_tokens if usage else 0,
+            cache_read_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+        ),
+        model_ms=elapsed_ms,
+        finish_reason=choice.finish_reason,
+        system_fingerprint=getattr(completion, "system_fingerprint", None),
+        logprobs=logprobs,
+    )

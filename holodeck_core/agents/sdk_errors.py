@@ -1,0 +1,73 @@
+"""Map exceptions of the ``openai`` and ``anthropic`` SDKs onto :class:`ModelCallError`.
+
+Both SDKs are generated from the same template and share exception names and attributes, so
+one classifier serves both without importing either."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from time import time
+
+from holodeck_core.agents.errors import CallErrorKind, ModelCallError
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), if present."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time())
+        except (TypeError, ValueError):
+            return None
+
+
+def classify(exc: BaseException) -> ModelCallError:
+    if isinstance(exc, ModelCallError):
+        return exc
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    message = _message(exc)
+    if name == "APITimeoutError" or isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return ModelCallError(CallErrorKind.TIMEOUT, message or "the model call timed out")
+    if name == "APIConnectionError":
+        return ModelCallError(CallErrorKind.CONNECTION, message or "connection failed")
+    if isinstance(status, int):
+        retry_after = retry_after_seconds(headers)
+        if status == 429:
+            kind = CallErrorKind.RATE_LIMIT
+        elif status >= 500:
+            kind = CallErrorKind.SERVER
+        elif status in (401, 403):
+            kind = CallErrorKind.AUTH
+        else:
+            kind = CallErrorKind.BAD_REQUEST
+        return ModelCallError(kind, message, status=status, retry_after=retry_after)
+    if name == "APIResponseValidationError" or isinstance(exc, json.JSONDecodeError | KeyError):
+        return ModelCallError(CallErrorKind.MALFORMED, message or "malformed response body")
+    return ModelCallError(CallErrorKind.CONNECTION, f"{name}: {message}")
+
+
+def _message(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    return " ".join(str(exc).split())[:300]

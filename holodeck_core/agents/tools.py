@@ -1,0 +1,151 @@
+"""Running the agent's tools: ``function`` tools (a Python file + function) and ``mock:``
+results. Everything is prepared before the first model call, so a tool that cannot run is a
+config error (exit 2), never a failure halfway through a paid run."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import inspect
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from holodeck_core.agents.messages import Message, ToolCall, ToolSpec
+from holodeck_core.errors import ConfigError
+from holodeck_core.models import FunctionTool, Tool, ToolInvocation
+
+DEFAULT_TOOL_TIMEOUT = 30.0
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def load_function(file: Path, function: str, *, where: str) -> Callable[..., Any]:
+    """Import ``function`` from ``file`` (once per file), or raise a ConfigError naming both."""
+    digest = hashlib.sha256(str(file).encode()).hexdigest()[:12]
+    module_name = f"holodeck_tools_{file.stem}_{digest}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"{where}: cannot import {file}")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise ConfigError(
+                f"{where}: importing {file} failed: {type(exc).__name__}: {exc}"
+            ) from None
+        sys.modules[module_name] = module
+    target = getattr(module, function, None)
+    if not callable(target):
+        raise ConfigError(f"{where}: {file} has no function {function!r}")
+    return target  # type: ignore[no-any-return]
+
+
+def parameters_schema(tool: FunctionTool, function: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON Schema of a function tool's arguments: HoloDeck's ``parameters`` map (or a full
+    object schema), else derived from the function's signature."""
+    if tool.parameters:
+        if tool.parameters.get("type") == "object":
+            return tool.parameters
+        return {
+            "type": "object",
+            "properties": tool.parameters,
+            "required": list(tool.parameters),
+        }
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        properties[name] = {"type": _JSON_TYPES.get(parameter.annotation, "string")}
+        if parameter.default is parameter.empty:
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+class ToolBox:
+    """The agent's tools, ready to run."""
+
+    def __init__(
+        self, tools: list[Tool], resolve: Callable[[str], Path], *, timeout: float | None = None
+    ) -> None:
+        self.timeout = timeout or DEFAULT_TOOL_TIMEOUT
+        self._tools = {tool.name: tool for tool in tools}
+        self._functions: dict[str, Callable[..., Any]] = {}
+        self.specs: list[ToolSpec] = []
+        for index, tool in enumerate(tools):
+            where = f"tools[{index}] ({tool.name})"
+            if tool.mock is None and not isinstance(tool, FunctionTool):
+                raise ConfigError(
+                    f"{where}: tools of type {tool.type} cannot run in this engine; give it a "
+                    "fixed result to run the suite offline, e.g.\n"
+                    f"      mock: {{result: 'what {tool.name} would return'}}"
+                )
+            if isinstance(tool, FunctionTool) and tool.mock is None:
+                function = load_function(resolve(tool.file), tool.function, where=where)
+                self._functions[tool.name] = function
+                schema = parameters_schema(tool, function)
+            elif isinstance(tool, FunctionTool) and tool.parameters:
+                schema = parameters_schema(tool, lambda: None)
+            else:
+                schema = {"type": "object", "properties": {}, "additionalProperties": True}
+            self.specs.append(ToolSpec(tool.name, tool.description, schema))
+
+    async def invoke(self, call: ToolCall) -> ToolInvocation:
+        """Run one call. Never raises: failures are error results the model gets to see."""
+        started = time.perf_counter()
+
+        def done(result: Any = None, error: str | None = None) -> ToolInvocation:
+            elapsed = int((time.perf_counter() - started) * 1000)
+            return ToolInvocation.of(
+                call.name,
+                call.arguments or {},
+                None if error else result,
+                duration_ms=elapsed,
+                error=error,
+                call_id=call.id,
+            )
+
+        if call.parse_error is not None:
+            return done(error=f"{call.parse_error}; raw arguments: {call.raw_arguments[:200]}")
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return done(error=f"unknown tool {call.name!r}; available: {', '.join(self._tools)}")
+        if tool.mock is not None:
+            return done(tool.mock.result, tool.mock.error)
+        function = self._functions[call.name]
+        arguments = call.arguments or {}
+        try:
+            if inspect.iscoroutinefunction(function):
+                result = await asyncio.wait_for(function(**arguments), self.timeout)
+            else:
+                result = await asyncio.wait_for(
+                    asyncio.to_thread(function, **arguments), self.timeout
+                )
+        except TimeoutError:
+            return done(error=f"tool timed out after {self.timeout:g} s")
+        except Exception as exc:
+            return done(error=f"{type(exc).__name__}: {exc}")
+        return done(result)
+
+
+def tool_message(invocation: ToolInvocation) -> Message:
+    """What the model reads back: the result as text, or the error."""
+    if invocation.error is not None:
+        text, is_error = f"Error: {invocation.error}", True
+    elif isinstance(invocation.result, str):
+        text, is_error = invocation.result, False
+    else:
+        text, is_error = json.dumps(invocation.result, default=str), False
+    return Message(
+        role="tool",
+        text=text,
+        tool_call_id=invocation.call_id,
+        tool_name=invocation.name,
+        is_error=is_error,
+    )

@@ -1,0 +1,77 @@
+"""Metrics: one registry for deterministic, code and (plugged in later) LLM-judge metrics.
+
+Entry points: :func:`evaluate_metrics` (sync), :func:`aevaluate_metrics` (async, also runs
+judge metrics), :func:`select_metrics` (precedence turn > case > agent) and
+:func:`match_expected_tools` (shared with the runner). See :mod:`.registry` for the rules
+every result follows and for how a judge metric plugs in.
+
+Built-in metrics register on import; their libraries (sacrebleu, rouge-score, nltk,
+jsonschema, rapidfuzz) load on first use.
+"""
+
+from holodeck_core.metrics import code_graders, matching, operational, text, tool_matching
+from holodeck_core.metrics.base import (
+    EvalContext,
+    InputField,
+    MetricError,
+    MetricInput,
+    ResponseRejected,
+    Score,
+)
+from holodeck_core.metrics.code_graders import (
+    GraderContext,
+    GraderResult,
+    check_grader_reference,
+    load_grader,
+)
+from holodeck_core.metrics.operational import PriceTable, load_price_table
+from holodeck_core.metrics.registry import (
+    REGISTRY,
+    AnyMetric,
+    MetricRegistry,
+    MetricSpec,
+    ThresholdPolicy,
+    aevaluate_metrics,
+    evaluate_metric,
+    evaluate_metrics,
+    metric_key,
+    select_metrics,
+)
+from holodeck_core.metrics.tool_matching import (
+    ExpectationResult,
+    ToolMatchReport,
+    match_expected_tools,
+)
+
+__all__ = [
+    "REGISTRY",
+    "AnyMetric",
+    "EvalContext",
+    "ExpectationResult",
+    "GraderContext",
+    "GraderResult",
+    "InputField",
+    "MetricError",
+    "MetricInput",
+    "MetricRegistry",
+    "MetricSpec",
+    "PriceTable",
+    "ResponseRejected",
+    "Score",
+    "ThresholdPolicy",
+    "ToolMatchReport",
+    "aevaluate_metrics",
+    "check_grader_reference",
+    "code_graders",
+    "evaluate_metric",
+    "evaluate_metrics",
+    "load_grader",
+    "load_price_table",
+    "match_expected_tools",
+    "matching",
+    "metric_key",
+    "operational",
+    "select_metrics",
+    "text",
+    "tool_matching",
+]

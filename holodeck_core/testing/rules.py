@@ -1,0 +1,438 @@
+"""Rules of the loopback model server (DESIGN §6.12): pydantic models and YAML loading.
+
+The format is documented in :mod:`holodeck_core.testing.server`. Loading never raises a
+pydantic ``ValidationError`` or a YAML error to the caller: every problem becomes a
+:class:`RulesError` whose message names the file, the field and how to fix it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeAlias, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = [
+    "FAULT_KINDS",
+    "ROUTES",
+    "Action",
+    "FaultKind",
+    "FaultSpec",
+    "GlobalFaults",
+    "Match",
+    "RouteName",
+    "Rule",
+    "Rules",
+    "RulesError",
+    "RulesInput",
+    "ToolCallSpec",
+    "coerce_rules",
+    "load_rules",
+    "parse_rules",
+]
+
+FaultKind: TypeAlias = Literal["429", "500", "503", "drop", "malformed", "slow"]
+RouteName: TypeAlias = Literal["chat", "messages", "responses"]
+FAULT_KINDS: tuple[FaultKind, ...] = ("429", "500", "503", "drop", "malformed", "slow")
+ROUTES: tuple[RouteName, ...] = ("chat", "messages", "responses")
+
+FORMAT_HINT = (
+    "the rules format is described in DESIGN §6.12 and in the docstring of "
+    "holodeck_core/testing/server.py"
+)
+
+
+class RulesError(ValueError):
+    """A rules file (or mapping) that cannot be used; the message names file, field and fix."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = [f"invalid model-server rules in {source}:"]
+        lines.extend(f"  - {p}" for p in problems)
+        lines.append(f"fix the field(s) named above; {FORMAT_HINT}")
+        super().__init__("\n".join(lines))
+
+
+def _kind_to_str(value: Any) -> Any:
+    """YAML reads ``kind: 429`` as an int; accept it as the string ``"429"``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+class _Strict(BaseModel):
+    """Base: unknown fields are errors (reported with the allowed names, see _format_errors)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _check_regex(value: str | None, field: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"'{value}' is not a valid regular expression for {field}: {exc}") from exc
+    return value
+
+
+class Match(_Strict):
+    """Conditions of a rule; all optional, all must hold."""
+
+    user: str | None = None
+    """Regex searched (``re.search``) in the text of the last user message; groups feed $1..$9."""
+    system: str | None = None
+    """Regex searched in the system prompt (system/developer messages, ``system``, instructions)."""
+    route: RouteName | None = None
+    tool_result: bool | None = None
+    """True: the conversation's last message carries a tool result; False: it does not."""
+    nth: int | None = Field(default=None, ge=1)
+    """Match only the Nth call (1-based) of the request key (route + last user message)."""
+
+    @field_validator("user")
+    @classmethod
+    def _user_regex(cls, v: str | None) -> str | None:
+        return _check_regex(v, "match.user")
+
+    @field_validator("system")
+    @classmethod
+    def _system_regex(cls, v: str | None) -> str | None:
+        return _check_regex(v, "match.system")
+
+
+class ToolCallSpec(_Strict):
+    """A tool call the model makes: ``arguments`` (an object, templated) or ``arguments_raw``."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | None = None
+    arguments_raw: str | None = None
+    """Sent verbatim as the arguments string (e.g. invalid JSON); no template substitution."""
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ToolCallSpec:
+        if self.arguments is not None and self.arguments_raw is not None:
+            raise ValueError("give either 'arguments' (an object) or 'arguments_raw', not both")
+        return self
+
+
+class FaultSpec(_Strict):
+    """A rule's fault: every call (neither ``first`` nor ``rate``), the first K calls of each
+    request key (``first``), or a seeded random fraction of calls (``rate``)."""
+
+    kind: FaultKind
+    first: int | None = Field(default=None, ge=1)
+    rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    retry_after: float | None = Field(default=None, ge=0.0)
+    """Seconds in the ``Retry-After`` header of a 429 (default: ``faults.retry_after``)."""
+    slow_seconds: float | None = Field(default=None, gt=0.0)
+    """How long a ``slow`` fault waits before answering (default: ``faults.slow_seconds``)."""
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any) -> Any:
+        return _kind_to_str(v)
+
+    @model_validator(mode="after")
+    def _first_or_rate(self) -> FaultSpec:
+        if self.first is not None and self.rate is not None:
+            raise ValueError("give either 'first: K' or 'rate: p', not both")
+        return self
+
+
+def _check_logprobs(v: Any) -> Any:
+    if v is None:
+        return False
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, Mapping):
+        out: dict[str, float] = {}
+        for token, p in v.items():
+            if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 < p <= 1.0:
+                raise ValueError(
+                    f"probability of token '{token}' must be a number in (0, 1], got {p!r}"
+                )
+            out[str(token)] = float(p)
+        if not out:
+            raise ValueError("the token → probability mapping is empty")
+        if sum(out.values()) > 1.0 + 1e-9:
+            raise ValueError("the token probabilities add up to more than 1")
+        return out
+    raise ValueError(
+        "must be true/false, or a mapping of score token to probability such as "
+        "{'8': 0.7, '7': 0.2, '9': 0.1}"
+    )
+
+
+class Action(_Strict):
+    """What the server answers: tool calls, a reply (template) or a JSON reply, plus extras.
+
+    A reply and tool calls together: the tool calls are made while the conversation's last
+    message carries no tool result, the reply is sent once it does (one rule = one round trip).
+    Tool calls alone are made on every call (a model that never stops calling tools).
+    Neither: the ``default`` reply is sent.
+    """
+
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    reply: str | None = None
+    json_: Any = Field(default=None, alias="json")
+    logprobs: bool | dict[str, float] = False
+    latency: float = Field(default=0.0, ge=0.0)
+    fault: FaultSpec | None = None
+
+    @field_validator("logprobs", mode="before")
+    @classmethod
+    def _logprobs(cls, v: Any) -> Any:
+        return _check_logprobs(v)
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _tool_calls(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    @model_validator(mode="after")
+    def _reply_or_json(self) -> Action:
+        if self.reply is not None and self.has_json:
+            raise ValueError(
+                "give either 'reply' (a string template) or 'json' (a value), not both"
+            )
+        return self
+
+    @property
+    def has_json(self) -> bool:
+        """True if a ``json:`` reply was given (even ``json: null``)."""
+        return "json_" in self.model_fields_set
+
+    @property
+    def has_reply(self) -> bool:
+        return self.reply is not None or self.has_json
+
+
+class Rule(Action):
+    """One scripted rule: optional ``name`` (used in /_stats) and ``match`` conditions."""
+
+    name: str | None = None
+    match: Match = Field(default_factory=Match)
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _match(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+
+class GlobalFaults(_Strict):
+    """Faults for every model call (after a matching rule's own fault had its say).
+
+    ``rate`` maps a kind to the probability of that kind per call (sum ≤ 1), decided by a
+    generator seeded with ``seed`` and the call's request key and number, so a run is
+    reproducible even with concurrent requests. ``first`` maps kinds to counts: with
+    ``{"429": 2, "500": 1}`` calls 1-2 of each request key get 429, call 3 gets 500.
+    """
+
+    rate: dict[FaultKind, float] = Field(default_factory=dict)
+    first: dict[FaultKind, int] = Field(default_factory=dict)
+    retry_after: float = Field(default=1.0, ge=0.0)
+    seed: int = 0
+    slow_seconds: float = Field(default=30.0, gt=0.0)
+
+    @field_validator("rate", "first", mode="before")
+    @classmethod
+    def _kind_keys(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if isinstance(v, Mapping):
+            return {_kind_to_str(k): val for k, val in v.items()}
+        return v
+
+    @field_validator("rate")
+    @classmethod
+    def _rates(cls, v: dict[FaultKind, float]) -> dict[FaultKind, float]:
+        for kind, p in v.items():
+            if not 0.0 <= p <= 1.0 or math.isnan(p):
+                raise ValueError(f"rate of '{kind}' must be between 0 and 1, got {p}")
+        if sum(v.values()) > 1.0 + 1e-9:
+            raise ValueError(f"the rates add up to {sum(v.values()):g}, more than 1")
+        return v
+
+    @field_validator("first")
+    @classmethod
+    def _firsts(cls, v: dict[FaultKind, int]) -> dict[FaultKind, int]:
+        for kind, k in v.items():
+            if k < 0:
+                raise ValueError(f"first count of '{kind}' must be >= 0, got {k}")
+        return v
+
+
+class Rules(_Strict):
+    """A whole rules file: ``default``, optional global ``faults``, ``rules`` (first match wins)."""
+
+    default: Action = Field(default_factory=lambda: Action(reply="I don't know."))
+    faults: GlobalFaults = Field(default_factory=GlobalFaults)
+    rules: list[Rule] = Field(default_factory=list)
+
+    top_level_fields: ClassVar[tuple[str, ...]] = ("default", "faults", "rules")
+
+    @field_validator("default", mode="before")
+    @classmethod
+    def _default(cls, v: Any) -> Any:
+        if v is None:
+            return {"reply": "I don't know."}
+        if isinstance(v, str):
+            return {"reply": v}
+        return v
+
+    @field_validator("faults", mode="before")
+    @classmethod
+    def _faults(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _rules(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    def rule_label(self, index: int | None) -> str:
+        """The name of rule ``index`` in /_stats: its ``name``, else its index; None = default."""
+        if index is None:
+            return "default"
+        rule = self.rules[index]
+        return rule.name if rule.name else str(index)
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model class that validates the object at ``loc`` (for "allowed fields" hints)."""
+    current: type[BaseModel] | None = Rules
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, int):
+            continue
+        info = next(
+            (f for n, f in current.model_fields.items() if part in (n, f.alias)),
+            None,
+        )
+        if info is None:
+            return None
+        current = None
+        pending: list[Any] = [info.annotation]
+        while pending:
+            ann = pending.pop()
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                current = ann
+                break
+            pending.extend(get_args(ann))
+    return current
+
+
+def _unknown_field(loc: tuple[int | str, ...]) -> str:
+    key = str(loc[-1])
+    model = _model_at(loc[:-1])
+    if model is None:
+        return f"unknown field '{key}'"
+    allowed = _field_names(model)
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown field '{key}'; {hint}allowed fields here: {', '.join(allowed)}"
+
+
+def _format_errors(exc: ValidationError) -> list[str]:
+    problems: list[str] = []
+    for err in exc.errors(include_url=False):
+        # Drop pydantic's internal union/function tags from the location.
+        loc = tuple(
+            p
+            for p in err["loc"]
+            if not (isinstance(p, str) and ("[" in p or p.startswith("function-")))
+        )
+        if err["type"] == "extra_forbidden" and loc:
+            problems.append(f"{_loc(loc[:-1])}: {_unknown_field(loc)}")
+            continue
+        where = _loc(loc).replace("json_", "json")
+        msg = str(err["msg"])
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if err["type"] not in ("value_error", "assertion_error") and "input" in err:
+            given = err["input"]
+            if not isinstance(given, Mapping | list):
+                msg = f"{msg} (got {given!r})"
+        problems.append(f"{where}: {msg}")
+    # Unions report one error per member; keep each distinct message once.
+    return list(dict.fromkeys(problems))
+
+
+def parse_rules(data: Any, source: str = "<rules>") -> Rules:
+    """Validate a mapping (already parsed YAML/JSON) into :class:`Rules`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise RulesError(
+            source,
+            [
+                "(top level): expected a mapping with 'default', 'faults' and 'rules', "
+                f"got {type(data).__name__}"
+            ],
+        )
+    try:
+        return Rules.model_validate(data)
+    except ValidationError as exc:
+        raise RulesError(source, _format_errors(exc)) from None
+
+
+def load_rules(path: str | os.PathLike[str]) -> Rules:
+    """Read and validate a YAML rules file; any problem is a :class:`RulesError`."""
+    p = Path(path)
+    source = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RulesError(source, ["file not found; check the --script path"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RulesError(source, [f"cannot read the file: {exc}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "?"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RulesError(
+            source,
+            [
+                f"YAML syntax error at {where}: {problem} (quote regexes and strings "
+                "that contain ':', '{' or '#')"
+            ],
+        ) from None
+    return parse_rules(data, source)
+
+
+RulesInput: TypeAlias = Rules | Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def coerce_rules(rules: RulesInput) -> Rules:
+    """Accept Rules, a mapping in the file format, a path to a YAML file, or None (defaults)."""
+    if rules is None:
+        return Rules()
+    if isinstance(rules, Rules):
+        return rules
+    if isinstance(rules, Mapping):
+        return parse_rules(rules)
+    return load_rules(rules)
