@@ -98,10 +98,10 @@ def _prompts_list(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _model_server(args: argparse.Namespace) -> int:
+def _model_server(argv: list[str]) -> int:
     from holodeck_core.testing import main as serve
 
-    return serve(args.rest)
+    return serve(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,18 +129,24 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("agent", metavar="AGENT_YAML")
     listing.set_defaults(handler=_prompts_list)
 
-    server = commands.add_parser(
+    from holodeck_core.runner.command import add_test_parser
+
+    add_test_parser(commands)
+
+    # listed for --help; its own options are parsed by the server's main (see main() below)
+    commands.add_parser(
         "model-server",
         help="run the loopback OpenAI/Anthropic model server (tests, benchmarks, demo)",
         add_help=False,
     )
-    server.add_argument("rest", nargs=argparse.REMAINDER)
-    server.set_defaults(handler=_model_server)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["model-server"]:
+        return _model_server(arguments[1:])
+    args = build_parser().parse_args(arguments)
     handler: Handler = args.handler
     try:
         return int(handler(args))

@@ -19,9 +19,16 @@ class ExitCode(IntEnum):
 
     @staticmethod
     def worst(*codes: ExitCode) -> ExitCode:
-        order = [ExitCode.OK, ExitCode.FAILED, ExitCode.EVALUATION, ExitCode.EXECUTION]
-        order.append(ExitCode.CONFIG)
-        return max(codes, key=order.index, default=ExitCode.OK)
+        return max(codes, key=_PRECEDENCE.index, default=ExitCode.OK)
+
+
+_PRECEDENCE = [
+    ExitCode.OK,
+    ExitCode.FAILED,
+    ExitCode.EVALUATION,
+    ExitCode.EXECUTION,
+    ExitCode.CONFIG,
+]
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,14 @@ class TestResult(StrictModel):
     timestamp: str
     token_usage: TokenUsage | None = None
     turns: list[TurnResult] | None = None
+    error_source: Literal["execution", "evaluation"] | None = Field(
+        None,
+        description="Why an ERROR case could not be evaluated: the agent, a tool, a file or "
+        "the infrastructure (execution), or only a fail_on_error metric (evaluation).",
+    )
+    model_time_ms: int | None = Field(
+        None, ge=0, description="The agent's model time: queueing and backoff excluded."
+    )
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     weight: float = Field(1.0, gt=0.0)
@@ -196,6 +204,8 @@ class TestResult(StrictModel):
             raise ValueError("a case with errors or unmatched tools cannot pass")
         if self.passed and any(m.passed is False for m in self.metric_results):
             raise ValueError("a case with a failed metric cannot pass")
+        if self.error_source is not None and self.status is not Status.ERROR:
+            raise ValueError("error_source is set only on ERROR cases")
         return self
 
     @property

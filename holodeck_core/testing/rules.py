@@ -37,9 +37,18 @@ __all__ = [
     "parse_rules",
 ]
 
-FaultKind: TypeAlias = Literal["429", "500", "503", "drop", "malformed", "slow"]
+FaultKind: TypeAlias = Literal["400", "401", "429", "500", "503", "drop", "malformed", "slow"]
 RouteName: TypeAlias = Literal["chat", "messages", "responses"]
-FAULT_KINDS: tuple[FaultKind, ...] = ("429", "500", "503", "drop", "malformed", "slow")
+FAULT_KINDS: tuple[FaultKind, ...] = (
+    "400",
+    "401",
+    "429",
+    "500",
+    "503",
+    "drop",
+    "malformed",
+    "slow",
+)
 ROUTES: tuple[RouteName, ...] = ("chat", "messages", "responses")
 
 FORMAT_HINT = (

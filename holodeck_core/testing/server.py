@@ -651,6 +651,7 @@ def _hid(*parts: object) -> str:
 
 _OPENAI_ERRORS = {
     400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
     404: ("invalid_request_error", "not_found"),
     429: ("requests", "rate_limit_exceeded"),
     500: ("server_error", "internal_error"),
@@ -658,6 +659,7 @@ _OPENAI_ERRORS = {
 }
 _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
+    401: "authentication_error",
     404: "not_found_error",
     429: "rate_limit_error",
     500: "api_error",
@@ -924,7 +926,7 @@ async def _model_call_inner(
                 "Rate limit reached (injected by the holodeck loopback model server).",
                 headers={"Retry-After": f"{fault.retry_after:g}"},
             )
-        if fault.kind in ("500", "503"):
+        if fault.kind in ("400", "401", "500", "503"):
             status = int(fault.kind)
             return _error(
                 route, status, f"Injected {status} error from the holodeck loopback model server."

@@ -1,0 +1,59 @@
+"""JUnit XML for CI: FAIL is ``<failure>``, ERROR is ``<error>``, metric scores are
+properties."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from holodeck_core.models import Status, TestReport
+from holodeck_core.models.results import all_metric_results
+
+
+def render_junit(report: TestReport) -> str:
+    summary = report.summary
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=report.agent_name,
+        tests=str(summary.total_tests),
+        failures=str(summary.failed),
+        errors=str(summary.errored),
+        skipped="0",
+        time=f"{(summary.wall_time_ms or summary.total_duration_ms) / 1000:.3f}",
+        timestamp=report.timestamp,
+    )
+    for number, result in enumerate(report.results, start=1):
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=report.agent_name,
+            name=result.test_name or result.test_id or f"case {number}",
+            time=f"{result.execution_time_ms / 1000:.3f}",
+        )
+        metrics = all_metric_results(result)
+        if metrics or result.test_id:
+            properties = ET.SubElement(case, "properties")
+            if result.test_id:
+                ET.SubElement(properties, "property", name="test_id", value=result.test_id)
+            for metric in metrics:
+                value = metric.score if metric.score is not None else metric.raw_score
+                ET.SubElement(
+                    properties,
+                    "property",
+                    name=f"metric.{metric.metric_name}",
+                    value="error" if value is None else f"{value:.6g}",
+                )
+        details = "\n".join(result.errors)
+        failed_metrics = [m.metric_name for m in metrics if m.passed is False]
+        if result.status is Status.FAIL:
+            message = (
+                f"below threshold: {', '.join(failed_metrics)}" if failed_metrics else details
+            ) or "failed"
+            ET.SubElement(case, "failure", message=message[:500]).text = details or message
+        elif result.status is Status.ERROR:
+            ET.SubElement(case, "error", message=(details or "error")[:500]).text = details
+        if result.agent_response:
+            ET.SubElement(case, "system-out").text = result.agent_response
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")

@@ -1,0 +1,125 @@
+"""``holodeck test AGENT_YAML``: run a suite, write its EvalRun, render reports, exit per §6.7."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from holodeck_core.errors import ExitCode
+from holodeck_core.models import EvalRun, Gate, Status, TestResult, Trigger
+
+if TYPE_CHECKING:
+    from holodeck_core.runner.suite import Suite
+
+FORMATS = ("json", "markdown", "junit")
+
+
+def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    test = commands.add_parser("test", help="run an agent's test cases and score them")
+    test.add_argument("agent", metavar="AGENT_YAML")
+    test.add_argument("--output", "-o", type=Path, help="also write a report to this file")
+    test.add_argument("--format", choices=FORMATS, help="report format (default: from --output)")
+    test.add_argument("--parallel", type=int, help="cases at once (default: execution or 8)")
+    test.add_argument("--timeout", type=float, help="seconds per model call")
+    test.add_argument("--limit", type=int, help="run only the first N cases")
+    test.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
+    test.add_argument("--prompt-version", dest="prompt_key", help="a registered prompt version")
+    test.add_argument("--fresh", action="store_true", help="ignore an open resume journal")
+    verbosity = test.add_mutually_exclusive_group()
+    verbosity.add_argument("-q", "--quiet", action="store_true")
+    verbosity.add_argument("-v", "--verbose", action="store_true")
+    test.set_defaults(handler=run_test_command)
+
+
+def run_test_command(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.runner.suite import Suite, SuiteOptions
+
+    if args.parallel is not None and args.parallel < 1:
+        print("error: --parallel must be at least 1", file=sys.stderr)
+        return ExitCode.CONFIG
+    loaded = load_agent(args.agent)
+    options = SuiteOptions(
+        parallel=args.parallel,
+        timeout=args.timeout,
+        limit=args.limit,
+        filter=args.filter,
+        fresh=args.fresh,
+        prompt_key=args.prompt_key,
+        trigger=Trigger.CLI,
+        cli_args=sys.argv[1:],
+    )
+    suite = Suite(loaded, options)
+    run = asyncio.run(_run(suite, args))
+    from holodeck_core.reports import write_eval_run
+
+    path = write_eval_run(run, loaded.file)
+    from holodeck_core.runner.console import print_summary
+
+    print_summary(run, path, quiet=args.quiet)
+    code = exit_code(
+        run.report.results, loaded.agent.evaluations.gate if loaded.agent.evaluations else None
+    )
+    if args.output:
+        _write_report(run, args.output, args.format)
+    return code
+
+
+async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
+    from holodeck_core.runner.console import Progress
+
+    try:
+        with Progress(suite, quiet=args.quiet, verbose=args.verbose) as progress:
+            results = await suite.run_all(progress.case_done)
+        suite.finish()
+        return suite.eval_run(results)
+    finally:
+        await suite.aclose()
+
+
+def exit_code(results: list[TestResult], gate: Gate | None) -> ExitCode:
+    """§6.7: 3 for an execution ERROR, 4 for an ERROR from a fail_on_error metric only,
+    1 for a FAIL, else 0. With an ``evaluations.gate``, the gate decides FAIL and ERROR."""
+    errors = [r for r in results if r.status is Status.ERROR]
+    if gate is not None:
+        total = len(results) or 1
+        passed = sum(1 for r in results if r.status is Status.PASS)
+        gate_failed = (gate.min_pass_rate is not None and passed / total < gate.min_pass_rate) or (
+            gate.max_errors is not None and len(errors) > gate.max_errors
+        )
+        if not gate_failed:
+            return ExitCode.OK
+    codes = [ExitCode.OK]
+    for result in results:
+        if result.status is Status.FAIL:
+            codes.append(ExitCode.FAILED)
+        elif result.status is Status.ERROR:
+            codes.append(
+                ExitCode.EVALUATION if result.error_source == "evaluation" else ExitCode.EXECUTION
+            )
+    return ExitCode.worst(*codes)
+
+
+def _write_report(run: EvalRun, output: Path, fmt: str | None) -> None:
+    """Optional reports come after the EvalRun is safe on disk; a failure here loses nothing."""
+    from holodeck_core.reports import render_junit, render_markdown
+
+    chosen = fmt or {".md": "markdown", ".xml": "junit"}.get(output.suffix, "json")
+    try:
+        if chosen == "markdown":
+            text = render_markdown(run.report)
+        elif chosen == "junit":
+            text = render_junit(run.report)
+        else:
+            text = run.report.model_dump_json(indent=2)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except Exception as exc:
+        print(
+            f"warning: the {chosen} report could not be written to {output}: {exc} "
+            "(the EvalRun above is complete)",
+            file=sys.stderr,
+        )

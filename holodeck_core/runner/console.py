@@ -1,0 +1,104 @@
+"""What ``holodeck test`` shows: a live progress bar on a terminal, plain lines otherwise,
+then a summary table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+
+from holodeck_core.models import EvalRun, Status, TestResult
+from holodeck_core.runner.suite import Suite
+
+_STYLE = {Status.PASS: "green", Status.FAIL: "red", Status.ERROR: "yellow"}
+
+
+class Progress:
+    """Reports each finished case. Context manager around the suite's run."""
+
+    def __init__(self, suite: Suite, *, quiet: bool, verbose: bool) -> None:
+        self.console = Console(stderr=True)
+        self.quiet = quiet
+        self.verbose = verbose
+        self.total = len(suite.cases)
+        self.live = self.console.is_terminal and not quiet
+        self._bar: RichProgress | None = None
+        self._task: TaskID | None = None
+        resumable = suite.resumable
+        if resumable and not quiet:
+            self.console.print(
+                f"resuming: {resumable} of {self.total} cases come from the journal "
+                "(no model calls for them); --fresh starts over"
+            )
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("cases", total=self.total)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def case_done(self, result: TestResult, resumed: bool) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.advance(self._task)
+        if self.quiet or (self.live and not self.verbose):
+            return
+        name = result.test_name or result.test_id
+        note = " (from journal)" if resumed else ""
+        reason = (
+            f": {result.errors[0]}" if result.errors and result.status is not Status.PASS else ""
+        )
+        self.console.print(
+            f"[{_STYLE[result.status]}]{result.status.value:<5}[/] {name}{note}{reason}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def print_summary(run: EvalRun, path: Path, *, quiet: bool) -> None:
+    console = Console(file=sys.stdout)
+    summary = run.report.summary
+    if not quiet and summary.average_scores:
+        table = Table(
+            title=f"{run.report.agent_name} · prompt {run.metadata.prompt_version.version}"
+        )
+        for column in ("metric", "avg score", "pass rate", "errors"):
+            table.add_column(column)
+        for name in sorted({*summary.metrics_evaluated, *summary.metrics_errored}):
+            average = summary.average_scores.get(name)
+            rate = summary.metric_pass_rates.get(name)
+            table.add_row(
+                name,
+                "—" if average is None else f"{average:.3f}",
+                "—" if rate is None else f"{rate:.0%}",
+                str(summary.metrics_errored.get(name, 0)),
+            )
+        console.print(table)
+    wall = (summary.wall_time_ms or 0) / 1000
+    console.print(
+        f"{summary.passed} passed, {summary.failed} failed, {summary.errored} errored "
+        f"of {summary.total_tests} ({summary.pass_rate:.1f}% pass rate) in {wall:.1f}s",
+        highlight=False,
+    )
+    console.print(f"EvalRun: {path}", highlight=False, soft_wrap=True)

@@ -1,0 +1,228 @@
+"""Score one :class:`CaseRun` against its case: metrics, expected tools, and a status.
+
+PASS: every metric and tool expectation met. FAIL: ran, missed one. ERROR: could not be
+evaluated: the agent, a tool loop, a file or the infrastructure failed (``execution``), or a
+metric with ``fail_on_error`` could not run (``evaluation``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from holodeck_core.metrics import EvalContext, MetricInput, aevaluate_metrics, select_metrics
+from holodeck_core.metrics.tool_matching import match_expected_tools
+from holodeck_core.models import (
+    MetricResult,
+    Status,
+    TestCaseModel,
+    TestResult,
+    TurnResult,
+)
+from holodeck_core.models.evaluation import Metric
+from holodeck_core.runner.case_run import CaseRun, TurnRun
+
+MULTI_TURN_SEPARATOR = "\n---\n"
+
+
+class CaseEvaluator:
+    def __init__(
+        self, agent_metrics: Sequence[Metric] | None, model_name: str, context: EvalContext
+    ) -> None:
+        self.agent_metrics = list(agent_metrics) if agent_metrics is not None else None
+        self.model_name = model_name
+        self.context = context
+
+    async def evaluate(self, case: TestCaseModel, run: CaseRun) -> TestResult:
+        if case.turns is None:
+            return await self._single(case, run)
+        return await self._multi(case, run)
+
+    async def _single(self, case: TestCaseModel, run: CaseRun) -> TestResult:
+        turn = run.turns[0]
+        base = _base(case, run, case.input or "")
+        if turn.error:
+            return _errored(base, run)
+        metrics = await self._metrics(
+            select_metrics(self.agent_metrics, case.evaluations), case, turn, 0, None
+        )
+        report = (
+            match_expected_tools(case.expected_tools, turn.tool_invocations)
+            if case.expected_tools is not None
+            else None
+        )
+        errors = list(report.missing) if report else []
+        status, source = _status(metrics, report.matched if report else None, turn, errors)
+        return TestResult(
+            **base,
+            agent_response=turn.response,
+            tool_calls=[i.name for i in turn.tool_invocations],
+            tool_invocations=turn.tool_invocations,
+            expected_tools=case.expected_tools,
+            tools_matched=report.matched if report else None,
+            metric_results=metrics,
+            passed=status is Status.PASS,
+            status=status,
+            error_source=source,
+            errors=errors,
+        )
+
+    async def _multi(self, case: TestCaseModel, run: CaseRun) -> TestResult:
+        turns = case.turns or []
+        base = _base(case, run, MULTI_TURN_SEPARATOR.join(t.input for t in turns))
+        if run.error:
+            return _errored(base, run, _turn_results(turns, run.turns))
+        evaluated: list[TurnResult] = []
+        statuses: list[tuple[Status, str | None]] = []
+        for index, (spec, turn) in enumerate(zip(turns, run.turns, strict=True)):
+            metrics = await self._metrics(
+                select_metrics(self.agent_metrics, case.evaluations, spec.evaluations),
+                case,
+                turn,
+                index,
+                spec,
+            )
+            report = (
+                match_expected_tools(spec.expected_tools, turn.tool_invocations)
+                if spec.expected_tools is not None
+                else None
+            )
+            errors = list(report.missing) if report else []
+            status, source = _status(metrics, report.matched if report else None, turn, errors)
+            statuses.append((status, source))
+            evaluated.append(
+                TurnResult(
+                    turn_index=index,
+                    input=spec.input,
+                    response=turn.response,
+                    ground_truth=spec.ground_truth,
+                    expected_tools=spec.expected_tools,
+                    tool_calls=[i.name for i in turn.tool_invocations],
+                    tool_invocations=turn.tool_invocations,
+                    tools_matched=report.matched if report else None,
+                    arg_match_details=report.arg_match_details() if report else None,
+                    metric_results=metrics,
+                    passed=status is Status.PASS,
+                    execution_time_ms=turn.model_ms,
+                    token_usage=turn.usage,
+                    errors=errors,
+                )
+            )
+        status = _worst([s for s, _ in statuses])
+        sources = {src for s, src in statuses if s is Status.ERROR}
+        errors = [f"[turn {t.turn_index}] {e}" for t in evaluated for e in t.errors]
+        return TestResult(
+            **base,
+            agent_response=MULTI_TURN_SEPARATOR.join(t.response or "" for t in run.turns),
+            tool_calls=[i.name for t in run.turns for i in t.tool_invocations],
+            tool_invocations=[i for t in run.turns for i in t.tool_invocations],
+            passed=status is Status.PASS,
+            status=status,
+            error_source=("evaluation" if sources == {"evaluation"} else "execution")
+            if status is Status.ERROR
+            else None,
+            errors=errors,
+            turns=evaluated,
+        )
+
+    async def _metrics(
+        self,
+        metrics: list[Metric],
+        case: TestCaseModel,
+        turn: TurnRun,
+        index: int,
+        spec: object,
+    ) -> list[MetricResult]:
+        if not metrics:
+            return []
+        ground_truth = getattr(spec, "ground_truth", None) if spec else case.ground_truth
+        retrieval = getattr(spec, "retrieval_context", None) if spec else case.retrieval_context
+        expected = getattr(spec, "expected_tools", None) if spec else case.expected_tools
+        inputs = MetricInput(
+            input=turn.input,
+            actual_output=turn.response,
+            expected_output=ground_truth,
+            retrieval_context=tuple(retrieval) if retrieval is not None else None,
+            tool_invocations=tuple(turn.tool_invocations),
+            expected_tools=tuple(expected) if expected is not None else None,
+            latency_ms=float(turn.model_ms),
+            token_usage=turn.usage,
+            model=self.model_name,
+            test_case_name=case.name or case.id,
+            turn_index=index,
+            turn_config=(getattr(spec, "turn_config", None) or {}) if spec else {},
+        )
+        return await aevaluate_metrics(metrics, inputs, context=self.context)
+
+
+def _base(case: TestCaseModel, run: CaseRun, test_input: str) -> dict[str, object]:
+    return {
+        "test_id": case.id,
+        "test_name": case.name,
+        "test_input": test_input or "(empty)",
+        "processed_files": [f for t in run.turns for f in t.processed_files],
+        "ground_truth": case.ground_truth,
+        "execution_time_ms": run.execution_time_ms,
+        "timestamp": run.timestamp,
+        "token_usage": run.usage,
+        "model_time_ms": run.model_ms,
+        "tags": case.tags,
+        "metadata": case.metadata,
+        "weight": case.weight,
+    }
+
+
+def _errored(
+    base: dict[str, object], run: CaseRun, turns: list[TurnResult] | None = None
+) -> TestResult:
+    invocations = [i for t in run.turns for i in t.tool_invocations]
+    return TestResult(
+        **base,
+        agent_response=None,
+        tool_calls=[i.name for i in invocations],
+        tool_invocations=invocations,
+        passed=False,
+        status=Status.ERROR,
+        error_source="execution",
+        errors=[run.error or "the case could not be run"],
+        turns=turns,
+    )
+
+
+def _turn_results(specs: Sequence[object], runs: list[TurnRun]) -> list[TurnResult]:
+    return [
+        TurnResult(
+            turn_index=index,
+            input=turn.input,
+            response=turn.response,
+            ground_truth=getattr(spec, "ground_truth", None),
+            tool_calls=[i.name for i in turn.tool_invocations],
+            tool_invocations=turn.tool_invocations,
+            passed=False,
+            execution_time_ms=turn.model_ms,
+            token_usage=turn.usage,
+            errors=[turn.error] if turn.error else [],
+            skipped=turn.error_kind == "skipped",
+        )
+        for index, (spec, turn) in enumerate(zip(specs, runs, strict=False))
+    ]
+
+
+def _status(
+    metrics: list[MetricResult], tools_matched: bool | None, turn: TurnRun, errors: list[str]
+) -> tuple[Status, str | None]:
+    blocking = [m for m in metrics if m.error is not None and m.fail_on_error]
+    if blocking:
+        errors.extend(f"metric {m.metric_name}: {m.error}" for m in blocking)
+        return Status.ERROR, "evaluation"
+    if any(m.passed is False for m in metrics) or tools_matched is False:
+        return Status.FAIL, None
+    if not metrics and tools_matched is None and not (turn.response or "").strip():
+        errors.append("empty response and nothing to evaluate it with")
+        return Status.FAIL, None
+    return Status.PASS, None
+
+
+def _worst(statuses: list[Status]) -> Status:
+    for status in (Status.ERROR, Status.FAIL):
+        if status in statuses:
+            return status
+    return Status.PASS

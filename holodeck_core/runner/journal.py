@@ -1,0 +1,58 @@
+"""The resume journal (DESIGN §6.9): finished cases, appended and fsynced as they complete.
+
+``<HOLODECK_HOME>/journal/<agent slug>/<suite fingerprint>.jsonl``, local disk only. A run
+reuses entries whose case fingerprint matches; only cases without an error are written. A
+run that finishes with no transient error closes the journal, so the next run starts fresh.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from holodeck_core.naming import slugify
+from holodeck_core.runner.case_run import CaseRun
+
+
+class Journal:
+    def __init__(self, root: Path, agent_name: str, suite_fingerprint: str) -> None:
+        self.path = root / slugify(agent_name) / f"{suite_fingerprint}.jsonl"
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, CaseRun]:
+        """Entries of the open journal by case fingerprint. A torn last line (a crash while
+        writing) is ignored."""
+        if not self.path.is_file():
+            return {}
+        entries: dict[str, CaseRun] = {}
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                run = CaseRun.model_validate_json(line)
+            except ValidationError:
+                continue
+            entries[run.fingerprint] = run
+        return entries
+
+    def append(self, run: CaseRun) -> None:
+        if run.error is not None:
+            return
+        line = run.model_dump_json() + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def close(self) -> None:
+        """The run finished: keep the entries as ``.done`` for inspection, start fresh next."""
+        if self.path.exists():
+            self.path.replace(self.path.with_suffix(".jsonl.done"))
+
+    def discard(self) -> None:
+        """``--fresh``: set the open journal aside without reusing it."""
+        if self.path.exists():
+            self.path.replace(self.path.with_suffix(".jsonl.discarded"))

@@ -1,0 +1,318 @@
+"""`holodeck test` end to end: the real CLI, the real SDK clients, the loopback model server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from holodeck_core.cli import main
+from holodeck_core.models import EvalRun, Status
+from holodeck_core.testing import request_key, run_model_server
+
+TOOLS_PY = """
+def get_weather(city: str) -> str:
+    return f"Sunny in {city}"
+"""
+
+RULES: dict[str, Any] = {
+    "default": {"reply": "I don't know."},
+    "rules": [
+        {
+            "match": {"user": "weather in (\\w+)"},
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "$1"}}],
+            "reply": "{tool_result}",
+        },
+        {"match": {"user": "capital of France"}, "reply": "Paris"},
+        {"match": {"user": "broken"}, "fault": {"kind": "400"}},
+    ],
+}
+
+
+def write_agent(folder: Path, provider: str, base_url: str, cases: str, extra: str = "") -> Path:
+    (folder / "tools.py").write_text(TOOLS_PY)
+    agent = folder / "agent.yaml"
+    agent.write_text(
+        textwrap.dedent(f"""\
+            name: runner-test
+            model: {{provider: {provider}, name: test-model, endpoint: "{base_url}",
+                     api_key: sk-test-key-1234}}
+            instructions: {{inline: "You are helpful."}}
+            tools:
+              - {{type: function, name: get_weather, description: Weather, file: tools.py,
+                 function: get_weather}}
+            evaluations:
+              metrics:
+                - {{type: standard, metric: equality, case_insensitive: true}}
+            """)
+        + extra
+        + "test_cases:\n"
+        + textwrap.indent(textwrap.dedent(cases), "  ")
+    )
+    return agent
+
+
+CASES = """\
+- name: paris weather
+  input: weather in Paris?
+  ground_truth: Sunny in Paris
+  expected_tools: [{name: get_weather, args: {city: {regex: "^Paris$"}}}]
+- name: rome expected but paris called
+  input: weather in Paris please
+  ground_truth: Sunny in Paris
+  expected_tools: [{name: get_weather, args: {city: {fuzzy: rome}}}]
+- name: capital
+  input: capital of France?
+  ground_truth: paris
+- name: wrong answer
+  input: who won?
+  ground_truth: nobody
+"""
+
+
+def eval_run_of(agent: Path) -> EvalRun:
+    [path] = sorted((agent.parent / "results" / "runner-test").glob("*.json"))
+    return EvalRun.model_validate_json(path.read_text())
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_arg_matchers_statuses_and_exit_code(
+    tmp_path: Path, provider: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with run_model_server(RULES) as server:
+        url = server.openai_base_url if provider == "openai" else server.anthropic_base_url
+        agent = write_agent(tmp_path, provider, url, CASES)
+        code = main(["test", str(agent), "--output", str(tmp_path / "report.md")])
+    assert code == 1
+    run = eval_run_of(agent)
+    statuses = [(r.test_name, r.status) for r in run.report.results]
+    assert statuses == [
+        ("paris weather", Status.PASS),
+        ("rome expected but paris called", Status.FAIL),
+        ("capital", Status.PASS),
+        ("wrong answer", Status.FAIL),
+    ]
+    second = run.report.results[1]
+    assert second.tools_matched is False and "expected ≈'rome', got 'Paris'" in second.errors[0]
+    assert second.tool_invocations[0].args == {"city": "Paris"}
+    summary = run.report.summary
+    assert (summary.passed, summary.failed, summary.errored) == (2, 2, 0)
+    assert run.metadata.trigger == "cli" and run.metadata.run_id
+    assert run.metadata.agent_config.model.api_key is not None
+    assert "sk-test-key-1234" not in (next(agent.parent.glob("results/*/*.json"))).read_text()
+    markdown = (tmp_path / "report.md").read_text()
+    assert "rome expected but paris called (FAILED)" in markdown
+    assert "get_weather(city={'fuzzy': 'rome'})" in markdown  # HoloDeck crashed rendering this
+
+
+def test_errors_are_kept_apart_and_exit_3(tmp_path: Path) -> None:
+    cases = CASES + "- name: broken request\n  input: broken\n  ground_truth: x\n"
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        code = main(["test", str(agent), "-q"])
+    run = eval_run_of(agent)
+    broken = run.report.results[-1]
+    assert broken.status is Status.ERROR and broken.error_source == "execution"
+    assert "bad_request 400" in broken.errors[0]
+    assert run.report.summary.errored == 1
+    assert code == 3
+
+
+def test_fail_on_error_metric_is_an_evaluation_error(tmp_path: Path) -> None:
+    extra = ""
+    cases = """\
+    - name: no ground truth
+      input: capital of France?
+      evaluations:
+        - {type: standard, metric: bleu, fail_on_error: true}
+    """
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases, extra)
+        code = main(["test", str(agent), "-q"])
+    [result] = eval_run_of(agent).report.results
+    assert result.status is Status.ERROR and result.error_source == "evaluation"
+    assert code == 4
+
+
+def test_empty_response_without_metrics_fails(tmp_path: Path) -> None:
+    rules = {"default": {"reply": ""}}
+    (tmp_path / "agent.yaml").write_text(
+        "name: runner-test\nmodel: {provider: openai, name: m, endpoint: URL, api_key: k}\n"
+        "instructions: {inline: x}\ntest_cases: [{input: hello}]\n"
+    )
+    with run_model_server(rules) as server:
+        text = (tmp_path / "agent.yaml").read_text().replace("URL", server.openai_base_url)
+        (tmp_path / "agent.yaml").write_text(text)
+        code = main(["test", str(tmp_path / "agent.yaml"), "-q"])
+    [result] = eval_run_of(tmp_path / "agent.yaml").report.results
+    assert result.status is Status.FAIL and code == 1
+
+
+def test_faults_are_retried_or_classified_never_crash(tmp_path: Path) -> None:
+    rules = {
+        **RULES,
+        "faults": {"rate": {"429": 0.2, "500": 0.1, "slow": 0.05}, "retry_after": 0.05, "seed": 3},
+    }
+    cases = "".join(
+        f"- name: c{i}\n  input: capital of France? ({i})\n  ground_truth: paris\n"
+        for i in range(40)
+    )
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        code = main(["test", str(agent), "-q", "--timeout", "1", "--parallel", "10"])
+        stats = server.stats()
+    run = eval_run_of(agent)
+    assert len(run.report.results) == 40
+    assert [r.test_name for r in run.report.results] == [f"c{i}" for i in range(40)]
+    for result in run.report.results:
+        assert result.status in (Status.PASS, Status.ERROR)
+        if result.status is Status.ERROR:
+            assert result.errors and result.error_source == "execution"
+    assert stats["faults"], stats  # faults really happened
+    scheduler = run.metadata.provenance["scheduler"]
+    assert scheduler["retries"] > 0 and scheduler["attempts"] <= 40 * 4
+    assert code in (0, 3)
+
+
+def test_multi_turn_turns_run_in_order_with_a_timeout(tmp_path: Path) -> None:
+    rules = {
+        "rules": [
+            {"match": {"user": "first"}, "reply": "one"},
+            {"match": {"user": "second"}, "reply": "two", "latency": 3},
+        ]
+    }
+    cases = """\
+    - name: two turns
+      turns:
+        - {input: first, ground_truth: one}
+        - {input: second, ground_truth: two}
+        - {input: third, ground_truth: three}
+    - name: single slow
+      input: second
+      ground_truth: two
+    """
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        code = main(["test", str(agent), "-q", "--timeout", "0.5"])
+    multi, single = eval_run_of(agent).report.results
+    assert multi.status is Status.ERROR and single.status is Status.ERROR
+    assert multi.turns is not None and multi.turns[0].response == "one"
+    assert "timeout" in (multi.turns[1].errors[0])
+    assert multi.turns[2].skipped
+    assert "timeout" in single.errors[0]  # single-turn cases get the timeout too
+    assert code == 3
+
+
+def test_a_report_that_cannot_be_written_loses_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, CASES)
+        code = main(["test", str(agent), "-q", "--output", str(blocker / "r.md")])
+    assert code == 1
+    assert "could not be written" in capsys.readouterr().err
+    assert len(eval_run_of(agent).report.results) == 4
+
+
+def run_cli(agent: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "holodeck_core.cli", "test", str(agent), "-q", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def journaled_case_ids(home: Path) -> set[str]:
+    return {
+        json.loads(line)["case_id"]
+        for path in home.glob("journal/*/*.jsonl")
+        for line in path.read_text().splitlines()
+    }
+
+
+def journal_lines(home: Path) -> int:
+    return sum(len(p.read_text().splitlines()) for p in home.glob("journal/*/*.jsonl"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_run_resumes_without_repeating_model_calls(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    home = Path(os.environ["HOLODECK_HOME"])
+    rules = {"rules": [{"match": {"user": "capital"}, "reply": "Paris", "latency": 0.3}]}
+    cases = "".join(
+        f"- name: c{i}\n  input: capital of France ({i})?\n  ground_truth: paris\n"
+        for i in range(12)
+    )
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        proc = run_cli(agent, "--parallel", "2")
+        deadline = time.monotonic() + 60
+        while journal_lines(home) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        if sig is signal.SIGINT:
+            assert proc.returncode == 130 and "Traceback" not in err
+        assert not list(tmp_path.glob("results/*/*.json"))  # no EvalRun for the interrupted run
+        finished = journaled_case_ids(home)
+        assert 4 <= len(finished) < 12
+        calls_before = dict(server.stats()["by_key"])
+        code = main(["test", str(agent), "-q"])
+        calls_after = server.stats()["by_key"]
+    run = eval_run_of(agent)
+    assert code == 0 and run.report.summary.passed == 12
+
+    def key(case_id: str) -> str:
+        return request_key("chat", f"capital of France ({case_id.removeprefix('c')})?")
+
+    repeated = [c for c in finished if calls_after[key(c)] != calls_before[key(c)]]
+    assert repeated == []  # cases finished before the kill were not paid for twice
+    assert all(calls_after[key(f"c{i}")] >= 1 for i in range(12))
+    assert journal_lines(home) == 0  # the clean finish closed the journal
+
+
+def test_fresh_ignores_the_open_journal(tmp_path: Path) -> None:
+    home = Path(os.environ["HOLODECK_HOME"])
+    rules = {"rules": [{"match": {"user": "capital"}, "reply": "Paris"}]}
+    cases = "- name: c\n  input: capital of France?\n  ground_truth: paris\n"
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        assert main(["test", str(agent), "-q"]) == 0
+        assert journal_lines(home) == 0
+        (home / "journal").mkdir(exist_ok=True)
+        # an open journal from an interrupted run is reused...
+        journals = list(home.glob("journal/*/*.jsonl.done"))
+        journals[0].rename(journals[0].with_suffix(""))
+        assert main(["test", str(agent), "-q"]) == 0
+        assert server.stats()["total_calls"] == 1
+        journals = list(home.glob("journal/*/*.jsonl.done"))
+        journals[0].rename(journals[0].with_suffix(""))
+        # ...unless --fresh
+        assert main(["test", str(agent), "-q", "--fresh"]) == 0
+        assert server.stats()["total_calls"] == 2
+
+
+def test_junit_keeps_failures_and_errors_apart(tmp_path: Path) -> None:
+    cases = CASES + "- name: broken request\n  input: broken\n  ground_truth: x\n"
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        main(["test", str(agent), "-q", "-o", str(tmp_path / "junit.xml")])
+    xml = (tmp_path / "junit.xml").read_text()
+    assert 'failures="2" errors="1"' in xml
+    assert xml.count("<failure") == 2 and xml.count("<error") == 1
+    assert '<property name="metric.equality" value="1" />' in xml
+    report = json.loads(next(tmp_path.glob("results/*/*.json")).read_text())["report"]
+    assert report["summary"]["errored"] == 1
