@@ -129,9 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("agent", metavar="AGENT_YAML")
     listing.set_defaults(handler=_prompts_list)
 
+    from holodeck_core.history.cli import add_history_parser
     from holodeck_core.runner.command import add_test_parser
 
     add_test_parser(commands)
+    add_history_parser(commands)
 
     # listed for --help; its own options are parsed by the server's main (see main() below)
     commands.add_parser(

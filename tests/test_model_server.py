@@ -791,7 +791,10 @@ def test_rules_from_yaml_file(tmp_path: Path) -> None:
             {"rules": [{"match": {"usr": "x"}}]},
             "rules[0].match: unknown field 'usr'; did you mean 'user'?",
         ),
-        ({"rules": [{"fault": {"kind": "404"}}]}, "rules[0].fault.kind: Input should be '400', '401', '429'"),
+        (
+            {"rules": [{"fault": {"kind": "404"}}]},
+            "rules[0].fault.kind: Input should be '400', '401', '429'",
+        ),
         ({"rules": [{"match": {"route": "chatt"}}]}, "rules[0].match.route"),
         ({"rules": [{"match": {"user": "(["}}]}, "not a valid regular expression"),
         ({"rules": [{"reply": "a", "json": {"a": 1}}]}, "either 'reply'"),

@@ -38,14 +38,14 @@ class ModelClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-def api_key_for(model: LLMProvider, *, where: str = "model") -> str:
-    """The key from the config, else the provider's usual environment variable."""
+def api_key_for(model: LLMProvider, *, where: str = "model", fallback: str | None = None) -> str:
+    """The key from the config, else ``fallback``, else the provider's environment variable."""
     if model.api_key is not None:
         return model.api_key.get_secret_value()
     if model.provider is ProviderEnum.OLLAMA:
         return "ollama"
     variable = KEY_VARIABLES[model.provider]
-    key = os.environ.get(variable)
+    key = fallback or os.environ.get(variable)
     if not key:
         raise ConfigError(
             f"{where}.api_key is not set for provider {model.provider.value}: write "
@@ -54,17 +54,20 @@ def api_key_for(model: LLMProvider, *, where: str = "model") -> str:
     return key
 
 
-def make_client(model: LLMProvider, *, where: str = "model") -> ModelClient:
+def make_client(
+    model: LLMProvider, *, where: str = "model", fallback_key: str | None = None
+) -> ModelClient:
     """A client for ``model``; SDKs are imported here, not at start-up."""
+    key = api_key_for(model, where=where, fallback=fallback_key)
     if model.provider is ProviderEnum.ANTHROPIC:
         from holodeck_core.agents.anthropic_backend import AnthropicClient
 
-        return AnthropicClient(model, api_key_for(model, where=where))
+        return AnthropicClient(model, key)
     from holodeck_core.agents.openai_backend import OpenAIChatClient
 
     if model.provider is ProviderEnum.AZURE_OPENAI and not model.endpoint:
         raise ConfigError(f"{where}.endpoint is required for provider azure_openai")
-    return OpenAIChatClient(model, api_key_for(model, where=where))
+    return OpenAIChatClient(model, key)
 
 
 def parse_tool_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:

@@ -23,7 +23,10 @@ class ProjectSettings(StrictModel):
     nightly_cron: str = Field("0 2 * * *", description="Nightly schedule, UTC.")
     history_db: str | None = None
     artifacts_url: str | None = Field(None, description="IO manager base (a path or a URL).")
-    llm_api_pool_limit: int = Field(4, ge=1)
+    llm_api_pool_limit: int = Field(4, ge=1, description="Steps calling models at once.")
+    launch_new_versions: bool = Field(
+        False, description="The prompt-version sensor also launches a run for a new version."
+    )
 
 
 def find_project_root(start: Path | None = None) -> Path:

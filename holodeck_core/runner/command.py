@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.errors import ExitCode
+from holodeck_core.errors import ExitCode, HolodeckError
 from holodeck_core.models import EvalRun, Gate, Status, TestResult, Trigger
 
 if TYPE_CHECKING:
+    from holodeck_core.config.project import Project
     from holodeck_core.runner.suite import Suite
 
 FORMATS = ("json", "markdown", "junit")
@@ -57,6 +58,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.reports import write_eval_run
 
     path = write_eval_run(run, loaded.file)
+    _record_history(run, path, suite.project)
     from holodeck_core.runner.console import print_summary
 
     print_summary(run, path, quiet=args.quiet)
@@ -121,5 +123,26 @@ def _write_report(run: EvalRun, output: Path, fmt: str | None) -> None:
         print(
             f"warning: the {chosen} report could not be written to {output}: {exc} "
             "(the EvalRun above is complete)",
+            file=sys.stderr,
+        )
+
+
+def _record_history(run: EvalRun, path: Path, project: Project) -> None:
+    """Append the run to the DuckDB history. Best effort: the EvalRun file is the source of
+    truth, and `holodeck history sync` ingests it later if the database is busy."""
+    from holodeck_core.history.ingest import ingest_run
+
+    try:
+        ingest_run(
+            project.history_db,
+            run,
+            source_path=path,
+            prompts_dir=project.prompts_dir,
+            lock_timeout=5,
+        )
+    except HolodeckError as exc:
+        print(
+            f"warning: the run history was not updated ({exc}); the EvalRun is safe, run "
+            f"`holodeck history sync {path.parent}` later",
             file=sys.stderr,
         )

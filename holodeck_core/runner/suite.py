@@ -26,6 +26,7 @@ from holodeck_core.metrics import EvalContext
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
+    ProviderEnum,
     ReportSummary,
     TestCaseModel,
     TestReport,
@@ -38,7 +39,7 @@ from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor, now_iso
 from holodeck_core.runner.journal import Journal
-from holodeck_core.runner.scheduler import CallScheduler, RetryPolicy, SchedulerStats
+from holodeck_core.runner.scheduler import CallScheduler, RetryPolicy
 
 DEFAULT_LLM_TIMEOUT = 60.0
 
@@ -55,6 +56,7 @@ class SuiteOptions:
     cli_args: list[str] = field(default_factory=list)
     dagster_run_id: str | None = None
     partition_key: str | None = None
+    api_keys: dict[ProviderEnum, str] = field(default_factory=dict)
 
 
 CaseCallback = Callable[[TestResult, bool], None]
@@ -123,7 +125,9 @@ class Suite:
             else None
         )
         self.scheduler = CallScheduler(self.parallel, RetryPolicy(timeout=self.timeout))
-        self.client = make_client(agent.model)
+        self.client = make_client(
+            agent.model, fallback_key=self.options.api_keys.get(agent.model.provider)
+        )
         runner = AgentRunner(
             client=self.client,
             scheduler=self.scheduler,
@@ -221,9 +225,21 @@ class Suite:
         if not self.transient_failures():
             self.journal.close()
 
-    def eval_run(self, results: list[TestResult]) -> EvalRun:
-        """The redacted EvalRun of this suite."""
-        wall_ms = int((time.perf_counter() - self._clock) * 1000)
+    def eval_run(
+        self,
+        results: list[TestResult],
+        *,
+        runs: list[CaseRun] | None = None,
+        started_at: str | None = None,
+        wall_ms: int | None = None,
+        scheduler: dict[str, object] | None = None,
+    ) -> EvalRun:
+        """The redacted EvalRun of this suite. A pipeline that ran the stages in separate
+        steps passes the stage outputs (``runs``) and when the first stage started."""
+        if runs is not None:
+            self.runs = {run.case_id: run for run in runs}
+        if wall_ms is None:
+            wall_ms = int((time.perf_counter() - self._clock) * 1000)
         agent = self.loaded.agent
         report = TestReport(
             agent_name=agent.name,
@@ -252,30 +268,30 @@ class Suite:
             config_hash=fp.config_hash(self.loaded),
             dataset_hash=fp.dataset_hash(self.cases),
             trigger=self.options.trigger,
-            started_at=self.started_at,
+            started_at=started_at or self.started_at,
             dagster_run_id=self.options.dagster_run_id,
             partition_key=self.options.partition_key,
             provenance={
                 "prompt_key": self.prompt_key,
                 "suite_fingerprint": self.suite_fingerprint,
-                "scheduler": _stats(self.scheduler.stats),
+                "scheduler": scheduler or self.scheduler_stats(),
                 "system_fingerprints": fingerprints,
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
 
+    def scheduler_stats(self) -> dict[str, object]:
+        stats = self.scheduler.stats
+        return {
+            "calls": stats.calls,
+            "attempts": stats.attempts,
+            "retries": stats.retries,
+            "rate_limited": stats.rate_limited,
+            "lowest_limit": stats.lowest_limit,
+        }
+
     async def aclose(self) -> None:
         await self.client.aclose()
-
-
-def _stats(stats: SchedulerStats) -> dict[str, object]:
-    return {
-        "calls": stats.calls,
-        "attempts": stats.attempts,
-        "retries": stats.retries,
-        "rate_limited": stats.rate_limited,
-        "lowest_limit": stats.lowest_limit,
-    }
 
 
 def git_commit(folder: object) -> str | None:

@@ -1,0 +1,261 @@
+"""Benchmark the DuckDB run history: ingest N runs x M cases x 3 metrics, then time each view.
+
+    .venv/bin/python bench/history_bench.py              # 1,000 runs x 100 cases x 3 metrics
+    .venv/bin/python bench/history_bench.py --runs 50    # a quick look
+
+Runs are built with the real models (two agents, five prompt versions each, one run a day per
+prompt, statuses with per-case pass rates so flaky cases and flips exist), streamed in batches
+through the production ingest path (flatten to Arrow, one transaction per run), re-ingested once
+to time the idempotent skip, and then every view is fully read. The last line sums it up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from holodeck_core.history import ingest, queries, store  # noqa: E402
+from holodeck_core.history.views import VIEWS  # noqa: E402
+from holodeck_core.models import (  # noqa: E402
+    Agent,
+    EvalRun,
+    EvalRunMetadata,
+    MetricResult,
+    PromptVersion,
+    ReportSummary,
+    Status,
+    TestReport,
+    TestResult,
+    TokenUsage,
+    ToolInvocation,
+)
+from holodeck_core.models.agent import Instructions  # noqa: E402
+from holodeck_core.models.evaluation import (  # noqa: E402
+    Direction,
+    EvaluationConfig,
+    RAGMetric,
+    StandardMetric,
+)
+from holodeck_core.models.llm import LLMProvider  # noqa: E402
+
+AGENTS = ("support-bot", "billing-bot")
+PROMPTS = ("v1", "v2", "v3", "v4", "v5")
+START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def make_agent(name: str) -> Agent:
+    return Agent(
+        name=name,
+        model=LLMProvider(provider="openai", name="gpt-4o-mini"),
+        instructions=Instructions(file="prompts/system.md"),
+        evaluations=EvaluationConfig(
+            model=LLMProvider(provider="openai", name="gpt-4o"),
+            metrics=[
+                RAGMetric(metric_type="faithfulness", threshold=0.5),
+                StandardMetric(metric="bleu", threshold=0.4),
+                StandardMetric(metric="latency", threshold=3000),
+            ],
+        ),
+    )
+
+
+def make_case(rng: random.Random, case: int, when: datetime, base_pass: float) -> TestResult:
+    """One case with three metrics; status drawn from the case's own pass probability."""
+    draw = rng.random()
+    status = Status.ERROR if draw > 0.98 else Status.PASS if draw < base_pass else Status.FAIL
+    latency = rng.randint(200, 2500)
+    if status is Status.ERROR:
+        metrics = [
+            MetricResult(metric_name="faithfulness", kind="rag", passed=None, error="judge 503"),
+            MetricResult(metric_name="bleu", passed=None, error="no response"),
+            MetricResult(metric_name="latency", passed=None, error="no response"),
+        ]
+    else:
+        good = status is Status.PASS
+        faith = rng.uniform(0.6, 1.0) if good else rng.uniform(0.0, 0.45)
+        bleu = rng.uniform(0.45, 1.0) if good else rng.uniform(0.0, 0.9)
+        metrics = [
+            MetricResult(
+                metric_name="faithfulness",
+                kind="rag",
+                score=faith,
+                threshold=0.5,
+                passed=faith >= 0.5,
+                model_used="gpt-4o",
+            ),
+            MetricResult(metric_name="bleu", score=bleu, threshold=0.4, passed=good or bleu >= 0.4),
+            MetricResult(
+                metric_name="latency",
+                raw_score=float(latency),
+                threshold=3000,
+                direction=Direction.LOWER_IS_BETTER,
+                unit="ms",
+                passed=True,
+            ),
+        ]
+    tools = (
+        [ToolInvocation.of("lookup_order", {"order": case}, {"status": "shipped"})]
+        if case % 3 == 0 and status is not Status.ERROR
+        else []
+    )
+    return TestResult(
+        test_id=f"case-{case:03d}",
+        test_name=f"case {case}",
+        test_input=f"Question {case}?",
+        agent_response=None if status is Status.ERROR else f"Answer {case}.",
+        tool_calls=[t.name for t in tools],
+        tool_invocations=tools,
+        metric_results=metrics,
+        passed=status is Status.PASS,
+        status=status,
+        execution_time_ms=latency,
+        errors=["model timeout"] if status is Status.ERROR else [],
+        timestamp=when.isoformat(),
+        token_usage=TokenUsage(prompt_tokens=120, completion_tokens=40, total_tokens=160),
+    )
+
+
+def make_runs(n_runs: int, n_cases: int, seed: int = 7) -> Iterator[EvalRun]:
+    rng = random.Random(seed)
+    agents = {name: make_agent(name) for name in AGENTS}
+    streams = [(a, p) for a in AGENTS for p in PROMPTS]
+    base_pass = {
+        s: [rng.choice((0.97, 0.97, 0.9, 0.7, 0.5)) for _ in range(n_cases)] for s in streams
+    }
+    dataset = hashlib.sha256(f"{n_cases} cases".encode()).hexdigest()
+    for i in range(n_runs):
+        agent_name, prompt = streams[i % len(streams)]
+        when = START + timedelta(days=i // len(streams), minutes=i % len(streams))
+        results = [
+            make_case(rng, c, when, base_pass[(agent_name, prompt)][c]) for c in range(n_cases)
+        ]
+        summary = ReportSummary.from_results(results, wall_time_ms=60_000).model_copy(
+            update={"cost_usd": round(0.00002 * 160 * n_cases, 6)}
+        )
+        yield EvalRun(
+            report=TestReport(
+                agent_name=agent_name,
+                agent_config_path="agent.yaml",
+                results=results,
+                summary=summary,
+                timestamp=when.isoformat(),
+                holodeck_version="holodeck-pipelines bench",
+            ),
+            metadata=EvalRunMetadata(
+                agent_config=agents[agent_name],
+                prompt_version=PromptVersion(
+                    version=prompt,
+                    source="file",
+                    file_path="prompts/system.md",
+                    body_hash=hashlib.sha256(prompt.encode()).hexdigest(),
+                ),
+                holodeck_version="holodeck-pipelines bench",
+                run_id=f"bench-{i:05d}",
+                trigger="nightly",
+                dataset_hash=dataset,
+                partition_key=prompt,
+            ),
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--cases", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=ingest.DEFAULT_BATCH)
+    parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary database")
+    args = parser.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="history-bench-"))
+    db = args.db or tmp / "history.duckdb"
+    if db.exists():
+        db.unlink()
+    t_build = t_prepare = t_write = 0.0
+    ingested = 0
+    runs = make_runs(args.runs, args.cases)
+    while True:
+        t0 = time.perf_counter()
+        batch = [run for _, run in zip(range(args.batch), runs, strict=False)]
+        t1 = time.perf_counter()
+        if not batch:
+            break
+        prepared = [ingest.prepare_run(run) for run in batch]
+        t2 = time.perf_counter()
+        ingested += len(ingest.write_batch(db, prepared).ingested)
+        t3 = time.perf_counter()
+        t_build, t_prepare, t_write = t_build + t1 - t0, t_prepare + t2 - t1, t_write + t3 - t2
+    t0 = time.perf_counter()
+    skipped = 0
+    for batch_start in range(0, args.runs, args.batch):
+        ids = range(batch_start, min(batch_start + args.batch, args.runs))
+        # Re-ingest: the cost of the idempotency check alone (rows are already prepared).
+        again = [
+            ingest.PreparedRun(run_id=f"bench-{i:05d}", tables=prepared[0].tables) for i in ids
+        ]
+        skipped += len(ingest.write_batch(db, again).skipped)
+    t_again = time.perf_counter() - t0
+    ingest_s = t_prepare + t_write
+
+    with store.reader(db) as con:
+        row = con.execute(
+            "SELECT (SELECT count(*) FROM test_results), (SELECT count(*) FROM metric_results), "
+            "(SELECT count(*) FROM tool_invocations)"
+        ).fetchall()
+        n_tests, n_metrics, n_tools = row[0]
+        view_times: dict[str, tuple[float, int]] = {}
+        for view in (*VIEWS, "flaky_cases(5)"):
+            t0 = time.perf_counter()
+            table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
+            view_times[view] = (time.perf_counter() - t0, table.num_rows)
+        t0 = time.perf_counter()
+        last_same_stream = (args.runs - 1) // 10 * 10  # same agent and prompt as run 0
+        comparison = queries.compare_runs(con, "bench-00000", f"bench-{last_same_stream:05d}")
+        t_compare = time.perf_counter() - t0
+    size_mb = db.stat().st_size / 1e6
+
+    rows_total = ingested + n_tests + n_metrics + n_tools
+    print(f"history bench: {args.runs} runs x {args.cases} cases x 3 metrics -> {db}")
+    print(f"  build EvalRuns (pydantic)   {t_build:8.2f} s  (not part of ingest)")
+    print(f"  flatten to Arrow            {t_prepare:8.2f} s")
+    print(f"  write (1 transaction/run)   {t_write:8.2f} s")
+    print(
+        f"  ingest total                {ingest_s:8.2f} s  {ingested / ingest_s:8.0f} runs/s  "
+        f"{rows_total / ingest_s:10.0f} rows/s"
+    )
+    print(f"  re-ingest (all skipped)     {t_again:8.2f} s  ({skipped} skipped)")
+    print(
+        f"  rows: eval_runs {ingested}, test_results {n_tests}, metric_results {n_metrics}, "
+        f"tool_invocations {n_tools}; file {size_mb:.1f} MB"
+    )
+    for view, (seconds, n) in view_times.items():
+        print(f"  query {view:<22}{seconds:8.3f} s  {n:>9} rows")
+    print(f"  compare two runs            {t_compare:8.3f} s  ({len(comparison.flips)} flips)")
+    slowest = max(view_times, key=lambda v: view_times[v][0])
+    print(
+        f"RESULT runs={ingested} cases={n_tests} metrics={n_metrics} ingest_s={ingest_s:.2f} "
+        f"ms_per_run={1000 * ingest_s / max(ingested, 1):.1f} "
+        f"rows_per_s={rows_total / ingest_s:.0f} "
+        f"views_total_s={sum(t for t, _ in view_times.values()):.3f} "
+        f"slowest_view={slowest}:{view_times[slowest][0]:.3f}s compare_s={t_compare:.3f} "
+        f"db_mb={size_mb:.1f}"
+    )
+    if args.db is None and not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

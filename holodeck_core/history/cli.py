@@ -1,0 +1,482 @@
+"""``holodeck history``: runs, show, compare, sql, sync, import, export.
+
+:func:`add_history_parser` plugs the commands into the top-level CLI; each sets ``handler``
+(``Callable[[argparse.Namespace], int]``) on the parsed namespace. Handlers return an exit code
+(DESIGN §6.7) or raise a :class:`~holodeck_core.errors.HolodeckError`. This module imports only
+the standard library at load time: DuckDB, pandas, pyarrow and rich load inside handlers, so
+``holodeck --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from holodeck_core.errors import ConfigError, ExecutionError, ExitCode, HolodeckError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from holodeck_core.history.queries import Comparison, RunDetail
+
+Handler = Callable[[argparse.Namespace], int]
+
+DB_HELP = (
+    "history database file (default: $HOLODECK_HISTORY_DB, else history_db in holodeck.yaml, "
+    "else .holodeck/history.duckdb in the project root)"
+)
+LOCK_HELP = (
+    "how long to wait for another process's lock on the database before giving up "
+    "(default: $HOLODECK_HISTORY_LOCK_TIMEOUT, else 30)"
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _db(args: argparse.Namespace) -> Path:
+    if args.db is not None:
+        return Path(args.db).expanduser()
+    from holodeck_core.config.project import Project
+
+    return Project.discover().history_db
+
+
+def _prompts_dir(args: argparse.Namespace) -> Path:
+    if args.prompts_dir is not None:
+        return Path(args.prompts_dir).expanduser()
+    from holodeck_core.config.project import Project
+
+    return Project.discover().prompts_dir
+
+
+def _out() -> Console:
+    """stdout; wide when it is not a terminal, so piped tables are not cut to 80 columns."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _err() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{100 * float(value):.1f}%"
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{int(value):,}"
+
+
+def _usd(value: Any) -> str:
+    return "-" if value is None else f"${float(value):.4f}"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _short(run_id: str) -> str:
+    return run_id[:12]
+
+
+def _print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
+    if fmt == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
+        return
+    if fmt == "json":
+        import json
+
+        records = [dict(zip(columns, row, strict=True)) for row in rows]
+        sys.stdout.write(json.dumps(records, indent=2, default=str, ensure_ascii=False) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row))
+    _out().print(table)
+    _err().print(f"{len(rows)} row(s)")
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from holodeck_core.history import queries, store
+
+    with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
+        runs = queries.list_runs(
+            con, agent=args.agent, prompt_version=args.prompt_version, limit=args.limit
+        )
+    if args.format != "table":
+        columns = list(queries.RUN_COLUMNS)
+        _print_rows(columns, [[r[c] for c in columns] for r in runs], args.format)
+        return ExitCode.OK
+    from rich.table import Table
+
+    table = Table(title="runs, newest first")
+    table.add_column("run", no_wrap=True)
+    for column in (
+        "finished (UTC)",
+        "agent",
+        "prompt",
+        "trigger",
+        "tests",
+        "pass",
+        "P/F/E",
+        "tokens",
+        "cost",
+    ):
+        table.add_column(column)
+    for r in runs:
+        table.add_row(
+            _short(r["run_id"]),
+            str(r["finished_at"])[:19],
+            r["agent_slug"],
+            r["prompt_version"],
+            r["trigger"] or "-",
+            str(r["total_tests"]),
+            _pct(r["pass_rate"]),
+            f"{r['passed']}/{r['failed']}/{r['errored']}",
+            _num(r["total_tokens"]),
+            _usd(r["cost_usd"]),
+        )
+    _out().print(table)
+    return ExitCode.OK
+
+
+def _render_detail(detail: RunDetail, only_failures: bool) -> None:
+    from rich.table import Table
+
+    run = detail.run
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    for label, value in (
+        ("run", run["run_id"]),
+        ("agent", f"{run['agent_name']} ({run['agent_slug']})"),
+        ("prompt", f"{run['prompt_version']} (body {str(run['prompt_body_hash'])[:12]})"),
+        ("model / judge", f"{run['model_name']} / {run['judge_model'] or '-'}"),
+        ("trigger", f"{run['trigger'] or '-'}  dagster run {run['dagster_run_id'] or '-'}"),
+        ("finished (UTC)", str(run["finished_at"])),
+        (
+            "pass rate",
+            f"{_pct(run['pass_rate'])}  ({run['passed']} pass, {run['failed']} fail, "
+            f"{run['errored']} error of {run['total_tests']})",
+        ),
+        ("tokens / cost", f"{_num(run['total_tokens'])} / {_usd(run['cost_usd'])}"),
+        ("wall / summed", f"{_num(run['wall_time_ms'])} ms / {_num(run['total_duration_ms'])} ms"),
+        ("dataset hash", str(run["dataset_hash"] or "-")),
+        ("source", str(run["source_path"] or "-")),
+    ):
+        head.add_row(label, value)
+    console = _out()
+    console.print(head)
+    by_case: dict[str, list[str]] = {}
+    for m in detail.metrics:
+        value = m["score"] if m["score"] is not None else m["raw_score"]
+        mark = "!" if m["error"] else ("ok" if m["passed"] else "x")
+        shown = "err" if value is None else f"{value:.3g}"
+        by_case.setdefault(m["case_id"], []).append(f"{m['metric_name']}={shown} {mark}")
+    cases = Table(title="cases")
+    for column in ("case", "status", "ms", "tokens", "metrics", "errors"):
+        cases.add_column(column, overflow="fold")
+    for case in detail.cases:
+        if only_failures and case["status"] == "PASS":
+            continue
+        style = {"PASS": "green", "FAIL": "red", "ERROR": "magenta"}[case["status"]]
+        cases.add_row(
+            case["case_id"],
+            f"[{style}]{case['status']}[/]",
+            _num(case["execution_time_ms"]),
+            _num(case["total_tokens"]),
+            ", ".join(by_case.get(case["case_id"], [])),
+            "; ".join(case["errors"] or []),
+        )
+    console.print(cases)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from holodeck_core.history import queries, store
+
+    with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
+        detail = queries.run_detail(con, queries.resolve_run(con, args.run))
+    if args.format == "json":
+        import json
+
+        payload = {
+            "run": detail.run,
+            "cases": detail.cases,
+            "metrics": detail.metrics,
+            "errors": detail.errors,
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return ExitCode.OK
+    _render_detail(detail, args.failures)
+    return ExitCode.OK
+
+
+def _render_comparison(result: Comparison) -> None:
+    from rich.table import Table
+
+    console = _out()
+    for side, run in (("A", result.a), ("B", result.b)):
+        console.print(
+            f"[bold]{side}[/] {_short(run['run_id'])}  {run['agent_slug']}  prompt "
+            f"{run['prompt_version']}  {str(run['finished_at'])[:19]}  pass "
+            f"{_pct(run['pass_rate'])} ({run['passed']}/{run['total_tests']})  tokens "
+            f"{_num(run['total_tokens'])}  cost {_usd(run['cost_usd'])}"
+        )
+    if result.flips:
+        flips = Table(title=f"case flips ({len(result.flips)})")
+        for column in ("case", "name", "A", "B", "change"):
+            flips.add_column(column, overflow="fold")
+        for flip in result.flips:
+            change = (
+                "[red]REGRESSION[/]"
+                if flip.regression
+                else "[green]fixed[/]"
+                if flip.status_b == "PASS"
+                else "changed"
+            )
+            flips.add_row(flip.case_id, flip.test_name or "", flip.status_a, flip.status_b, change)
+        console.print(flips)
+    else:
+        console.print("no case changed status")
+    if result.metrics:
+        metrics = Table(title="metrics on common cases")
+        for column in ("metric", "unit", "n A/B", "mean A", "mean B", "delta", "pass A", "pass B"):
+            metrics.add_column(column)
+        for m in result.metrics:
+            delta = "-" if m.delta is None else f"{m.delta:+.4g}"
+            metrics.add_row(
+                m.metric_name,
+                m.unit or "0-1",
+                f"{m.n_a}/{m.n_b}",
+                "-" if m.mean_a is None else f"{m.mean_a:.4g}",
+                "-" if m.mean_b is None else f"{m.mean_b:.4g}",
+                f"[red]{delta}[/]" if m.worse else delta,
+                _pct(m.pass_rate_a),
+                _pct(m.pass_rate_b),
+            )
+        console.print(metrics)
+    tokens = "-" if result.tokens_delta is None else f"{result.tokens_delta:+,}"
+    cost = "-" if result.cost_delta is None else f"{result.cost_delta:+.4f} USD"
+    console.print(
+        f"pass rate {_pct(result.pass_rate_a)} -> {_pct(result.pass_rate_b)} "
+        f"(on the {result.common_cases} common case(s): {_pct(result.common_pass_rate_a)} -> "
+        f"{_pct(result.common_pass_rate_b)}); tokens {tokens}; cost {cost}"
+    )
+    if result.is_regression:
+        console.print("[bold red]REGRESSION[/]: " + "; ".join(result.reasons))
+    else:
+        console.print("[bold green]no regression[/]")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from holodeck_core.history import queries, store
+
+    if not 0.0 <= args.max_drop <= 1.0:
+        raise ConfigError("--max-drop is a fraction between 0 and 1 (0.05 = 5 points)")
+    with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
+        run_a = queries.resolve_run(con, args.run_a)
+        run_b = queries.resolve_run(con, args.run_b)
+        result = queries.compare_runs(con, run_a, run_b, max_drop=args.max_drop)
+    for warning in result.warnings:
+        _err().print(f"[yellow]warning:[/] {warning}")
+    if args.format == "json":
+        import json
+
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+    else:
+        _render_comparison(result)
+    return ExitCode.FAILED if result.is_regression else ExitCode.OK
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    from holodeck_core.history import queries
+
+    result = queries.run_select(_db(args), args.query, lock_timeout=args.lock_timeout)
+    _print_rows(result.columns, result.rows, args.format)
+    return ExitCode.OK
+
+
+def _report_ingest(verb: str, report: Any) -> int:
+    _err().print(
+        f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in the history"
+        + (f"; {len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else "")
+    )
+    if report.problems:
+        raise ConfigError(report.problems)
+    return ExitCode.OK
+
+
+def _cmd_sync(args: argparse.Namespace) -> int:
+    from holodeck_core.history import ingest
+
+    report = ingest.sync(
+        _db(args),
+        Path(args.results_dir),
+        prompts_dir=_prompts_dir(args),
+        lock_timeout=args.lock_timeout,
+    )
+    return _report_ingest("synced", report)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from holodeck_core.history import ingest
+
+    report = ingest.ingest_paths(
+        _db(args),
+        [Path(p) for p in args.paths],
+        prompts_dir=_prompts_dir(args),
+        lock_timeout=args.lock_timeout,
+    )
+    return _report_ingest("imported", report)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from holodeck_core.history import export
+
+    report = export.export_runs(
+        _db(args),
+        Path(args.out),
+        args.format,
+        runs=args.run,
+        agent=args.agent,
+        prompt_version=args.prompt_version,
+        lock_timeout=args.lock_timeout,
+    )
+    _err().print(f"wrote {len(report.written)} file(s) to {args.out}")
+    if report.problems:
+        raise ExecutionError("\n".join(p.render() for p in report.problems))
+    return ExitCode.OK
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``history`` and its subcommands to a top-level CLI's subparsers."""
+    history = subparsers.add_parser(
+        "history",
+        help="query the run history (DuckDB): runs, compare, sql, import, export",
+        description="The run history: every EvalRun, in a DuckDB file you can query with SQL "
+        "(tables and views: docs/history.md).",
+    )
+    commands = history.add_subparsers(dest="history_command", metavar="COMMAND", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=None, metavar="PATH", help=DB_HELP)
+    common.add_argument(
+        "--lock-timeout", type=float, default=None, metavar="SECONDS", help=LOCK_HELP
+    )
+    prompts = argparse.ArgumentParser(add_help=False)
+    prompts.add_argument(
+        "--prompts-dir",
+        default=None,
+        metavar="DIR",
+        help="prompt snapshot store to copy bodies from (default: HOLODECK_HOME/prompts)",
+    )
+
+    def add(
+        name: str, handler: Handler, help_text: str, *parents: argparse.ArgumentParser
+    ) -> argparse.ArgumentParser:
+        parser = commands.add_parser(
+            name, help=help_text, description=help_text, parents=[common, *parents]
+        )
+        parser.set_defaults(handler=handler)
+        return parser
+
+    runs = add("runs", _cmd_runs, "list runs, newest first")
+    runs.add_argument("--agent", help="agent name or slug")
+    runs.add_argument("--prompt-version", help="prompt version (key)")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+    show = add("show", _cmd_show, "one run: summary, cases, metrics, errors")
+    show.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")
+    show.add_argument("--failures", action="store_true", help="list only FAIL and ERROR cases")
+    show.add_argument("--format", choices=("table", "json"), default="table")
+
+    compare = add(
+        "compare",
+        _cmd_compare,
+        "compare run B against run A: case flips, metric deltas, pass rate, tokens, cost; "
+        "exit 1 on a regression (for CI gates)",
+    )
+    compare.add_argument("run_a", metavar="RUN_A", help="baseline run (id or prefix)")
+    compare.add_argument("run_b", metavar="RUN_B", help="candidate run (id or prefix)")
+    compare.add_argument(
+        "--max-drop",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="tolerated pass-rate drop as a fraction (0.05 = 5 points; default 0)",
+    )
+    compare.add_argument("--format", choices=("table", "json"), default="table")
+
+    sql = add(
+        "sql",
+        _cmd_sql,
+        "run one read-only SELECT (or WITH ... SELECT) on the history; anything else is "
+        "refused (exit 2)",
+    )
+    sql.add_argument("query", metavar="QUERY")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+    sync = add(
+        "sync", _cmd_sync, "ingest every EvalRun under RESULTS_DIR not yet in the history", prompts
+    )
+    sync.add_argument("results_dir", metavar="RESULTS_DIR")
+
+    imp = add(
+        "import", _cmd_import, "ingest HoloDeck 0.7.1 (or our) EvalRun files or folders", prompts
+    )
+    imp.add_argument("paths", metavar="PATH", nargs="+")
+
+    exp = add(
+        "export",
+        _cmd_export,
+        "write runs as HoloDeck 0.7.1 files, our EvalRun JSON, or Parquet tables",
+    )
+    exp.add_argument("--format", choices=("holodeck", "json", "parquet"), required=True)
+    exp.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    exp.add_argument("--run", action="append", metavar="RUN", help="a run to export (repeat)")
+    exp.add_argument("--agent", help="only this agent (name or slug)")
+    exp.add_argument("--prompt-version", help="only this prompt version")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """A CLI with only ``history`` (for tests and ``python -m holodeck_core.history.cli``);
+    errors become a message on stderr and their exit code, as in the top-level CLI."""
+    parser = argparse.ArgumentParser(prog="holodeck")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_history_parser(subparsers)
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return int(handler(args))
+    except HolodeckError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,354 @@
+"""Ingest EvalRuns: one transaction per run, idempotent by run id (DESIGN §3.6, §6.14).
+
+The EvalRun JSON file is written first and stays the source of truth; the database is a
+copy that ``sync`` can always complete. Rows are built before a connection is opened, and the
+connection is released between batches, so concurrent writers (Dagster steps, CLI runs) each
+hold the file lock only for the inserts themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from holodeck_core.errors import ConfigError, Problem
+from holodeck_core.history import schema, store
+from holodeck_core.history.holodeck_format import LoadedRun, NotAnEvalRun, load_run_bytes
+from holodeck_core.history.rows import (
+    PromptInfo,
+    RunSource,
+    build_tables,
+    run_id_of,
+    sha256_hex,
+)
+from holodeck_core.models import EvalRun
+
+DEFAULT_BATCH = 50
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run's rows, ready to insert."""
+
+    run_id: str
+    tables: dict[str, pa.Table]
+
+
+@dataclass
+class IngestReport:
+    ingested: list[str] = field(default_factory=list)
+    """Run ids written by this call."""
+    skipped: list[str] = field(default_factory=list)
+    """Run ids already in the database (nothing written)."""
+    ignored: list[Path] = field(default_factory=list)
+    """JSON files in a scanned folder that are not EvalRuns (e.g. ``report.json``)."""
+    problems: list[Problem] = field(default_factory=list)
+    """Files that could not be read; everything else was still ingested."""
+
+    def merge(self, other: IngestReport) -> None:
+        self.ingested += other.ingested
+        self.skipped += other.skipped
+        self.ignored += other.ignored
+        self.problems += other.problems
+
+
+def resolve_prompt(run: EvalRun, prompts_dir: Path | None) -> PromptInfo:
+    """The run's prompt key and, when the snapshot store holds it, the snapshot body.
+
+    The key is the Dagster partition key when there is one, else the snapshot key whose body
+    hash matches (``v3`` or ``v3+1a2b3c4d``), else the frontmatter label."""
+    meta = run.metadata
+    version = meta.prompt_version
+    key = meta.partition_key or version.version
+    if prompts_dir is None or not prompts_dir.is_dir():
+        return PromptInfo(key=key)
+    from holodeck_core.config.prompts import Prompt, PromptStore
+
+    try:
+        prompt_store = PromptStore(prompts_dir, run.report.agent_name)
+        found = meta.partition_key or prompt_store.key_for(Prompt(version=version, body=""))
+        snapshot = prompt_store.get(found) if found else None
+    except (OSError, ValueError):  # a damaged snapshot must not block ingest
+        return PromptInfo(key=key)
+    if snapshot is None or snapshot.prompt_version.body_hash != version.body_hash:
+        return PromptInfo(key=key)
+    return PromptInfo(
+        key=snapshot.key,
+        body=snapshot.body,
+        snapshot_path=str(prompt_store.folder / f"{snapshot.key}.json"),
+        registered_at=snapshot.registered_at,
+    )
+
+
+def prepare_run(
+    run: EvalRun,
+    *,
+    run_id: str | None = None,
+    source_path: Path | None = None,
+    file_sha256: str | None = None,
+    prompts_dir: Path | None = None,
+) -> PreparedRun:
+    """Flatten ``run`` (no database access)."""
+    rid = run_id or run_id_of(run)
+    source = RunSource(
+        run_id=rid,
+        source_path=str(source_path.resolve()) if source_path is not None else None,
+        file_sha256=file_sha256,
+    )
+    tables = build_tables(run, source, resolve_prompt(run, prompts_dir))
+    return PreparedRun(run_id=rid, tables=tables)
+
+
+def prepare_loaded(loaded: LoadedRun, prompts_dir: Path | None) -> PreparedRun:
+    return prepare_run(
+        loaded.run,
+        run_id=loaded.run_id,
+        source_path=loaded.path,
+        file_sha256=loaded.file_sha256,
+        prompts_dir=prompts_dir,
+    )
+
+
+_PROMPT_UPSERT = (
+    "INSERT INTO prompt_versions BY NAME SELECT * FROM rows "
+    "ON CONFLICT DO UPDATE SET "
+    "body = coalesce(prompt_versions.body, excluded.body), "
+    "snapshot_path = coalesce(prompt_versions.snapshot_path, excluded.snapshot_path), "
+    "registered_at = coalesce(prompt_versions.registered_at, excluded.registered_at)"
+)
+"""The first run that saw a prompt keeps ``first_*``; a body found later fills in."""
+
+PromptKey = tuple[str, str, str]
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) -> None:
+    """Bulk insert of an Arrow table. DuckDB resolves ``rows`` in the SQL to this local
+    variable (a Python replacement scan), which saves a register/unregister round trip per
+    table; ``BY NAME`` matches columns by name, not position."""
+    if rows.num_rows:
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
+
+
+def _upsert_prompt(
+    con: duckdb.DuckDBPyConnection, rows: pa.Table, known: dict[PromptKey, bool]
+) -> None:
+    row = rows.to_pylist()[0]
+    key = (row["agent_slug"], row["prompt_version"], row["body_hash"])
+    has_body = row["body"] is not None
+    if key in known and (known[key] or not has_body):
+        return  # the upsert would change nothing
+    con.execute(_PROMPT_UPSERT)
+    known[key] = known.get(key, False) or has_body
+
+
+def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun]) -> list[bool]:
+    """Insert each run of ``batch`` in its own transaction; per run, False (and nothing
+    written) if its run id is already present.
+
+    The presence check is made once for the batch: the caller holds DuckDB's exclusive file
+    lock for the whole batch, so no other process can insert in between (and the primary key
+    on ``eval_runs.run_id`` would refuse it anyway)."""
+    ids = [prepared.run_id for prepared in batch]
+    present = {
+        row[0]
+        for row in con.execute(
+            "SELECT run_id FROM eval_runs WHERE list_contains(?, run_id)", [ids]
+        ).fetchall()
+    }
+    known: dict[PromptKey, bool] = {
+        (row[0], row[1], row[2]): bool(row[3])
+        for row in con.execute(
+            "SELECT agent_slug, prompt_version, body_hash, body IS NOT NULL FROM prompt_versions"
+        ).fetchall()
+    }
+    written: list[bool] = []
+    for prepared in batch:
+        if prepared.run_id in present:
+            written.append(False)
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table in schema.TABLES:
+                if table == "prompt_versions":
+                    _upsert_prompt(con, prepared.tables[table], known)
+                else:
+                    _insert(con, table, prepared.tables[table])
+            con.execute("COMMIT")
+        except duckdb.ConstraintException:
+            # Only another connection of this same process can get here first (processes
+            # are kept out by the file lock): then the run is present, which is success.
+            con.execute("ROLLBACK")
+            if not con.execute(
+                "SELECT 1 FROM eval_runs WHERE run_id = ?", [prepared.run_id]
+            ).fetchall():
+                raise
+            written.append(False)
+            continue
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        present.add(prepared.run_id)
+        written.append(True)
+    return written
+
+
+def write_batch(
+    db_path: Path, batch: Sequence[PreparedRun], *, lock_timeout: float | None = None
+) -> IngestReport:
+    """One short writer connection for a batch of prepared runs."""
+    report = IngestReport()
+    unique: dict[str, PreparedRun] = {}
+    for prepared in batch:
+        if prepared.run_id in unique:
+            report.skipped.append(prepared.run_id)  # the same run twice in one batch
+        else:
+            unique[prepared.run_id] = prepared
+    if not unique:
+        return report
+    runs = list(unique.values())
+    with store.writer(db_path, timeout_s=lock_timeout) as con:
+        written = write_prepared(con, runs)
+    for prepared, was_written in zip(runs, written, strict=True):
+        (report.ingested if was_written else report.skipped).append(prepared.run_id)
+    return report
+
+
+def _batches(items: Iterable[PreparedRun], size: int) -> Iterator[list[PreparedRun]]:
+    batch: list[PreparedRun] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def ingest_run(
+    db_path: Path,
+    run: EvalRun,
+    *,
+    source_path: Path | None = None,
+    prompts_dir: Path | None = None,
+    lock_timeout: float | None = None,
+) -> bool:
+    """Ingest one run (the call the runner and the Dagster asset make after writing the
+    EvalRun JSON). True if written, False if the run id was already there."""
+    file_sha256 = None
+    run_id = None
+    if source_path is not None and source_path.is_file():
+        file_sha256 = sha256_hex(source_path.read_bytes())
+        if run.metadata.run_id is None:
+            run_id = file_sha256
+    prepared = prepare_run(
+        run,
+        run_id=run_id,
+        source_path=source_path,
+        file_sha256=file_sha256,
+        prompts_dir=prompts_dir,
+    )
+    return bool(write_batch(db_path, [prepared], lock_timeout=lock_timeout).ingested)
+
+
+def ingest_runs(
+    db_path: Path,
+    runs: Iterable[EvalRun],
+    *,
+    prompts_dir: Path | None = None,
+    lock_timeout: float | None = None,
+    batch_size: int = DEFAULT_BATCH,
+) -> IngestReport:
+    """Ingest in-memory runs, a batch per connection and a transaction per run."""
+    report = IngestReport()
+    prepared = (prepare_run(run, prompts_dir=prompts_dir) for run in runs)
+    for batch in _batches(prepared, batch_size):
+        report.merge(write_batch(db_path, batch, lock_timeout=lock_timeout))
+    return report
+
+
+def _expand(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
+    """Files to read, each with whether the user named it (vs. found it in a folder)."""
+    found: list[tuple[Path, bool]] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend((p, False) for p in sorted(path.rglob("*.json")) if p.is_file())
+        elif path.is_file():
+            found.append((path, True))
+        else:
+            raise ConfigError(f"no such file or folder: {path}")
+    return found
+
+
+def known_files(db_path: Path, *, lock_timeout: float | None = None) -> tuple[set[str], set[str]]:
+    """File hashes and run ids already ingested (one brief connection)."""
+    with store.writer(db_path, timeout_s=lock_timeout) as con:
+        rows = con.execute("SELECT file_sha256, run_id FROM eval_runs").fetchall()
+    return {r[0] for r in rows if r[0]}, {r[1] for r in rows}
+
+
+def ingest_paths(
+    db_path: Path,
+    paths: Sequence[Path],
+    *,
+    prompts_dir: Path | None = None,
+    lock_timeout: float | None = None,
+    batch_size: int = DEFAULT_BATCH,
+) -> IngestReport:
+    """Ingest EvalRun files and folders of them (``import`` and ``sync``).
+
+    Files whose bytes are already in the database are skipped without parsing. In a folder,
+    JSON that is not an EvalRun is ignored; a named file that is not one is a problem."""
+    files = _expand(paths)
+    known_hashes, known_ids = known_files(db_path, lock_timeout=lock_timeout)
+    report = IngestReport()
+    pending: list[PreparedRun] = []
+    for path, named in files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            report.problems.append(Problem(file=str(path), message=f"cannot read: {exc}"))
+            continue
+        digest = sha256_hex(data)
+        if digest in known_hashes:
+            report.skipped.append(digest)
+            continue
+        try:
+            loaded = load_run_bytes(path, data)
+        except NotAnEvalRun as exc:
+            if named:
+                report.problems.append(
+                    Problem(file=str(path), message=f"not an EvalRun file: {exc}")
+                )
+            else:
+                report.ignored.append(path)
+            continue
+        except ConfigError as exc:
+            report.problems.extend(exc.problems)
+            continue
+        if loaded.run_id in known_ids:
+            report.skipped.append(loaded.run_id)
+            continue
+        known_ids.add(loaded.run_id)
+        pending.append(prepare_loaded(loaded, prompts_dir))
+        if len(pending) >= batch_size:
+            report.merge(write_batch(db_path, pending, lock_timeout=lock_timeout))
+            pending = []
+    report.merge(write_batch(db_path, pending, lock_timeout=lock_timeout))
+    return report
+
+
+def sync(
+    db_path: Path,
+    results_dir: Path,
+    *,
+    prompts_dir: Path | None = None,
+    lock_timeout: float | None = None,
+) -> IngestReport:
+    """Ingest every EvalRun under ``results_dir`` that the database does not have yet."""
+    if not results_dir.is_dir():
+        raise ConfigError(f"results folder not found: {results_dir}")
+    return ingest_paths(db_path, [results_dir], prompts_dir=prompts_dir, lock_timeout=lock_timeout)

@@ -1,0 +1,402 @@
+"""Read-side queries: run lookup, run listings, ``compare`` and the guarded ``sql`` command.
+
+Every function takes an open (read-only) connection except :func:`run_select`, which opens
+its own safe one after the statement has passed :func:`check_select`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from holodeck_core.errors import ConfigError
+from holodeck_core.history import store
+
+if TYPE_CHECKING:
+    import duckdb
+
+MIN_PREFIX = 4
+RUN_COLUMNS = (
+    "run_id",
+    "agent_name",
+    "agent_slug",
+    "prompt_version",
+    "trigger",
+    "model_name",
+    "finished_at",
+    "total_tests",
+    "passed",
+    "failed",
+    "errored",
+    "pass_rate",
+    "total_tokens",
+    "cost_usd",
+    "dataset_hash",
+    "wall_time_ms",
+    "source_path",
+)
+
+
+def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    columns = [d[0] for d in cursor.description or []]
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+def resolve_run(con: duckdb.DuckDBPyConnection, ref: str) -> str:
+    """A run id from a full id or a unique prefix (at least 4 characters)."""
+    exact = con.execute("SELECT run_id FROM eval_runs WHERE run_id = ?", [ref]).fetchall()
+    if exact:
+        return str(exact[0][0])
+    if len(ref) < MIN_PREFIX:
+        raise ConfigError(f"run {ref!r} not found (a prefix needs {MIN_PREFIX}+ characters)")
+    rows = con.execute(
+        "SELECT run_id FROM eval_runs WHERE starts_with(run_id, ?) ORDER BY run_id LIMIT 6",
+        [ref],
+    ).fetchall()
+    if not rows:
+        raise ConfigError(f"run {ref!r} not found; `holodeck history runs` lists them")
+    if len(rows) > 1:
+        shown = ", ".join(str(r[0])[:16] for r in rows[:5])
+        raise ConfigError(f"run prefix {ref!r} is ambiguous ({shown}, ...); give more of it")
+    return str(rows[0][0])
+
+
+def list_runs(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    agent: str | None = None,
+    prompt_version: str | None = None,
+    limit: int = 20,
+) -> list[dict[str, Any]]:
+    """Most recent runs first."""
+    return _dicts(
+        con.execute(
+            f"SELECT {', '.join(RUN_COLUMNS)} FROM eval_runs "
+            "WHERE (? IS NULL OR agent_slug = ? OR agent_name = ?) "
+            "AND (? IS NULL OR prompt_version = ?) "
+            "ORDER BY finished_at DESC, run_id DESC LIMIT ?",
+            [agent, agent, agent, prompt_version, prompt_version, limit],
+        )
+    )
+
+
+@dataclass
+class RunDetail:
+    run: dict[str, Any]
+    cases: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+
+
+def run_detail(con: duckdb.DuckDBPyConnection, run_id: str) -> RunDetail:
+    run = _dicts(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [run_id]))[0]
+    cases = _dicts(
+        con.execute(
+            "SELECT case_id, test_name, status, execution_time_ms, total_tokens, errors "
+            "FROM test_results WHERE run_id = ? ORDER BY case_index",
+            [run_id],
+        )
+    )
+    metrics = _dicts(
+        con.execute(
+            "SELECT case_id, turn_index, metric_name, score, raw_score, unit, threshold, "
+            "passed, error FROM metric_results WHERE run_id = ? "
+            "ORDER BY case_id, turn_index NULLS FIRST, metric_index",
+            [run_id],
+        )
+    )
+    errors = _dicts(
+        con.execute(
+            "SELECT case_id, source, name, message FROM v_errors WHERE run_id = ? "
+            "ORDER BY case_id, source",
+            [run_id],
+        )
+    )
+    return RunDetail(run=run, cases=cases, metrics=metrics, errors=errors)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+@dataclass(frozen=True)
+class CaseFlip:
+    case_id: str
+    test_name: str | None
+    status_a: str
+    status_b: str
+
+    @property
+    def regression(self) -> bool:
+        return self.status_a == "PASS" and self.status_b in ("FAIL", "ERROR")
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    metric_name: str
+    unit: str | None
+    direction: str
+    n_a: int
+    n_b: int
+    mean_a: float | None
+    mean_b: float | None
+    pass_rate_a: float | None
+    pass_rate_b: float | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.mean_a is None or self.mean_b is None:
+            return None
+        return self.mean_b - self.mean_a
+
+    @property
+    def worse(self) -> bool:
+        delta = self.delta
+        if delta is None:
+            return False
+        return delta > 0 if self.direction == "lower_is_better" else delta < 0
+
+
+@dataclass
+class Comparison:
+    """Run B measured against run A on the cases both ran."""
+
+    a: dict[str, Any]
+    b: dict[str, Any]
+    max_drop: float
+    common_cases: int
+    only_in_a: list[str]
+    only_in_b: list[str]
+    passed_a: int
+    passed_b: int
+    flips: list[CaseFlip]
+    metrics: list[MetricDelta]
+    tokens_common_a: int | None
+    tokens_common_b: int | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def pass_rate_a(self) -> float:
+        """A's pass rate over its whole test set (what a CI gate reads)."""
+        return float(self.a["pass_rate"])
+
+    @property
+    def pass_rate_b(self) -> float:
+        return float(self.b["pass_rate"])
+
+    @property
+    def pass_rate_drop(self) -> float:
+        return self.pass_rate_a - self.pass_rate_b
+
+    @property
+    def common_pass_rate_a(self) -> float:
+        """A's pass rate on the cases both runs have."""
+        return self.passed_a / self.common_cases if self.common_cases else 0.0
+
+    @property
+    def common_pass_rate_b(self) -> float:
+        return self.passed_b / self.common_cases if self.common_cases else 0.0
+
+    @property
+    def regressions(self) -> list[CaseFlip]:
+        return [flip for flip in self.flips if flip.regression]
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why this is a regression (empty: it is not)."""
+        found = []
+        if self.regressions:
+            found.append(f"{len(self.regressions)} case(s) passed in A and fail or error in B")
+        if self.pass_rate_drop > self.max_drop + 1e-12:
+            found.append(
+                f"pass rate dropped {self.pass_rate_drop:.1%} "
+                f"({self.pass_rate_a:.1%} -> {self.pass_rate_b:.1%}), "
+                f"more than --max-drop {self.max_drop:.1%}"
+            )
+        return found
+
+    @property
+    def is_regression(self) -> bool:
+        return bool(self.reasons)
+
+    @property
+    def tokens_delta(self) -> int | None:
+        a, b = self.a.get("total_tokens"), self.b.get("total_tokens")
+        return None if a is None or b is None else int(b) - int(a)
+
+    @property
+    def cost_delta(self) -> float | None:
+        a, b = self.a.get("cost_usd"), self.b.get("cost_usd")
+        return None if a is None or b is None else float(b) - float(a)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_a": self.a,
+            "run_b": self.b,
+            "warnings": self.warnings,
+            "common_cases": self.common_cases,
+            "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "pass_rate_a": self.pass_rate_a,
+            "pass_rate_b": self.pass_rate_b,
+            "pass_rate_drop": self.pass_rate_drop,
+            "common_pass_rate_a": self.common_pass_rate_a,
+            "common_pass_rate_b": self.common_pass_rate_b,
+            "max_drop": self.max_drop,
+            "tokens_delta": self.tokens_delta,
+            "tokens_common_a": self.tokens_common_a,
+            "tokens_common_b": self.tokens_common_b,
+            "cost_delta": self.cost_delta,
+            "flips": [asdict(f) | {"regression": f.regression} for f in self.flips],
+            "metrics": [asdict(m) | {"delta": m.delta, "worse": m.worse} for m in self.metrics],
+            "regression": self.is_regression,
+            "reasons": self.reasons,
+        }
+
+
+def compare_runs(
+    con: duckdb.DuckDBPyConnection, run_a: str, run_b: str, *, max_drop: float = 0.0
+) -> Comparison:
+    """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A."""
+    sides = {
+        row["run_id"]: row
+        for row in _dicts(
+            con.execute(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM eval_runs WHERE run_id IN (?, ?)",
+                [run_a, run_b],
+            )
+        )
+    }
+    a, b = sides[run_a], sides[run_b]
+    cases = con.execute(
+        """
+        SELECT coalesce(ta.case_id, tb.case_id) AS case_id,
+               coalesce(tb.test_name, ta.test_name) AS test_name,
+               ta.status, tb.status, ta.total_tokens, tb.total_tokens
+        FROM (SELECT * FROM test_results WHERE run_id = ?) ta
+        FULL OUTER JOIN (SELECT * FROM test_results WHERE run_id = ?) tb USING (case_id)
+        ORDER BY case_id
+        """,
+        [run_a, run_b],
+    ).fetchall()
+    common = [c for c in cases if c[2] is not None and c[3] is not None]
+    only_a = [c[0] for c in cases if c[3] is None]
+    only_b = [c[0] for c in cases if c[2] is None]
+    warnings = []
+    if a["dataset_hash"] != b["dataset_hash"] or only_a or only_b:
+        warnings.append(
+            "the runs have different test sets (dataset hash "
+            f"{str(a['dataset_hash'])[:12]} vs {str(b['dataset_hash'])[:12]}): comparing the "
+            f"{len(common)} common case(s); {len(only_a)} only in A, {len(only_b)} only in B"
+        )
+    if a["agent_slug"] != b["agent_slug"]:
+        warnings.append(f"comparing different agents: {a['agent_slug']} vs {b['agent_slug']}")
+    flips = [
+        CaseFlip(case_id=c[0], test_name=c[1], status_a=c[2], status_b=c[3])
+        for c in common
+        if c[2] != c[3]
+    ]
+    tokens_a = [c[4] for c in common if c[4] is not None]
+    tokens_b = [c[5] for c in common if c[5] is not None]
+    metric_rows = con.execute(
+        """
+        WITH common AS (
+            SELECT case_id FROM test_results WHERE run_id = $a
+            INTERSECT
+            SELECT case_id FROM test_results WHERE run_id = $b
+        )
+        SELECT metric_name, any_value(unit), any_value(direction),
+               count(coalesce(score, raw_score)) FILTER (WHERE run_id = $a),
+               count(coalesce(score, raw_score)) FILTER (WHERE run_id = $b),
+               avg(coalesce(score, raw_score)) FILTER (WHERE run_id = $a),
+               avg(coalesce(score, raw_score)) FILTER (WHERE run_id = $b),
+               avg(CAST(passed AS DOUBLE)) FILTER (WHERE run_id = $a),
+               avg(CAST(passed AS DOUBLE)) FILTER (WHERE run_id = $b)
+        FROM metric_results
+        WHERE run_id IN ($a, $b) AND case_id IN (SELECT case_id FROM common)
+        GROUP BY metric_name
+        ORDER BY metric_name
+        """,
+        {"a": run_a, "b": run_b},
+    ).fetchall()
+    metrics = [
+        MetricDelta(
+            metric_name=r[0],
+            unit=r[1],
+            direction=r[2],
+            n_a=int(r[3]),
+            n_b=int(r[4]),
+            mean_a=r[5],
+            mean_b=r[6],
+            pass_rate_a=r[7],
+            pass_rate_b=r[8],
+        )
+        for r in metric_rows
+    ]
+    return Comparison(
+        a=a,
+        b=b,
+        max_drop=max_drop,
+        common_cases=len(common),
+        only_in_a=only_a,
+        only_in_b=only_b,
+        passed_a=sum(1 for c in common if c[2] == "PASS"),
+        passed_b=sum(1 for c in common if c[3] == "PASS"),
+        flips=flips,
+        metrics=metrics,
+        tokens_common_a=sum(tokens_a) if tokens_a else None,
+        tokens_common_b=sum(tokens_b) if tokens_b else None,
+        warnings=warnings,
+    )
+
+
+# --------------------------------------------------------------------------- sql
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+def check_select(sql: str) -> str:
+    """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Parsed by DuckDB
+    itself, before any database is opened, so a refused statement cannot touch it."""
+    import duckdb
+
+    text = sql.strip()
+    if not text:
+        raise ConfigError("history sql: the query is empty")
+    try:
+        statements = duckdb.extract_statements(text)
+    except duckdb.Error as exc:
+        raise ConfigError(
+            f"history sql: the query does not parse: {' '.join(str(exc).split())}"
+        ) from None
+    if len(statements) != 1:
+        raise ConfigError(
+            f"history sql runs exactly one SELECT (or WITH ... SELECT) statement; got "
+            f"{len(statements)}. Nothing was run"
+        )
+    statement = statements[0]
+    if statement.type != duckdb.StatementType.SELECT:
+        kind = getattr(statement.type, "name", str(statement.type))
+        raise ConfigError(
+            "history sql only runs read-only queries (SELECT or WITH ... SELECT); refused a "
+            f"statement of type {kind}. The database was not opened"
+        )
+    return statement.query
+
+
+def run_select(db_path: Path, sql: str, *, lock_timeout: float | None = None) -> QueryResult:
+    """Run one checked SELECT on a read-only connection with external access disabled."""
+    import duckdb
+
+    query = check_select(sql)
+    with store.reader(db_path, timeout_s=lock_timeout, safe=True) as con:
+        try:
+            cursor = con.execute(query)
+            columns = [d[0] for d in cursor.description or []]
+            return QueryResult(columns=columns, rows=cursor.fetchall())
+        except duckdb.Error as exc:
+            raise ConfigError(f"history sql: {' '.join(str(exc).split())}") from None

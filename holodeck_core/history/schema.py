@@ -1,0 +1,235 @@
+"""The history schema: tables, and versioned forward migrations recorded in ``schema_version``.
+
+Analysts query these tables directly, so they are a public interface (``docs/history.md``).
+A migration is frozen once released: change the schema by appending a new one, never by
+editing an old one. Each migration runs in its own transaction; a database written by a newer
+release (a version we do not know) is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from holodeck_core.errors import ExecutionError
+from holodeck_core.history import views
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+SCHEMA_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version     INTEGER PRIMARY KEY,
+    description VARCHAR NOT NULL,
+    applied_at  TIMESTAMP NOT NULL DEFAULT (now()::TIMESTAMP)
+)
+"""
+
+TABLES_V1: tuple[str, ...] = (
+    """
+    CREATE TABLE eval_runs (
+        run_id             VARCHAR PRIMARY KEY,
+        agent_name         VARCHAR NOT NULL,
+        agent_slug         VARCHAR NOT NULL,
+        prompt_version     VARCHAR NOT NULL,
+        prompt_label       VARCHAR NOT NULL,
+        prompt_body_hash   VARCHAR,
+        prompt_source      VARCHAR,
+        model_provider     VARCHAR,
+        model_name         VARCHAR,
+        judge_model        VARCHAR,
+        trigger            VARCHAR,
+        dagster_run_id     VARCHAR,
+        partition_key      VARCHAR,
+        started_at         TIMESTAMP,
+        finished_at        TIMESTAMP NOT NULL,
+        wall_time_ms       BIGINT,
+        total_duration_ms  BIGINT,
+        total_tests        INTEGER NOT NULL,
+        passed             INTEGER NOT NULL,
+        failed             INTEGER NOT NULL,
+        errored            INTEGER NOT NULL,
+        pass_rate          DOUBLE NOT NULL,
+        weighted_pass_rate DOUBLE,
+        prompt_tokens      BIGINT,
+        completion_tokens  BIGINT,
+        total_tokens       BIGINT,
+        cost_usd           DOUBLE,
+        git_commit         VARCHAR,
+        holodeck_version   VARCHAR,
+        provenance         JSON,
+        cli_args           VARCHAR[],
+        config_hash        VARCHAR,
+        dataset_hash       VARCHAR,
+        source_path        VARCHAR,
+        file_sha256        VARCHAR,
+        ingested_at        TIMESTAMP NOT NULL,
+        CHECK (passed + failed + errored = total_tests),
+        CHECK (pass_rate BETWEEN 0 AND 1)
+    )
+    """,
+    """
+    CREATE TABLE test_results (
+        run_id            VARCHAR NOT NULL,
+        case_id           VARCHAR NOT NULL,
+        case_index        INTEGER NOT NULL,
+        test_name         VARCHAR,
+        status            VARCHAR NOT NULL CHECK (status IN ('PASS', 'FAIL', 'ERROR')),
+        passed            BOOLEAN NOT NULL,
+        test_input        VARCHAR,
+        agent_response    VARCHAR,
+        ground_truth      VARCHAR,
+        execution_time_ms BIGINT,
+        errors            VARCHAR[],
+        tool_calls        VARCHAR[],
+        tools_matched     BOOLEAN,
+        turn_count        INTEGER,
+        prompt_tokens     BIGINT,
+        completion_tokens BIGINT,
+        total_tokens      BIGINT,
+        cost_usd          DOUBLE,
+        weight            DOUBLE,
+        tags              VARCHAR[],
+        metadata          JSON,
+        executed_at       TIMESTAMP,
+        PRIMARY KEY (run_id, case_id)
+    )
+    """,
+    """
+    CREATE TABLE metric_results (
+        run_id             VARCHAR NOT NULL,
+        case_id            VARCHAR NOT NULL,
+        turn_index         INTEGER,
+        metric_index       INTEGER NOT NULL,
+        metric_name        VARCHAR NOT NULL,
+        kind               VARCHAR NOT NULL,
+        score              DOUBLE,
+        raw_score          DOUBLE,
+        threshold          DOUBLE,
+        direction          VARCHAR NOT NULL,
+        unit               VARCHAR,
+        passed             BOOLEAN,
+        error              VARCHAR,
+        judge_model        VARCHAR,
+        retry_count        INTEGER,
+        evaluation_time_ms BIGINT,
+        scale              VARCHAR,
+        fail_on_error      BOOLEAN,
+        reasoning          VARCHAR,
+        details            JSON
+    )
+    """,
+    """
+    CREATE TABLE tool_invocations (
+        run_id      VARCHAR NOT NULL,
+        case_id     VARCHAR NOT NULL,
+        turn_index  INTEGER,
+        call_index  INTEGER NOT NULL,
+        name        VARCHAR NOT NULL,
+        args        JSON,
+        result      JSON,
+        bytes       BIGINT,
+        duration_ms BIGINT,
+        error       VARCHAR,
+        call_id     VARCHAR
+    )
+    """,
+    """
+    CREATE TABLE prompt_versions (
+        agent_slug     VARCHAR NOT NULL,
+        prompt_version VARCHAR NOT NULL,
+        label          VARCHAR NOT NULL,
+        body_hash      VARCHAR NOT NULL,
+        source         VARCHAR,
+        file_path      VARCHAR,
+        author         VARCHAR,
+        description    VARCHAR,
+        tags           VARCHAR[],
+        extra          JSON,
+        body           VARCHAR,
+        snapshot_path  VARCHAR,
+        registered_at  TIMESTAMP,
+        first_run_id   VARCHAR NOT NULL,
+        first_seen_at  TIMESTAMP NOT NULL,
+        PRIMARY KEY (agent_slug, prompt_version, body_hash)
+    )
+    """,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "tables: eval_runs, test_results, metric_results, tool_invocations, prompt_versions",
+        TABLES_V1,
+    ),
+    Migration(
+        2,
+        "views v_runs, v_pass_rate_trend, v_metric_trend, v_regressions, "
+        "v_flaky_cases, v_errors; macros holodeck_t95, flaky_cases",
+        views.VIEWS_V2,
+    ),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+TABLES = ("eval_runs", "test_results", "metric_results", "tool_invocations", "prompt_versions")
+"""Tables that hold one run's rows, in insert order (``prompt_versions`` is upserted)."""
+
+
+def current_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The schema version of an open database; 0 for a new (empty) one."""
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables "
+        "WHERE table_schema = 'main' AND table_name = 'schema_version'"
+    ).fetchall()
+    if not exists[0][0]:
+        return 0
+    (version,) = con.execute("SELECT max(version) FROM schema_version").fetchall()[0]
+    return int(version) if version is not None else 0
+
+
+def check_known(version: int, db_label: str) -> None:
+    if version > LATEST_VERSION:
+        raise ExecutionError(
+            f"history database {db_label} has schema version {version}, newer than this "
+            f"release understands ({LATEST_VERSION}); upgrade holodeck-pipelines to use it"
+        )
+
+
+def migrate(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    target: int = LATEST_VERSION,
+    db_label: str = "(database)",
+) -> list[int]:
+    """Apply the pending migrations up to ``target`` on a read-write connection.
+
+    Returns the versions applied (empty when the schema is current)."""
+    con.execute(SCHEMA_VERSION_TABLE)
+    version = current_version(con)
+    check_known(version, db_label)
+    applied: list[int] = []
+    for migration in MIGRATIONS:
+        if migration.version <= version or migration.version > target:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for statement in migration.statements:
+                con.execute(statement)
+            con.execute(
+                "INSERT INTO schema_version (version, description) VALUES (?, ?)",
+                [migration.version, migration.description],
+            )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        applied.append(migration.version)
+    return applied

@@ -1,0 +1,183 @@
+"""Connections to the history database under DuckDB's single-writer rule (DESIGN §3.6).
+
+One DuckDB file allows one read-write process or many read-only ones, never both, and a
+bare ``duckdb.connect`` fails at once with ``Could not set lock on file``. So every connection
+here retries that error with bounded, jittered exponential backoff, then raises
+:class:`ExecutionError` naming the file, the process that holds the lock (parsed from DuckDB's
+message) and what to do. Callers keep connections short: prepare the rows first, connect,
+write, close; never hold a connection while waiting on anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from holodeck_core.errors import ConfigError, ExecutionError
+from holodeck_core.history import schema
+
+if TYPE_CHECKING:
+    import duckdb
+
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+LOCK_TIMEOUT_ENV = "HOLODECK_HISTORY_LOCK_TIMEOUT"
+_FIRST_DELAY_S = 0.02
+_MAX_DELAY_S = 1.0
+
+_LOCK_TEXTS = (
+    "Could not set lock on file",
+    # The same file already open in this process with another configuration (a writer while
+    # we want a reader, e.g. two steps of an in-process executor): wait for it the same way.
+    "Can't open a connection to same database file with a different configuration",
+)
+_HOLDER = re.compile(
+    r"Conflicting lock is held in (?P<process>.+?) \(PID (?P<pid>\d+)\)"
+    r"(?: by user (?P<user>[^\s.]+(?:\.[^\s.]+)*))?"  # a user name, not the sentence's '.'
+)
+
+SAFE_READER_CONFIG: dict[str, Any] = {"enable_external_access": False, "lock_configuration": True}
+"""For user SQL: no file, network or extension access, and no ``SET`` to undo it."""
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """The process DuckDB names as holding the file lock."""
+
+    process: str | None
+    pid: int | None
+    user: str | None = None
+
+    def describe(self) -> str:
+        who = self.process or "another process"
+        if self.pid is not None:
+            who += f" (PID {self.pid}"
+            who += f", user {self.user})" if self.user else ")"
+        return who
+
+
+def parse_lock_holder(message: str) -> LockHolder:
+    """The lock holder from DuckDB's error text, e.g. ``Conflicting lock is held in
+    /usr/bin/python3 (PID 4242) by user ana``; unknown parts are None."""
+    match = _HOLDER.search(message)
+    if match is None:
+        if _LOCK_TEXTS[1] in message:
+            return LockHolder(process="this process", pid=os.getpid())
+        return LockHolder(process=None, pid=None)
+    return LockHolder(
+        process=match.group("process"), pid=int(match.group("pid")), user=match.group("user")
+    )
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    return any(text in str(exc) for text in _LOCK_TEXTS)
+
+
+def lock_timeout(value: float | None = None) -> float:
+    """The bounded wait for a locked file: ``value``, else ``HOLODECK_HISTORY_LOCK_TIMEOUT``,
+    else 30 s."""
+    if value is not None:
+        return max(0.0, value)
+    configured = os.environ.get(LOCK_TIMEOUT_ENV)
+    if configured:
+        try:
+            return max(0.0, float(configured))
+        except ValueError:
+            raise ConfigError(
+                f"{LOCK_TIMEOUT_ENV}={configured!r} is not a number of seconds"
+            ) from None
+    return DEFAULT_LOCK_TIMEOUT_S
+
+
+def lock_message(path: Path, holder: LockHolder, waited_s: float, *, read_only: bool) -> str:
+    pid_hint = f" (`kill {holder.pid}` if it is stuck)" if holder.pid is not None else ""
+    role = "read it" if read_only else "write to it"
+    return (
+        f"history database {path} is locked by {holder.describe()}; gave up waiting to {role} "
+        f"after {waited_s:.1f}s. DuckDB allows one writer or many readers at a time, never "
+        f"both. Wait for that process to finish{pid_hint}, or wait longer with --lock-timeout "
+        f"SECONDS / {LOCK_TIMEOUT_ENV}. Nothing is lost: EvalRun JSON files are written "
+        "first, and `holodeck history sync RESULTS_DIR` ingests any run that missed the database."
+    )
+
+
+def connect_with_retry(
+    path: Path,
+    *,
+    read_only: bool,
+    config: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect`` that waits out another process's lock, within ``timeout_s``."""
+    import duckdb
+
+    budget = lock_timeout(timeout_s)
+    start = time.monotonic()
+    delay = _FIRST_DELAY_S
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only, config=dict(config or {}))
+        except duckdb.Error as exc:
+            if not is_lock_error(exc):
+                raise ExecutionError(
+                    f"cannot open history database {path}: {' '.join(str(exc).split())}"
+                ) from None
+            waited = time.monotonic() - start
+            if waited >= budget:
+                holder = parse_lock_holder(str(exc))
+                raise ExecutionError(
+                    lock_message(path, holder, waited, read_only=read_only)
+                ) from None
+            # Equal jitter: half the delay fixed, half random, so contending writers spread out.
+            pause = min(budget - waited, delay / 2 + random.uniform(0, delay / 2))
+            sleep(max(pause, 0.001))
+            delay = min(delay * 2, _MAX_DELAY_S)
+
+
+@contextmanager
+def writer(path: Path, *, timeout_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection with the schema migrated to the latest version. Creates the
+    database (and its folder) when missing. Keep the ``with`` block short."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = connect_with_retry(path, read_only=False, timeout_s=timeout_s)
+    try:
+        schema.migrate(con, db_label=str(path))
+        yield con
+    finally:
+        con.close()
+
+
+@contextmanager
+def reader(
+    path: Path, *, timeout_s: float | None = None, safe: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection. ``safe`` also disables external access (for user SQL).
+
+    A database at an older schema version is first upgraded through a brief writer."""
+    if not path.is_file():
+        raise ConfigError(
+            f"no history database at {path}. Create it with `holodeck history sync "
+            "RESULTS_DIR` or `holodeck history import FILE...`, or point --db / "
+            "HOLODECK_HISTORY_DB at an existing one"
+        )
+    config = SAFE_READER_CONFIG if safe else None
+    con = connect_with_retry(path, read_only=True, config=config, timeout_s=timeout_s)
+    version = schema.current_version(con)
+    if version < schema.LATEST_VERSION:
+        con.close()
+        with writer(path, timeout_s=timeout_s):
+            pass
+        con = connect_with_retry(path, read_only=True, config=config, timeout_s=timeout_s)
+    else:
+        schema.check_known(version, str(path))
+    try:
+        yield con
+    finally:
+        con.close()

@@ -1,0 +1,107 @@
+"""The four stages as functions of the domain, for pipelines that run them as separate steps
+(the Dagster assets): files → agent responses → metric results → report. Their outputs are
+pydantic models, so any step can persist them as readable JSON and another process can load
+them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pydantic import Field
+
+from holodeck_core.files import FileLimits, aprocess_files
+from holodeck_core.models import EvalRun, ProcessedFileInput, TestResult
+from holodeck_core.models.base import StrictModel
+from holodeck_core.reports import write_eval_run
+from holodeck_core.runner.case_run import CaseRun
+from holodeck_core.runner.execute import now_iso
+from holodeck_core.runner.suite import Suite
+
+
+class ProcessedFiles(StrictModel):
+    """Every case's attachments, converted (and cached for the later stages)."""
+
+    files: dict[str, list[ProcessedFileInput]] = Field(default_factory=dict)
+
+    @property
+    def errors(self) -> dict[str, list[str]]:
+        return {
+            case_id: [f"{f.original.path or f.original.url}: {f.error}" for f in items if f.error]
+            for case_id, items in self.files.items()
+            if any(f.error for f in items)
+        }
+
+    @property
+    def count(self) -> int:
+        return sum(len(items) for items in self.files.values())
+
+
+class AgentResponses(StrictModel):
+    started_at: str
+    runs: list[CaseRun]
+    scheduler: dict[str, object] = Field(default_factory=dict)
+
+    @property
+    def transient_failures(self) -> list[str]:
+        return [run.case_id for run in self.runs if run.transient]
+
+
+class MetricResults(StrictModel):
+    results: list[TestResult]
+
+
+class RunReport(StrictModel):
+    """The finished run and where its EvalRun file is."""
+
+    path: str
+    eval_run: EvalRun
+
+
+async def process_suite_files(suite: Suite) -> ProcessedFiles:
+    """Convert every attachment once; the content-addressed cache makes later stages and
+    other partitions reuse the conversions for free."""
+    limits = FileLimits.from_execution(suite.loaded.agent.execution)
+    out = ProcessedFiles()
+    for case in suite.cases:
+        files = [*(case.files or []), *(f for t in case.turns or [] for f in t.files or [])]
+        if files:
+            out.files[case.id or ""] = await aprocess_files(
+                files,
+                base_dir=suite.loaded.base_dir,
+                cache_dir=suite.executor.cache_dir,
+                **limits.model_dump(),
+            )
+    return out
+
+
+async def run_agent_stage(suite: Suite) -> AgentResponses:
+    """Run the agent on every case. Finished cases are journaled as they complete; the
+    journal closes only when no case failed transiently, so a rerun resumes."""
+    started_at = now_iso()
+    try:
+        runs = await suite.execute_all()
+    finally:
+        await suite.aclose()
+    suite.finish()
+    return AgentResponses(started_at=started_at, runs=runs, scheduler=suite.scheduler_stats())
+
+
+async def run_metric_stage(suite: Suite, responses: AgentResponses) -> MetricResults:
+    try:
+        return MetricResults(results=await suite.evaluate_all(responses.runs))
+    finally:
+        await suite.aclose()
+
+
+def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults) -> RunReport:
+    """Assemble the EvalRun and write its file (always, before anything else may fail)."""
+    started = datetime.fromisoformat(responses.started_at.replace("Z", "+00:00"))
+    wall_ms = int((datetime.now(UTC) - started).total_seconds() * 1000)
+    run = suite.eval_run(
+        metrics.results,
+        runs=responses.runs,
+        started_at=responses.started_at,
+        wall_ms=wall_ms,
+        scheduler=responses.scheduler,
+    )
+    return RunReport(path=str(write_eval_run(run, suite.loaded.file)), eval_run=run)

@@ -1,0 +1,88 @@
+"""How the pipelines run by themselves: prompt versions appear as partitions (a sensor), active
+versions are evaluated nightly (a schedule)."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from holodeck_core.config.loader import load_agent
+from holodeck_core.config.prompts import PromptStore
+from holodeck_core.models import Trigger
+from holodeck_pipelines.assets import TRIGGER_TAG, AgentPipeline
+from holodeck_pipelines.resources import HoloDeckProject
+
+
+def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
+    """Snapshot the agent's active prompt files (DESIGN §6.6). Returns (active keys,
+    every registered key)."""
+    loaded = load_agent(agent_file)
+    store = PromptStore(project.project().prompts_dir, loaded.agent.name)
+    active = []
+    for prompt in loaded.active_prompts:
+        registration = store.register(prompt)
+        if registration.warning:
+            dg.get_dagster_logger().warning(registration.warning)
+        active.append(registration.key)
+    return active, [snapshot.key for snapshot in store.list()]
+
+
+def prompt_versions_sensor(pipeline: AgentPipeline, *, launch_new: bool) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=f"{pipeline.name}_prompt_versions",
+        description="Registers new prompt versions (files and variants) as immutable snapshots "
+        "and adds them as partitions"
+        + ("; launches a run for each new one." if launch_new else "."),
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        job=pipeline.job,
+    )
+    def sensor(context: dg.SensorEvaluationContext, project: HoloDeckProject) -> dg.SensorResult:
+        active, registered = register_versions(pipeline.agent_file, project)
+        existing = set(context.instance.get_dynamic_partitions(pipeline.partitions.name or ""))
+        new = [key for key in registered if key not in existing]
+        runs = [
+            dg.RunRequest(
+                run_key=f"new-version:{key}",
+                partition_key=key,
+                tags={TRIGGER_TAG: Trigger.SENSOR.value},
+            )
+            for key in new
+            if launch_new and key in active
+        ]
+        return dg.SensorResult(
+            run_requests=runs,
+            dynamic_partitions_requests=[pipeline.partitions.build_add_request(new)] if new else [],
+            skip_reason=None if new else "no new prompt versions",
+        )
+
+    return sensor
+
+
+def nightly_schedule(pipeline: AgentPipeline, cron: str) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name=f"{pipeline.name}_nightly",
+        cron_schedule=cron,
+        execution_timezone="UTC",
+        job=pipeline.job,
+        description="Evaluates every active prompt version (the prompt file and its variants).",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+    )
+    def schedule(
+        context: dg.ScheduleEvaluationContext, project: HoloDeckProject
+    ) -> list[dg.RunRequest]:
+        active, _ = register_versions(pipeline.agent_file, project)
+        moment = context.scheduled_execution_time
+        existing = set(context.instance.get_dynamic_partitions(pipeline.partitions.name or ""))
+        missing = [key for key in active if key not in existing]
+        if missing:
+            context.instance.add_dynamic_partitions(pipeline.partitions.name or "", missing)
+        return [
+            dg.RunRequest(
+                run_key=f"nightly:{moment:%Y-%m-%d}:{key}",
+                partition_key=key,
+                tags={TRIGGER_TAG: Trigger.NIGHTLY.value},
+            )
+            for key in active
+        ]
+
+    return schedule

@@ -1,0 +1,39 @@
+"""Stage outputs as readable JSON, one file per asset and partition, no pickles.
+
+The base is a local folder (default ``HOLODECK_HOME/artifacts``) or any ``UPath`` URL
+(``s3://bucket/prefix`` when the pipelines are scaled out)."""
+
+from typing import Any
+
+import dagster as dg
+from pydantic import BaseModel
+from upath import UPath
+
+
+class PydanticJsonIOManager(dg.ConfigurableIOManager):
+    base_url: str
+
+    def _path(self, context: dg.OutputContext | dg.InputContext) -> UPath:
+        key = context.asset_key.path
+        partition = context.partition_key if context.has_partition_key else "all"
+        return UPath(self.base_url).joinpath(*key, f"{partition}.json")
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        if not isinstance(obj, BaseModel):
+            raise TypeError(
+                f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; "
+                "stage outputs must be pydantic models"
+            )
+        path = self._path(context)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(obj.model_dump_json(indent=2), encoding="utf-8")
+        tmp.rename(path)
+        context.add_output_metadata({"path": dg.MetadataValue.path(str(path))})
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        model = context.dagster_type.typing_type
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"cannot load {model!r}: inputs must be annotated with a model")
+        path = self._path(context.upstream_output or context)
+        return model.model_validate_json(path.read_text(encoding="utf-8"))

@@ -1,0 +1,230 @@
+"""Dagster assets on temporary instances: partitions end to end into DuckDB, checks, §6.8
+failure and resume, concurrent partitions, the sensor and the nightly schedule."""
+
+from __future__ import annotations
+
+import multiprocessing
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import duckdb
+
+from holodeck_core.config.project import Project
+from holodeck_core.testing import request_key, run_model_server
+from holodeck_pipelines.definitions import build_definitions
+
+RULES: dict[str, Any] = {
+    "default": {"reply": "I don't know."},
+    "rules": [
+        {"match": {"user": "capital", "system": "geography"}, "reply": "Paris"},
+        {"match": {"user": "capital"}, "reply": "Lyon"},
+    ],
+}
+
+
+def make_project(root: Path, base_url: str, *, cases: int = 4, gate: float = 0.5) -> Project:
+    agent = root / "agents" / "geo"
+    (agent / "prompts").mkdir(parents=True)
+    (agent / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nAnswer briefly.\n")
+    (agent / "prompts" / "v2.md").write_text("---\nversion: v2\n---\nYou are a geography expert.\n")
+    case_yaml = "".join(
+        f"  - {{name: c{i}, input: 'capital of France ({i})?', ground_truth: Paris}}\n"
+        for i in range(cases)
+    )
+    (agent / "agent.yaml").write_text(
+        textwrap.dedent(f"""\
+            name: Geo Agent
+            model: {{provider: openai, name: m, endpoint: "{base_url}", api_key: sk-test-123456}}
+            instructions: {{file: prompts/v1.md, variants: [prompts/v2.md]}}
+            evaluations:
+              gate: {{min_pass_rate: {gate}}}
+              metrics: [{{type: standard, metric: equality}}]
+            test_cases:
+            """)
+        + case_yaml
+    )
+    (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
+    return Project.discover(root)
+
+
+def register(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
+    """What the sensor does on its first tick: snapshots + partitions."""
+    sensor = defs.resolve_sensor_def("geo_agent_prompt_versions")
+    with dg.build_sensor_context(instance=instance, resources=defs.resources) as context:
+        result = sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    for request in result.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return sorted(instance.get_dynamic_partitions("geo_agent_prompt_versions"))
+
+
+def materialize(
+    defs: dg.Definitions, instance: dg.DagsterInstance, key: str
+) -> dg.ExecuteInProcessResult:
+    job = defs.resolve_job_def("geo_agent_eval")
+    return job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+
+
+def history_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
+    with duckdb.connect(str(project.history_db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_partitions_materialize_into_duckdb_with_checks(tmp_path: Path) -> None:
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url)
+        defs = build_definitions(project)
+        assert register(defs, instance) == ["v1", "v2"]
+        v1 = materialize(defs, instance, "v1")
+        v2 = materialize(defs, instance, "v2")
+    assert v1.success and v2.success
+    rows = history_rows(
+        project, "SELECT partition_key, pass_rate, trigger FROM eval_runs ORDER BY partition_key"
+    )
+    assert rows == [("v1", 0.0, "manual"), ("v2", 1.0, "manual")]
+    checks = {
+        (
+            event.asset_check_evaluation_data.check_name,
+            key,
+        ): event.asset_check_evaluation_data.passed
+        for key, result in (("v1", v1), ("v2", v2))
+        for event in result.all_events
+        if event.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    assert checks[("pass_rate_gate", "v1")] is False  # 0% is under the 50% gate
+    assert checks[("pass_rate_gate", "v2")] is True
+    evalruns = sorted((tmp_path / "agents" / "geo" / "results" / "geo-agent").glob("*.json"))
+    assert len(evalruns) == 2
+    materialization = instance_metadata(v2, "report_summary")
+    assert materialization["pass_rate"].value == 1.0
+    assert "score/equality" in materialization
+    assert "sk-test-123456" not in evalruns[0].read_text()
+
+
+def instance_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
+    [event] = [
+        e
+        for e in result.get_asset_materialization_events()
+        if e.asset_key == dg.AssetKey(["geo_agent", asset])
+    ]
+    return dict(event.materialization.metadata)
+
+
+def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: Path) -> None:
+    failing = {
+        **RULES,
+        "rules": [
+            {"match": {"user": r"\(3\)"}, "fault": {"kind": "503"}},
+            *RULES["rules"],
+        ],
+    }
+    with run_model_server(failing) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url)
+        defs = build_definitions(project)
+        register(defs, instance)
+        first = materialize(defs, instance, "v2")
+        assert not first.success  # §6.8: transient errors after retries fail the asset
+        failure = [e for e in first.all_events if e.event_type_value == "STEP_FAILURE"]
+        assert "failed transiently" in str(failure[0].event_specific_data)
+        before = server.stats()["by_key"]
+        server.set_rules(RULES)  # the outage is over
+        second = materialize(defs, instance, "v2")
+        after = server.stats()["by_key"]
+    assert second.success
+    for i in range(3):  # finished before the failure: not called again
+        key = request_key("chat", f"capital of France ({i})?")
+        assert after[key] == before[key]
+    assert (
+        after[request_key("chat", "capital of France (3)?")]
+        > before[request_key("chat", "capital of France (3)?")]
+    )
+    assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
+
+
+def _materialize_in_process(root: str, key: str, home: str) -> bool:
+    import os
+
+    os.environ["HOLODECK_HOME"] = home
+    os.environ["DAGSTER_HOME"] = str(Path(root) / "dagster-home")
+    project = Project.discover(Path(root))
+    defs = build_definitions(project)
+    with dg.DagsterInstance.get() as instance:
+        return materialize(defs, instance, key).success
+
+
+def test_two_partitions_at_once_both_land_without_lock_errors(tmp_path: Path) -> None:
+    import os
+
+    rules = {**RULES, "rules": [{**r, "latency": 0.05} for r in RULES["rules"]]}
+    with run_model_server(rules) as server:
+        project = make_project(tmp_path, server.openai_base_url, cases=8)
+        (tmp_path / "dagster-home").mkdir()
+        with dg.instance_for_test(temp_dir=str(tmp_path / "dagster-home")) as instance:
+            register(build_definitions(project), instance)
+        home = os.environ["HOLODECK_HOME"]
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(2) as pool:
+            results = pool.starmap(
+                _materialize_in_process, [(str(tmp_path), "v1", home), (str(tmp_path), "v2", home)]
+            )
+    assert results == [True, True]
+    assert history_rows(project, "SELECT count(DISTINCT run_id), count(*) FROM eval_runs") == [
+        (2, 2)
+    ]
+
+
+def test_nightly_schedule_requests_one_run_per_active_version(tmp_path: Path) -> None:
+    with dg.instance_for_test() as instance:
+        project = make_project(tmp_path, "http://127.0.0.1:9/v1")
+        defs = build_definitions(project)
+        schedule = defs.resolve_schedule_def("geo_agent_nightly")
+        assert schedule.cron_schedule == "0 2 * * *"
+        tick = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+        with dg.build_schedule_context(
+            instance=instance,
+            resources=defs.resources,
+            scheduled_execution_time=tick,
+            repository_def=defs.get_repository_def(),
+        ) as context:
+            requests = schedule.evaluate_tick(context).run_requests or []
+    assert sorted(r.partition_key or "" for r in requests) == ["v1", "v2"]
+    assert all(r.tags["holodeck/trigger"] == "nightly" for r in requests)
+    assert {r.run_key for r in requests} == {"nightly:2026-11-30:v1", "nightly:2026-11-30:v2"}
+
+
+def test_sensor_registers_a_reused_label_as_its_own_partition(tmp_path: Path) -> None:
+    with dg.instance_for_test() as instance:
+        project = make_project(tmp_path, "http://127.0.0.1:9/v1")
+        defs = build_definitions(project)
+        assert register(defs, instance) == ["v1", "v2"]
+        prompt = tmp_path / "agents" / "geo" / "prompts" / "v1.md"
+        prompt.write_text("---\nversion: v1\n---\nAnswer briefly, please.\n")
+        keys = register(defs, instance)
+    assert len(keys) == 3 and keys[0] == "v1" and keys[1].startswith("v1+") and keys[2] == "v2"
+    stored = (project.prompts_dir / "geo-agent" / "v1.json").read_text()
+    assert '"body": "Answer briefly."' in stored  # the old snapshot is intact
+
+
+def test_definitions_are_grouped_partitioned_and_described(tmp_path: Path) -> None:
+    project = make_project(tmp_path, "http://127.0.0.1:9/v1")
+    defs = build_definitions(project)
+    graph = defs.resolve_asset_graph()
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    assert keys == {
+        "geo_agent/processed_files",
+        "geo_agent/agent_responses",
+        "geo_agent/metric_results",
+        "geo_agent/report_summary",
+        "geo_agent/eval_history",
+    }
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.group_name == "geo_agent" and node.partitions_def is not None
+        assert node.description and node.kinds
+    assert graph.get(dg.AssetKey(["geo_agent", "agent_responses"])).pools == {"llm_api"}
+    assert graph.get(dg.AssetKey(["geo_agent", "eval_history"])).pools == {"history_db"}
+    checks = {key.name for key in graph.asset_check_keys}
+    assert checks == {"pass_rate_gate", "no_regression", "no_errored_cases"}
