@@ -158,9 +158,15 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     ) -> MetricResults:
         result = asyncio.run(run_metric_stage(suite(context, project, keys), agent_responses))
         statuses = [r.status for r in result.results]
-        context.add_output_metadata(
-            {status.value.lower(): statuses.count(status) for status in Status}
-        )
+        metadata = {status.value.lower(): statuses.count(status) for status in Status}
+        if result.judge_transient_failures:
+            # §6.8: successful judge answers are cached, so a rerun pays only for the rest
+            raise dg.Failure(
+                description=f"{result.judge_transient_failures} judge calls failed transiently "
+                "after retries; rerun the partition to finish scoring",
+                metadata=metadata,
+            )
+        context.add_output_metadata(metadata)
         return result
 
     @dg.asset(

@@ -316,3 +316,27 @@ def test_junit_keeps_failures_and_errors_apart(tmp_path: Path) -> None:
     assert '<property name="metric.equality" value="1" />' in xml
     report = json.loads(next(tmp_path.glob("results/*/*.json")).read_text())["report"]
     assert report["summary"]["errored"] == 1
+
+
+def test_rescore_uses_the_current_metrics_without_calling_the_agent(tmp_path: Path) -> None:
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, CASES)
+        assert main(["test", str(agent), "-q"]) == 1
+        calls = server.stats()["total_calls"]
+        [first] = sorted((tmp_path / "results" / "runner-test").glob("*.json"))
+        text = agent.read_text().replace(
+            "{type: standard, metric: equality, case_insensitive: true}",
+            "{type: standard, metric: contains, pattern: Paris}",
+        )
+        agent.write_text(text)
+        code = main(["rescore", str(first)])
+        assert server.stats()["total_calls"] == calls  # no agent call
+    runs = sorted((tmp_path / "results" / "runner-test").glob("*.json"))
+    rescored = EvalRun.model_validate_json(runs[-1].read_text())
+    original = EvalRun.model_validate_json(first.read_text())
+    assert rescored.metadata.trigger == "rescore"
+    assert rescored.metadata.provenance["rescored_from"] == original.metadata.run_id
+    assert [m.metric_name for m in rescored.report.results[0].metric_results] == ["contains"]
+    # "wrong answer" answered "I don't know." (no Paris): still a FAIL; the rest keep statuses
+    assert rescored.report.results[3].status is Status.FAIL
+    assert code == 1

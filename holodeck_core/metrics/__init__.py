@@ -1,12 +1,13 @@
-"""Metrics: one registry for deterministic, code and (plugged in later) LLM-judge metrics.
+"""Metrics: one registry for deterministic, code and LLM-judge metrics.
 
 Entry points: :func:`evaluate_metrics` (sync), :func:`aevaluate_metrics` (async, also runs
 judge metrics), :func:`select_metrics` (precedence turn > case > agent) and
 :func:`match_expected_tools` (shared with the runner). See :mod:`.registry` for the rules
 every result follows and for how a judge metric plugs in.
 
-Built-in metrics register on import; their libraries (sacrebleu, rouge-score, nltk,
-jsonschema, rapidfuzz) load on first use.
+Built-in metrics, judges included, register on import; their libraries (sacrebleu,
+rouge-score, nltk, jsonschema, rapidfuzz, the model SDKs) load on first use. Judge metrics need
+:class:`~holodeck_core.metrics.judge.JudgeServices` in the evaluation context.
 """
 
 from holodeck_core.metrics import code_graders, matching, operational, text, tool_matching
@@ -24,6 +25,7 @@ from holodeck_core.metrics.code_graders import (
     check_grader_reference,
     load_grader,
 )
+from holodeck_core.metrics.judge_metrics import register_judge_metrics
 from holodeck_core.metrics.operational import PriceTable, load_price_table
 from holodeck_core.metrics.registry import (
     REGISTRY,
@@ -42,6 +44,8 @@ from holodeck_core.metrics.tool_matching import (
     ToolMatchReport,
     match_expected_tools,
 )
+
+register_judge_metrics()
 
 __all__ = [
     "REGISTRY",

@@ -31,12 +31,14 @@ from holodeck_core.metrics.registry import (
     aevaluate_metrics,
     select_metrics,
 )
+from holodeck_core.metrics.verdict import (
+    EMPTY_RESPONSE_ERROR,
+    METRIC_ERROR_PREFIX,
+    case_status,
+)
 from holodeck_core.models.agent import Agent
 from holodeck_core.models.results import MetricResult, Status, TestResult, TurnResult
 from holodeck_core.models.test_case import TestCaseModel, Turn
-
-EMPTY_RESPONSE_ERROR = "empty response and nothing to evaluate it with"
-_METRIC_ERROR_PREFIX = "metric "
 
 
 async def rescore_results(
@@ -89,27 +91,8 @@ def _case_turn(case: TestCaseModel | None, index: int) -> Turn | None:
 def _kept_errors(errors: Sequence[str]) -> list[str]:
     """Errors that scoring did not produce (tool expectations): scoring's own are redone."""
     return [
-        e for e in errors if not e.startswith(_METRIC_ERROR_PREFIX) and e != EMPTY_RESPONSE_ERROR
+        e for e in errors if not e.startswith(METRIC_ERROR_PREFIX) and e != EMPTY_RESPONSE_ERROR
     ]
-
-
-def _status(
-    metrics: Sequence[MetricResult],
-    tools_matched: bool | None,
-    response: str | None,
-    errors: list[str],
-) -> Status:
-    """The runner's rule; appends the messages it implies to ``errors``."""
-    blocking = [m for m in metrics if m.error is not None and m.fail_on_error]
-    if blocking:
-        errors.extend(f"{_METRIC_ERROR_PREFIX}{m.metric_name}: {m.error}" for m in blocking)
-        return Status.ERROR
-    if any(m.passed is False for m in metrics) or tools_matched is False:
-        return Status.FAIL
-    if not metrics and tools_matched is None and not (response or "").strip():
-        errors.append(EMPTY_RESPONSE_ERROR)
-        return Status.FAIL
-    return Status.FAIL if errors else Status.PASS
 
 
 class _Scorer:
@@ -169,7 +152,7 @@ class _Scorer:
         )
         scored = await self._score(self._select(case, None), inputs)
         errors = _kept_errors(result.errors)
-        status = _status(scored, result.tools_matched, result.agent_response, errors)
+        status = case_status(scored, result.tools_matched, result.agent_response, errors)
         return _rebuilt(result, status, metric_results=scored, errors=errors)
 
     async def _rescore_turns(self, result: TestResult, case: TestCaseModel | None) -> TestResult:
@@ -193,7 +176,7 @@ class _Scorer:
             )
             scored = await self._score(self._select(case, spec), inputs)
             errors = _kept_errors(turn.errors)
-            status = _status(scored, turn.tools_matched, turn.response, errors)
+            status = case_status(scored, turn.tools_matched, turn.response, errors)
             statuses.append(status)
             turns.append(
                 turn.model_copy(

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from holodeck_core.metrics import EvalContext, MetricInput, aevaluate_metrics, select_metrics
 from holodeck_core.metrics.tool_matching import match_expected_tools
+from holodeck_core.metrics.verdict import case_status
 from holodeck_core.models import (
     MetricResult,
     Status,
@@ -209,16 +210,8 @@ def _turn_results(specs: Sequence[object], runs: list[TurnRun]) -> list[TurnResu
 def _status(
     metrics: list[MetricResult], tools_matched: bool | None, turn: TurnRun, errors: list[str]
 ) -> tuple[Status, str | None]:
-    blocking = [m for m in metrics if m.error is not None and m.fail_on_error]
-    if blocking:
-        errors.extend(f"metric {m.metric_name}: {m.error}" for m in blocking)
-        return Status.ERROR, "evaluation"
-    if any(m.passed is False for m in metrics) or tools_matched is False:
-        return Status.FAIL, None
-    if not metrics and tools_matched is None and not (turn.response or "").strip():
-        errors.append("empty response and nothing to evaluate it with")
-        return Status.FAIL, None
-    return Status.PASS, None
+    status = case_status(metrics, tools_matched, turn.response, errors)
+    return status, "evaluation" if status is Status.ERROR else None
 
 
 def _worst(statuses: list[Status]) -> Status:

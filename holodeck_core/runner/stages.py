@@ -48,6 +48,9 @@ class AgentResponses(StrictModel):
 
 class MetricResults(StrictModel):
     results: list[TestResult]
+    judge_transient_failures: int = Field(
+        0, ge=0, description="Judge calls that failed transiently after retries (not cached)."
+    )
 
 
 class RunReport(StrictModel):
@@ -88,9 +91,12 @@ async def run_agent_stage(suite: Suite) -> AgentResponses:
 
 async def run_metric_stage(suite: Suite, responses: AgentResponses) -> MetricResults:
     try:
-        return MetricResults(results=await suite.evaluate_all(responses.runs))
+        results = await suite.evaluate_all(responses.runs)
     finally:
         await suite.aclose()
+    return MetricResults(
+        results=results, judge_transient_failures=suite.judges.stats.transient_failures
+    )
 
 
 def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults) -> RunReport:

@@ -22,7 +22,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
-from holodeck_core.metrics import EvalContext
+from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
@@ -146,10 +146,18 @@ class Suite:
             else None,
             limits=FileLimits.from_execution(execution),
         )
+        self.judges = JudgeServices.for_agent(
+            agent,
+            self.scheduler,
+            project=self.project,
+            client_factory=lambda model: make_client(
+                model, where="judge", fallback_key=self.options.api_keys.get(model.provider)
+            ),
+        )
         self.evaluator = CaseEvaluator(
             agent.evaluations.metrics if agent.evaluations else None,
             agent.model.name,
-            EvalContext(base_dir=loaded.base_dir),
+            self.judges.context(base_dir=loaded.base_dir),
         )
         self.suite_fingerprint = fp.suite_fingerprint(
             loaded, self.prompt.version.body_hash, self.cases
@@ -276,6 +284,7 @@ class Suite:
                 "suite_fingerprint": self.suite_fingerprint,
                 "scheduler": scheduler or self.scheduler_stats(),
                 "system_fingerprints": fingerprints,
+                **self.judges.provenance(),
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
@@ -292,6 +301,7 @@ class Suite:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+        await self.judges.aclose()
 
 
 def git_commit(folder: object) -> str | None:

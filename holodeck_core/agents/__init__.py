@@ -1,0 +1,1 @@
+"""The tool loop and the model backends (OpenAI-compatible and Anthropic)."""

@@ -1,0 +1,1 @@
+"""Configuration: agent.yaml loading, env substitution, prompt versions, the project."""

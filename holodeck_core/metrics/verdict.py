@@ -1,0 +1,31 @@
+"""A case's status from its scores: the one rule the runner and ``rescore`` share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from holodeck_core.models import MetricResult, Status
+
+EMPTY_RESPONSE_ERROR = "empty response and nothing to evaluate it with"
+METRIC_ERROR_PREFIX = "metric "
+
+
+def case_status(
+    metrics: Sequence[MetricResult],
+    tools_matched: bool | None,
+    response: str | None,
+    errors: list[str],
+) -> Status:
+    """ERROR when a ``fail_on_error`` metric could not run; FAIL when a metric or a tool
+    expectation missed, or the response is empty with nothing to judge it by; else PASS.
+    Appends the messages it implies to ``errors``."""
+    blocking = [m for m in metrics if m.error is not None and m.fail_on_error]
+    if blocking:
+        errors.extend(f"{METRIC_ERROR_PREFIX}{m.metric_name}: {m.error}" for m in blocking)
+        return Status.ERROR
+    if any(m.passed is False for m in metrics) or tools_matched is False:
+        return Status.FAIL
+    if not metrics and tools_matched is None and not (response or "").strip():
+        errors.append(EMPTY_RESPONSE_ERROR)
+        return Status.FAIL
+    return Status.FAIL if errors else Status.PASS

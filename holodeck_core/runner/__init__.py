@@ -1,0 +1,1 @@
+"""Running suites: the call scheduler, the journal, the stages and `holodeck test`."""
