@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/holodeck validate examples/acme-support/agent.yaml
+	$(BIN)/holodeck demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

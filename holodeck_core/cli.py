@@ -104,6 +104,17 @@ def _model_server(argv: list[str]) -> int:
     return serve(argv)
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from holodeck_core.config.project import find_project_root
+
+    try:
+        from holodeck_pipelines.demo import run_demo  # Dagster: imported only here (§6.15)
+    except ImportError as exc:
+        print(f"error: the demo needs holodeck_pipelines and Dagster: {exc}", file=sys.stderr)
+        return ExitCode.EXECUTION
+    return run_demo(find_project_root())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="holodeck",
@@ -114,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check an agent.yaml and summarize it")
     validate.add_argument("agent", metavar="AGENT_YAML")
     validate.set_defaults(handler=_validate)
+
+    demo = commands.add_parser(
+        "demo", help="run the offline demo: every prompt version through Dagster into DuckDB"
+    )
+    demo.set_defaults(handler=_demo)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of agent.yaml")
     schema.set_defaults(handler=_schema)

@@ -1,54 +1,12 @@
 """The Dagster entry point (``workspace.yaml`` → ``holodeck_pipelines.definitions``).
 
-Agents come from ``holodeck.yaml`` (or ``HOLODECK_AGENTS``); each gets its own asset group,
-partitions (its prompt versions), job, prompt-version sensor and nightly schedule."""
-
-from __future__ import annotations
+The project is the nearest folder holding ``holodeck.yaml``, from ``HOLODECK_PROJECT_ROOT``
+or the working directory."""
 
 import os
 from pathlib import Path
 
-import dagster as dg
-
-from holodeck_core.config.loader import load_agent
 from holodeck_core.config.project import Project
-from holodeck_pipelines.assets import build_agent_pipeline
-from holodeck_pipelines.automation import nightly_schedule, prompt_versions_sensor
-from holodeck_pipelines.io_manager import PydanticJsonIOManager
-from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-
-KEY_VARIABLES = {
-    "openai_api_key": "OPENAI_API_KEY",
-    "azure_openai_api_key": "AZURE_OPENAI_API_KEY",
-    "anthropic_api_key": "ANTHROPIC_API_KEY",
-}
-
-
-def build_definitions(project: Project) -> dg.Definitions:
-    pipelines = [build_agent_pipeline(path, load_agent(path)) for path in project.agent_paths()]
-    keys = {
-        field: dg.EnvVar(variable)
-        for field, variable in KEY_VARIABLES.items()
-        if os.environ.get(variable)  # an unset EnvVar would only fail at run start
-    }
-    return dg.Definitions(
-        assets=[asset for pipeline in pipelines for asset in pipeline.assets],
-        jobs=[pipeline.job for pipeline in pipelines],
-        sensors=[
-            prompt_versions_sensor(pipeline, launch_new=project.settings.launch_new_versions)
-            for pipeline in pipelines
-        ],
-        schedules=[
-            nightly_schedule(pipeline, project.settings.nightly_cron) for pipeline in pipelines
-        ],
-        resources={
-            "project": HoloDeckProject(root=str(project.root)),
-            "keys": ModelProviderKeys(**keys),
-            "history": RunHistory(db_path=str(project.history_db)),
-            "holodeck_io_manager": PydanticJsonIOManager(base_url=project.artifacts_url),
-        },
-        executor=dg.in_process_executor,
-    )
-
+from holodeck_pipelines.builder import build_definitions
 
 defs = build_definitions(Project.discover(Path(os.environ.get("HOLODECK_PROJECT_ROOT", "."))))

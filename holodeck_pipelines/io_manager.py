@@ -35,5 +35,5 @@ class PydanticJsonIOManager(dg.ConfigurableIOManager):
         model = context.dagster_type.typing_type
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"cannot load {model!r}: inputs must be annotated with a model")
-        path = self._path(context.upstream_output or context)
+        path = self._path(context)
         return model.model_validate_json(path.read_text(encoding="utf-8"))

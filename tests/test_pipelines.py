@@ -14,7 +14,7 @@ import duckdb
 
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
-from holodeck_pipelines.definitions import build_definitions
+from holodeck_pipelines.builder import build_definitions
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},

@@ -1,0 +1,106 @@
+"""``holodeck demo``: the whole product, offline, on a real Dagster instance.
+
+Starts the loopback model server with each agent's ``model-rules.yaml``, registers the prompt
+versions, materializes every partition through Dagster (storage in ``.holodeck/dagster/``),
+lets the assets ingest the history, prints a summary per version and one SQL query, and says
+how to open the UI on the same state."""
+
+import os
+import time
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from holodeck_core.config.project import Project
+from holodeck_core.errors import ConfigError
+from holodeck_core.testing import load_rules, run_model_server
+from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL, TRIGGER_TAG
+from holodeck_pipelines.automation import register_versions
+from holodeck_pipelines.builder import build_definitions, build_pipelines
+from holodeck_pipelines.resources import HoloDeckProject
+
+DEMO_PORT = 18080
+RULES_FILE = "model-rules.yaml"
+EXAMPLE_QUERY = (
+    "SELECT agent_name, prompt_version, count(*) AS runs, round(avg(pass_rate) * 100, 1) "
+    "AS pass_rate_pct, sum(errored) AS errored FROM eval_runs GROUP BY ALL ORDER BY ALL"
+)
+
+
+def run_demo(root: Path) -> int:
+    started = time.perf_counter()
+    os.environ.setdefault("DAGSTER_HOME", str(root))
+    project = Project.discover(root)
+    agents = project.agent_paths()
+    if not agents:
+        raise ConfigError(f"{root / 'holodeck.yaml'} lists no agents to run")
+    rules_file = agents[0].parent / RULES_FILE
+    if not rules_file.is_file():
+        raise ConfigError(f"the demo needs loopback-server rules at {rules_file}")
+    port = DEMO_PORT if _port_free(DEMO_PORT) else 0
+    with run_model_server(load_rules(rules_file), port=port) as server:
+        os.environ["HOLODECK_MODEL_ENDPOINT"] = server.openai_base_url
+        print(f"loopback model server: {server.openai_base_url} (scripted by {rules_file})")
+        defs = build_definitions(project)
+        resource = HoloDeckProject(root=str(project.root))
+        with dg.DagsterInstance.get() as instance:
+            instance.event_log_storage.set_concurrency_slots(
+                LLM_POOL, project.settings.llm_api_pool_limit
+            )
+            instance.event_log_storage.set_concurrency_slots(HISTORY_POOL, 1)
+            run_ids: list[str] = []
+            for pipeline in build_pipelines(project):
+                active, registered = register_versions(pipeline.agent_file, resource)
+                instance.add_dynamic_partitions(pipeline.partitions.name or "", registered)
+                job = defs.resolve_job_def(pipeline.job.name)
+                for key in active:
+                    print(f"materializing {pipeline.name} partition {key} ...", flush=True)
+                    result = job.execute_in_process(
+                        partition_key=key,
+                        instance=instance,
+                        tags={TRIGGER_TAG: "manual"},
+                        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                        raise_on_error=False,
+                    )
+                    run_ids.append(result.run_id)
+                    if not result.success:
+                        print(f"  run {result.run_id} failed; see it in the Dagster UI")
+    _print_summary(project, run_ids)
+    print(
+        f"\ndone in {time.perf_counter() - started:.0f}s. Next:\n"
+        f'  .venv/bin/holodeck history sql "{EXAMPLE_QUERY}"\n'
+        "  .venv/bin/holodeck history runs\n"
+        f"  .venv/bin/holodeck model-server --port {DEMO_PORT} --script "
+        f"{rules_file.relative_to(project.root)} &   # for reruns from the UI\n"
+        f"  DAGSTER_HOME={project.root} .venv/bin/dagster dev -h 127.0.0.1 -w workspace.yaml"
+        "   # the same runs, partitions, sensor and schedule at http://127.0.0.1:3000"
+    )
+    return 0
+
+
+def _print_summary(project: Project, run_ids: list[str]) -> None:
+    with duckdb.connect(str(project.history_db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT agent_name, prompt_version, passed, failed, errored, total_tests, pass_rate "
+            "FROM eval_runs WHERE list_contains(?, dagster_run_id) ORDER BY prompt_version",
+            [run_ids],
+        ).fetchall()
+        query = con.execute(EXAMPLE_QUERY).fetchall()
+        columns = [d[0] for d in con.description or []]
+    print("\nthis demo's runs (from the DuckDB history):")
+    for agent, version, passed, failed, errored, total, rate in rows:
+        print(
+            f"  {agent} {version:<10} {passed} passed, {failed} failed, {errored} errored "
+            f"of {total}: {rate:.0%}"
+        )
+    print(f"\n{EXAMPLE_QUERY}\n  " + " | ".join(columns))
+    for row in query:
+        print("  " + " | ".join(str(value) for value in row))
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
