@@ -212,6 +212,19 @@ BROKEN = [
         "should match pattern",
     ),
     case(
+        "grader-module-missing",
+        BASE + "evaluations:\n  metrics:\n    - {type: code, grader: 'graders.checks:exact'}\n",
+        "evaluations.metrics[0].grader",
+        "module 'graders.checks' not found",
+    ),
+    case(
+        "grader-function-missing",
+        BASE + "evaluations:\n  metrics:\n    - {type: code, grader: 'checks:nope'}\n",
+        "evaluations.metrics[0].grader",
+        "nope",
+        **{"checks.py": "def exact(ctx):\n    return True\n"},
+    ),
+    case(
         "tool-missing-file",
         BASE + "tools:\n  - {type: function, name: f, description: d, function: g}\n",
         "tools[0].file",

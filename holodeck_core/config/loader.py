@@ -19,7 +19,7 @@ from holodeck_core.config.yaml_source import (
     validation_problems,
 )
 from holodeck_core.errors import ConfigError, Problem
-from holodeck_core.models import Agent, HierarchicalDocumentTool, VectorstoreTool
+from holodeck_core.models import Agent, CodeMetric, HierarchicalDocumentTool, VectorstoreTool
 from holodeck_core.models.tools import FunctionTool, MCPTool, PromptTool
 
 
@@ -108,7 +108,7 @@ def load_agent(path: str | Path) -> LoadedAgent:
         warnings=agent.warnings,
         secrets=frozenset(secrets),
     )
-    problems = _missing_files(loaded, doc, locate)
+    problems = _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
     if problems:
         raise ConfigError(problems)
     if agent.instructions.file is not None:
@@ -193,6 +193,34 @@ def _missing_files(loaded: LoadedAgent, doc: YamlDocument, locate: Any) -> list[
                     f"file not found: {resolved} (paths are relative to the agent file's folder)",
                 )
             )
+    return problems
+
+
+def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
+    """``type: code`` graders that cannot be found (checked without running their code)."""
+    from holodeck_core.metrics.code_graders import check_grader_reference
+
+    agent = loaded.agent
+    found: list[tuple[YamlPath, Any]] = []
+    if agent.evaluations:
+        found += [
+            (("evaluations", "metrics", i), m) for i, m in enumerate(agent.evaluations.metrics)
+        ]
+    for c, case in enumerate(agent.cases):
+        found += [
+            (("test_cases", c, "evaluations", i), m) for i, m in enumerate(case.evaluations or [])
+        ]
+        for t, turn in enumerate(case.turns or []):
+            found += [
+                (("test_cases", c, "turns", t, "evaluations", i), m)
+                for i, m in enumerate(turn.evaluations or [])
+            ]
+    problems = []
+    for yaml_path, metric in found:
+        if isinstance(metric, CodeMetric):
+            message = check_grader_reference(metric.grader, loaded.base_dir)
+            if message:
+                problems.append(locate((*yaml_path, "grader"), message))
     return problems
 
 

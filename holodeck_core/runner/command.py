@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExitCode, HolodeckError
-from holodeck_core.models import EvalRun, Gate, Status, TestResult, Trigger
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the models load when a command runs, not when the parser is built
     from holodeck_core.config.project import Project
+    from holodeck_core.models import EvalRun, Gate, TestResult
     from holodeck_core.runner.suite import Suite
 
 FORMATS = ("json", "markdown", "junit")
@@ -37,6 +37,7 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
 
 def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.models import Trigger
     from holodeck_core.runner.suite import Suite, SuiteOptions
 
     if args.parallel is not None and args.parallel < 1:
@@ -85,6 +86,8 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
 def exit_code(results: list[TestResult], gate: Gate | None) -> ExitCode:
     """§6.7: 3 for an execution ERROR, 4 for an ERROR from a fail_on_error metric only,
     1 for a FAIL, else 0. With an ``evaluations.gate``, the gate decides FAIL and ERROR."""
+    from holodeck_core.models import Status
+
     errors = [r for r in results if r.status is Status.ERROR]
     if gate is not None:
         total = len(results) or 1

@@ -10,11 +10,14 @@ import asyncio
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from holodeck_core.config.loader import LoadedAgent, load_agent
-from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError, HolodeckError
-from holodeck_core.models import EvalRun, ReportSummary, Trigger
+
+if TYPE_CHECKING:  # loaded when the command runs, not when the parser is built
+    from holodeck_core.config.loader import LoadedAgent
+    from holodeck_core.config.project import Project
+    from holodeck_core.models import EvalRun
 
 
 def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,6 +35,8 @@ def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: i
 
 
 def run_rescore_command(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
     from holodeck_core.history.ingest import ingest_run
     from holodeck_core.reports import write_eval_run
     from holodeck_core.runner.command import exit_code
@@ -58,6 +63,7 @@ async def _rescore(original: EvalRun, loaded: LoadedAgent, project: Project) -> 
     from holodeck_core.agents.base import make_client
     from holodeck_core.metrics.judge import JudgeServices
     from holodeck_core.metrics.rescore import rescore_results
+    from holodeck_core.models import EvalRun, ReportSummary, Trigger
     from holodeck_core.redaction import redact
     from holodeck_core.runner.execute import now_iso
     from holodeck_core.runner.scheduler import CallScheduler
@@ -104,6 +110,7 @@ def _eval_run_file(ref: str, db: Path | None) -> Path:
     candidate = Path(ref)
     if candidate.is_file():
         return candidate
+    from holodeck_core.config.project import Project
     from holodeck_core.history.queries import resolve_run
     from holodeck_core.history.store import reader
 
