@@ -25,11 +25,19 @@ RULES: dict[str, Any] = {
 }
 
 
-def make_project(root: Path, base_url: str, *, cases: int = 4, gate: float = 0.5) -> Project:
+def make_project(
+    root: Path, base_url: str, *, cases: int = 4, gate: float = 0.5, extra_versions: int = 0
+) -> Project:
     agent = root / "agents" / "geo"
     (agent / "prompts").mkdir(parents=True)
     (agent / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nAnswer briefly.\n")
     (agent / "prompts" / "v2.md").write_text("---\nversion: v2\n---\nYou are a geography expert.\n")
+    variants = ["prompts/v2.md"]
+    for number in range(3, 3 + extra_versions):
+        (agent / "prompts" / f"v{number}.md").write_text(
+            f"---\nversion: v{number}\n---\nYou are geography expert number {number}.\n"
+        )
+        variants.append(f"prompts/v{number}.md")
     case_yaml = "".join(
         f"  - {{name: c{i}, input: 'capital of France ({i})?', ground_truth: Paris}}\n"
         for i in range(cases)
@@ -38,7 +46,7 @@ def make_project(root: Path, base_url: str, *, cases: int = 4, gate: float = 0.5
         textwrap.dedent(f"""\
             name: Geo Agent
             model: {{provider: openai, name: m, endpoint: "{base_url}", api_key: sk-test-123456}}
-            instructions: {{file: prompts/v1.md, variants: [prompts/v2.md]}}
+            instructions: {{file: prompts/v1.md, variants: [{", ".join(variants)}]}}
             evaluations:
               gate: {{min_pass_rate: {gate}}}
               metrics: [{{type: standard, metric: equality}}]
@@ -155,25 +163,27 @@ def _materialize_in_process(root: str, key: str, home: str) -> bool:
         return materialize(defs, instance, key).success
 
 
-def test_two_partitions_at_once_both_land_without_lock_errors(tmp_path: Path) -> None:
+def test_four_partitions_at_once_all_land_without_lock_errors(tmp_path: Path) -> None:
     import os
 
     rules = {**RULES, "rules": [{**r, "latency": 0.05} for r in RULES["rules"]]}
+    keys = ["v1", "v2", "v3", "v4"]
     with run_model_server(rules) as server:
-        project = make_project(tmp_path, server.openai_base_url, cases=8)
+        project = make_project(tmp_path, server.openai_base_url, cases=8, extra_versions=2)
         (tmp_path / "dagster-home").mkdir()
         with dg.instance_for_test(temp_dir=str(tmp_path / "dagster-home")) as instance:
             register(build_definitions(project), instance)
         home = os.environ["HOLODECK_HOME"]
         ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(2) as pool:
+        with ctx.Pool(4) as pool:
             results = pool.starmap(
-                _materialize_in_process, [(str(tmp_path), "v1", home), (str(tmp_path), "v2", home)]
+                _materialize_in_process, [(str(tmp_path), key, home) for key in keys]
             )
-    assert results == [True, True]
-    assert history_rows(project, "SELECT count(DISTINCT run_id), count(*) FROM eval_runs") == [
-        (2, 2)
-    ]
+    assert results == [True] * 4
+    assert history_rows(
+        project,
+        "SELECT count(DISTINCT run_id), count(*), count(DISTINCT partition_key) FROM eval_runs",
+    ) == [(4, 4, 4)]
 
 
 def test_nightly_schedule_requests_one_run_per_active_version(tmp_path: Path) -> None:

@@ -32,6 +32,11 @@ _OFFICE_NAMES = {
     "excel": "Excel workbook",
     "powerpoint": "PowerPoint file",
 }
+_OOXML_PARTS = {  # the main part every Office Open XML package of that kind holds
+    "word": "word/document.xml",
+    "excel": "xl/workbook.xml",
+    "powerpoint": "ppt/presentation.xml",
+}
 
 
 def _check_container(path: Path, job: ConversionJob) -> None:
@@ -43,8 +48,17 @@ def _check_container(path: Path, job: ConversionJob) -> None:
         return
     with path.open("rb") as handle:
         head = handle.read(8)
-    if head == _OLE_MAGIC or zipfile.is_zipfile(path):
+    if head == _OLE_MAGIC:
         return
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as package:
+            names = set(package.namelist())
+        if _OOXML_PARTS[job.type] in names:
+            return
+        raise FileProcessingError(
+            f"not a {_OFFICE_NAMES[job.type]}: a ZIP archive without "
+            f"{_OOXML_PARTS[job.type]} (another kind of file with the wrong type?)"
+        )
     raise FileProcessingError(
         f"not a readable {_OFFICE_NAMES[job.type]} (damaged or another format)"
     )

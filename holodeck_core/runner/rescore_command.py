@@ -43,9 +43,12 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.runner.console import print_summary
 
     source = _eval_run_file(args.run, args.db)
-    from holodeck_core.history.holodeck_format import load_run_file
+    from holodeck_core.history.holodeck_format import NotAnEvalRun, load_run_file
 
-    original = load_run_file(source).run
+    try:
+        original = load_run_file(source).run
+    except NotAnEvalRun as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     loaded = load_agent(args.agent or _agent_file(source, original))
     project = Project.discover(loaded.base_dir)
     run = asyncio.run(_rescore(original, loaded, project))
