@@ -291,3 +291,71 @@ def test_hostile_agent_names_are_stored_and_queried_safely(
     assert (tmp_path / "results").exists() and json.loads(
         next(tmp_path.glob("results/*/*.json")).read_text()
     )["report"]["agent_name"] == run.report.agent_name
+
+
+KILL_SCRIPT = """
+import os, sys
+from pathlib import Path
+import dagster as dg
+from holodeck_core.config.project import Project
+from holodeck_pipelines.builder import build_definitions
+project = Project.discover(Path(sys.argv[1]))
+with dg.instance_for_test(temp_dir=sys.argv[2]) as instance:
+    instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
+    job = build_definitions(project).resolve_job_def("geo_agent_eval")
+    job.execute_in_process(partition_key="v1", instance=instance)
+"""
+
+
+def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_pipelines import make_project
+
+    home = Path(os.environ["HOLODECK_HOME"])
+    rules = {"rules": [{"match": {"user": "capital"}, "reply": "Paris", "latency": 0.4}]}
+    with run_model_server(rules) as server:
+        project = make_project(tmp_path, server.openai_base_url, cases=10)
+        assert main(["prompts", "register", str(tmp_path / "agents/geo/agent.yaml")]) == 0
+        script = tmp_path / "run.py"
+        script.write_text(KILL_SCRIPT)
+        (tmp_path / "dg").mkdir()
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(project.root), str(tmp_path / "dg")], env=env
+        )
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _journaled(home) < 3:
+            time.sleep(0.05)
+        proc.kill()  # kill -9, mid-run
+        proc.wait(timeout=30)
+        finished = _journaled_ids(home)
+        assert 3 <= len(finished) < 10
+        before = dict(server.stats()["by_key"])
+        with dg.instance_for_test() as instance:
+            instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
+            job = build_definitions(project).resolve_job_def("geo_agent_eval")
+            assert job.execute_in_process(partition_key="v1", instance=instance).success
+        after = server.stats()["by_key"]
+    for case_id in finished:
+        key = request_key("chat", f"capital of France ({case_id.removeprefix('c')})?")
+        assert after[key] == before[key], case_id  # not paid for twice
+    with duckdb.connect(str(project.history_db), read_only=True) as con:
+        assert con.execute("SELECT count(*), max(total_tests) FROM eval_runs").fetchall() == [
+            (1, 10)
+        ]
+
+
+def _journaled_ids(home: Path) -> set[str]:
+    return {
+        json.loads(line)["case_id"]
+        for path in home.glob("journal/*/*.jsonl")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    }
+
+
+def _journaled(home: Path) -> int:
+    return len(_journaled_ids(home))

@@ -1,0 +1,1 @@
+"""Code graders of the acme-support example (``type: code``, ``grader: module:callable``)."""
