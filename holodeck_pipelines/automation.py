@@ -1,15 +1,17 @@
 """How the pipelines run by themselves: prompt versions appear as partitions (a sensor), active
 versions are evaluated nightly (a schedule)."""
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 
 from holodeck_core.config.loader import load_agent
 from holodeck_core.config.prompts import PromptStore
+from holodeck_core.history.failures import record_failed_run
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import TRIGGER_TAG, AgentPipeline
-from holodeck_pipelines.resources import HoloDeckProject
+from holodeck_pipelines.resources import HoloDeckProject, RunHistory
 
 
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
@@ -86,3 +88,23 @@ def nightly_schedule(pipeline: AgentPipeline, cron: str) -> dg.ScheduleDefinitio
         ]
 
     return schedule
+
+
+@dg.run_failure_sensor(
+    name="holodeck_failed_runs",
+    description="Records every failed evaluation run (nightly ones included) in the DuckDB "
+    "history's failed_runs table, so a missing night shows up beside the runs that worked.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def failed_runs_sensor(context: dg.RunFailureSensorContext, history: RunHistory) -> None:
+    run = context.dagster_run
+    record_failed_run(
+        history.path,
+        dagster_run_id=run.run_id,
+        job_name=run.job_name,
+        partition_key=run.tags.get("dagster/partition"),
+        trigger=run.tags.get(TRIGGER_TAG)
+        or ("nightly" if "dagster/schedule_name" in run.tags else None),
+        failed_at=datetime.now(UTC),
+        error=context.failure_event.message,
+    )

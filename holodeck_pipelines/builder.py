@@ -11,7 +11,11 @@ import dagster as dg
 from holodeck_core.config.loader import load_agent
 from holodeck_core.config.project import Project
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
-from holodeck_pipelines.automation import nightly_schedule, prompt_versions_sensor
+from holodeck_pipelines.automation import (
+    failed_runs_sensor,
+    nightly_schedule,
+    prompt_versions_sensor,
+)
 from holodeck_pipelines.io_manager import PydanticJsonIOManager
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 
@@ -37,8 +41,11 @@ def build_definitions(project: Project) -> dg.Definitions:
         assets=[asset for pipeline in pipelines for asset in pipeline.assets],
         jobs=[pipeline.job for pipeline in pipelines],
         sensors=[
-            prompt_versions_sensor(pipeline, launch_new=project.settings.launch_new_versions)
-            for pipeline in pipelines
+            *(
+                prompt_versions_sensor(pipeline, launch_new=project.settings.launch_new_versions)
+                for pipeline in pipelines
+            ),
+            failed_runs_sensor,
         ],
         schedules=[
             nightly_schedule(pipeline, project.settings.nightly_cron) for pipeline in pipelines

@@ -137,6 +137,15 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         assert not first.success  # §6.8: transient errors after retries fail the asset
         failure = [e for e in first.all_events if e.event_type_value == "STEP_FAILURE"]
         assert "failed transiently" in str(failure[0].event_specific_data)
+        run_failure = next(e for e in first.all_events if e.event_type_value == "PIPELINE_FAILURE")
+        context = dg.build_run_status_sensor_context(
+            sensor_name="holodeck_failed_runs",
+            dagster_event=run_failure,
+            dagster_instance=instance,
+            dagster_run=first.dagster_run,
+            resources=defs.resources,
+        ).for_run_failure()
+        defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
         before = server.stats()["by_key"]
         server.set_rules(RULES)  # the outage is over
         second = materialize(defs, instance, "v2")
@@ -150,6 +159,10 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         > before[request_key("chat", "capital of France (3)?")]
     )
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
+    [(job, partition, error)] = history_rows(
+        project, "SELECT job_name, partition_key, error FROM failed_runs"
+    )
+    assert (job, partition) == ("geo_agent_eval", "v2") and error
 
 
 def _materialize_in_process(root: str, key: str, home: str) -> bool:

@@ -176,6 +176,22 @@ MIGRATIONS: tuple[Migration, ...] = (
         "v_flaky_cases, v_errors; macros holodeck_t95, flaky_cases",
         views.VIEWS_V2,
     ),
+    Migration(
+        3,
+        "table failed_runs: orchestrated runs that failed before producing an EvalRun",
+        (
+            """
+            CREATE TABLE failed_runs (
+                dagster_run_id VARCHAR PRIMARY KEY,
+                job_name       VARCHAR NOT NULL,
+                partition_key  VARCHAR,
+                trigger        VARCHAR,
+                failed_at      TIMESTAMP NOT NULL,
+                error          VARCHAR
+            )
+            """,
+        ),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
