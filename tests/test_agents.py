@@ -103,3 +103,32 @@ def test_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="export ANTHROPIC_API_KEY"):
         make_client(LLMProvider(provider="anthropic", name="claude"))  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("provider", ["azure_openai", "ollama"])
+def test_azure_and_ollama_routes_through_the_loopback_server(provider: str) -> None:
+    from holodeck_core.testing import run_model_server
+
+    rules = {"rules": [{"match": {"user": "hello"}, "reply": "hi from $0"}]}
+    with run_model_server({"default": {"reply": "hi"}, **rules}) as server:
+        endpoint = server.azure_endpoint if provider == "azure_openai" else server.url
+        model = LLMProvider.model_validate(
+            {
+                "provider": provider,
+                "name": "my-deployment",
+                "endpoint": endpoint,
+                "api_key": "k-123",
+                "api_version": "2024-10-21",
+            }
+        )
+        scheduler = CallScheduler(2, RetryPolicy(max_attempts=1, timeout=5))
+        agent = AgentRunner(make_client(model), scheduler, "sys")
+        [outcome] = asyncio.run(agent.run([TurnInput("hello")]))
+        paths = server.stats()["by_path"]
+    assert outcome.error is None and outcome.response
+    expected = (
+        "/openai/deployments/my-deployment/chat/completions"
+        if provider == "azure_openai"
+        else "/v1/chat/completions"
+    )
+    assert paths == {expected: 1}
