@@ -280,7 +280,6 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         job=dg.define_asset_job(
             f"{name}_eval",
             selection=dg.AssetSelection.groups(name),
-            partitions_def=partitions,
             description=f"Evaluate {loaded.agent.name} on one prompt version.",
             tags=owner_tags,
         ),
