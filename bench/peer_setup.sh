@@ -39,7 +39,7 @@ timeout 1800 "$venv/bin/python" -m pip install --quiet "${pins[@]}"
 
 echo "installed:"
 "$venv/bin/python" -m pip list 2>/dev/null | grep -Ei '^(holodeck-ai|openai-agents|openai|exceptiongroup) '
-start=$(date +%s.%N)
-"$venv/bin/holodeck" --version
-end=$(date +%s.%N)
-echo "peer ready: $venv (holodeck --version took $(echo "$end - $start" | bc) s)"
+TIMEFORMAT="holodeck --version took %R s (HoloDeck imports most of its stack at start-up)"
+time "$venv/bin/holodeck" --version
+echo "peer ready: $venv"
+echo "next: .venv/bin/python bench/throughput.py --peer $venv"

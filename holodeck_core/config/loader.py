@@ -198,8 +198,6 @@ def _missing_files(loaded: LoadedAgent, doc: YamlDocument, locate: Any) -> list[
 
 def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
     """``type: code`` graders that cannot be found (checked without running their code)."""
-    from holodeck_core.metrics.code_graders import check_grader_reference
-
     agent = loaded.agent
     found: list[tuple[YamlPath, Any]] = []
     if agent.evaluations:
@@ -215,8 +213,13 @@ def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
                 (("test_cases", c, "turns", t, "evaluations", i), m)
                 for i, m in enumerate(turn.evaluations or [])
             ]
+    graders = [(path, m) for path, m in found if isinstance(m, CodeMetric)]
+    if not graders:
+        return []
+    from holodeck_core.metrics.code_graders import check_grader_reference
+
     problems = []
-    for yaml_path, metric in found:
+    for yaml_path, metric in graders:
         if isinstance(metric, CodeMetric):
             message = check_grader_reference(metric.grader, loaded.base_dir)
             if message:

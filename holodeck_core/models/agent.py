@@ -5,6 +5,7 @@ Top-level blocks we do not use (``observability``, ``deployment``, ``openai``, `
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -75,8 +76,8 @@ class Agent(StrictModel):
     @field_validator("tools")
     @classmethod
     def _unique_tools(cls, tools: list[Any] | None) -> list[Any] | None:
-        names = [tool.name for tool in tools or []]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(tool.name for tool in tools or [])
+        duplicates = sorted(n for n, count in counts.items() if count > 1)
         if duplicates:
             raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
         return tools
@@ -84,8 +85,8 @@ class Agent(StrictModel):
     @field_validator("test_cases")
     @classmethod
     def _unique_ids(cls, cases: list[TestCaseModel] | None) -> list[TestCaseModel] | None:
-        explicit = [case.id for case in cases or [] if case.id]
-        repeated = sorted({i for i in explicit if explicit.count(i) > 1})
+        counts = Counter(case.id for case in cases or [] if case.id)
+        repeated = sorted(i for i, n in counts.items() if n > 1)
         if repeated:
             raise ValueError(f"test case ids must be unique; repeated: {', '.join(repeated)}")
         return cases

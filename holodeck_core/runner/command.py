@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,7 @@ def run_test_command(args: argparse.Namespace) -> int:
         cli_args=sys.argv[1:],
     )
     suite = Suite(loaded, options)
+    threading.Thread(target=_preload_history, name="holodeck-preload", daemon=True).start()
     run = asyncio.run(_run(suite, args))
     from holodeck_core.reports import write_eval_run
 
@@ -81,6 +83,14 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
         return suite.eval_run(results)
     finally:
         await suite.aclose()
+
+
+def _preload_history() -> None:
+    """Import the history writer (duckdb, pyarrow, pandas: ~0.5 s) while the suite waits on
+    model calls, instead of after it."""
+    import pandas  # type: ignore[import-untyped]  # noqa: F401  (pyarrow builds tables with it)
+
+    import holodeck_core.history.ingest  # noqa: F401
 
 
 def exit_code(results: list[TestResult], gate: Gate | None) -> ExitCode:

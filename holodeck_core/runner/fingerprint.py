@@ -28,7 +28,7 @@ def dataset_hash(cases: list[TestCaseModel]) -> str:
 
 def config_hash(loaded: LoadedAgent) -> str:
     """The whole agent config, redacted: equal configs give equal hashes on every machine."""
-    return digest(redact(loaded.agent).model_dump(mode="json"))
+    return digest(redact(loaded.agent.model_dump(mode="json")))
 
 
 def _file_hash(path: Path) -> str:

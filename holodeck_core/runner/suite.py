@@ -187,7 +187,7 @@ class Suite:
             run = cached.model_copy(update={"resumed": True})
         else:
             run = await self.executor.run(case, fingerprint)
-            self.journal.append(run)
+            await asyncio.to_thread(self.journal.append, run)  # fsync off the event loop
         self.runs[run.case_id] = run
         return run
 
