@@ -67,7 +67,9 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     name = dagster_name(loaded.agent.name)
     partitions = dg.DynamicPartitionsDefinition(name=partitions_def_name(loaded.agent.name))
     owner_tags = {"holodeck/agent": name}
+    owners = [f"team:{dagster_name(loaded.agent.author)}"] if loaded.agent.author else []
     common: dict[str, Any] = {
+        "owners": owners,
         "key_prefix": [name],
         "group_name": name,
         "partitions_def": partitions,

@@ -340,3 +340,18 @@ def test_rescore_uses_the_current_metrics_without_calling_the_agent(tmp_path: Pa
     # "wrong answer" answered "I don't know." (no Paris): still a FAIL; the rest keep statuses
     assert rescored.report.results[3].status is Status.FAIL
     assert code == 1
+
+
+def test_filter_and_limit_select_cases(tmp_path: Path) -> None:
+    cases = CASES.replace("- name: capital\n", "- name: capital\n  tags: [geo]\n")
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        assert main(["test", str(agent), "-q", "--filter", "geo"]) == 0
+        assert main(["test", str(agent), "-q", "--filter", "WEATHER", "--limit", "1"]) == 0
+        assert main(["test", str(agent), "-q", "--filter", "nothing-matches"]) == 2
+    first, second = (
+        EvalRun.model_validate_json(p.read_text())
+        for p in sorted((tmp_path / "results" / "runner-test").glob("*.json"))
+    )
+    assert [r.test_name for r in first.report.results] == ["capital"]  # by tag
+    assert [r.test_name for r in second.report.results] == ["paris weather"]  # name, limit
