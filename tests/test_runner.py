@@ -355,3 +355,45 @@ def test_filter_and_limit_select_cases(tmp_path: Path) -> None:
     )
     assert [r.test_name for r in first.report.results] == ["capital"]  # by tag
     assert [r.test_name for r in second.report.results] == ["paris weather"]  # name, limit
+
+
+def test_retrieval_context_comes_from_retrieval_tools(tmp_path: Path) -> None:
+    (tmp_path / "graders.py").write_text(
+        "def cites_kb(ctx):\n"
+        "    return any('30 days' in c for c in (ctx.retrieval_context or []))\n"
+    )
+    (tmp_path / "agent.yaml").write_text(
+        textwrap.dedent("""\
+            name: runner-test
+            model: {provider: openai, name: m, endpoint: "URL", api_key: sk-test-key-1234}
+            instructions: {inline: "Use the knowledge base."}
+            tools:
+              - type: vectorstore
+                name: kb
+                description: policies
+                source: kb.md
+                mock: {result: "Returns are accepted within 30 days."}
+            evaluations:
+              metrics: [{type: code, grader: "graders:cites_kb"}]
+            test_cases:
+              - {name: uses kb, input: "return policy?"}
+              - {name: given context, input: "return policy?", retrieval_context: ["none"]}
+            """)
+    )
+    rules = {
+        "rules": [
+            {
+                "match": {"user": "return policy"},
+                "tool_calls": [{"name": "kb", "arguments": {"query": "returns"}}],
+                "reply": "{tool_result}",
+            }
+        ]
+    }
+    with run_model_server(rules) as server:
+        text = (tmp_path / "agent.yaml").read_text().replace("URL", server.openai_base_url)
+        (tmp_path / "agent.yaml").write_text(text)
+        code = main(["test", str(tmp_path / "agent.yaml"), "-q"])
+    from_tool, from_case = eval_run_of(tmp_path / "agent.yaml").report.results
+    assert from_tool.status is Status.PASS  # the kb tool's result was the retrieval context
+    assert from_case.status is Status.FAIL  # the case's own retrieval_context wins
+    assert code == 1

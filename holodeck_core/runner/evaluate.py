@@ -6,6 +6,7 @@ metric with ``fail_on_error`` could not run (``evaluation``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from holodeck_core.metrics import EvalContext, MetricInput, aevaluate_metrics, select_metrics
@@ -26,11 +27,16 @@ MULTI_TURN_SEPARATOR = "\n---\n"
 
 class CaseEvaluator:
     def __init__(
-        self, agent_metrics: Sequence[Metric] | None, model_name: str, context: EvalContext
+        self,
+        agent_metrics: Sequence[Metric] | None,
+        model_name: str,
+        context: EvalContext,
+        retrieval_tools: frozenset[str] = frozenset(),
     ) -> None:
         self.agent_metrics = list(agent_metrics) if agent_metrics is not None else None
         self.model_name = model_name
         self.context = context
+        self.retrieval_tools = retrieval_tools
 
     async def evaluate(self, case: TestCaseModel, run: CaseRun) -> TestResult:
         if case.turns is None:
@@ -136,6 +142,8 @@ class CaseEvaluator:
             return []
         ground_truth = getattr(spec, "ground_truth", None) if spec else case.ground_truth
         retrieval = getattr(spec, "retrieval_context", None) if spec else case.retrieval_context
+        if retrieval is None:
+            retrieval = self._retrieved(turn) or None
         expected = getattr(spec, "expected_tools", None) if spec else case.expected_tools
         inputs = MetricInput(
             input=turn.input,
@@ -152,6 +160,19 @@ class CaseEvaluator:
             turn_config=(getattr(spec, "turn_config", None) or {}) if spec else {},
         )
         return await aevaluate_metrics(metrics, inputs, context=self.context)
+
+    def _retrieved(self, turn: TurnRun) -> list[str]:
+        """Without a ``retrieval_context`` on the case, what the agent's retrieval tools
+        (vectorstore, hierarchical_document, MCP with ``is_retrieval``) returned is used."""
+        return [
+            _retrieved_text(call.result)
+            for call in turn.tool_invocations
+            if call.name in self.retrieval_tools and call.error is None
+        ]
+
+
+def _retrieved_text(result: object) -> str:
+    return result if isinstance(result, str) else json.dumps(result, default=str)
 
 
 def _base(case: TestCaseModel, run: CaseRun, test_input: str) -> dict[str, object]:

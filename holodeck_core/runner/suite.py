@@ -26,12 +26,16 @@ from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
+    HierarchicalDocumentTool,
+    MCPTool,
     ProviderEnum,
     ReportSummary,
     TestCaseModel,
     TestReport,
     TestResult,
+    Tool,
     Trigger,
+    VectorstoreTool,
 )
 from holodeck_core.redaction import redact, redact_argv
 from holodeck_core.runner import fingerprint as fp
@@ -158,6 +162,7 @@ class Suite:
             agent.evaluations.metrics if agent.evaluations else None,
             agent.model.name,
             self.judges.context(base_dir=loaded.base_dir),
+            retrieval_tools=retrieval_tool_names(agent.tools or []),
         )
         self.suite_fingerprint = fp.suite_fingerprint(
             loaded, self.prompt.version.body_hash, self.cases
@@ -302,6 +307,15 @@ class Suite:
     async def aclose(self) -> None:
         await self.client.aclose()
         await self.judges.aclose()
+
+
+def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:
+    return frozenset(
+        tool.name
+        for tool in tools
+        if isinstance(tool, VectorstoreTool | HierarchicalDocumentTool)
+        or (isinstance(tool, MCPTool) and tool.is_retrieval)
+    )
 
 
 def git_commit(folder: object) -> str | None:
