@@ -200,7 +200,7 @@ def test_strict_mode_is_binary() -> None:
         (perfect,), (almost,) = judge_run(
             server, [geval(strict_mode=True)], [case("Perfect."), case("Almost.")]
         )[0]
-    assert (perfect.score, perfect.passed, perfect.details["effective_threshold"]) == (1.0, True, 1)
+    assert (perfect.score, perfect.passed, perfect.threshold) == (1.0, True, 1)
     assert (almost.score, almost.raw_score, almost.passed) == (0.0, 0.0, False)
     assert almost.details["judge_score"] == 9
 

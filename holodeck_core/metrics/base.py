@@ -105,12 +105,14 @@ class Score:
     ``score`` is normalized to 0-1 for bounded metrics and ``None`` for unbounded ones
     (latency, cost); ``raw_score`` is the value in the metric's own unit and defaults to
     ``score``. ``passed`` is set only by metrics that decide it themselves (a code grader
-    returning ``passed``); otherwise the registry applies the threshold.
+    returning ``passed``); otherwise the registry applies the threshold. ``threshold`` is set
+    only by a metric whose rule replaces the configured one (G-Eval's ``strict_mode``: 1.0).
     """
 
     score: float | None
     raw_score: float | None = None
     passed: bool | None = None
+    threshold: float | None = None
     reasoning: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     model_used: str | None = None

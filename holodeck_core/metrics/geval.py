@@ -171,8 +171,9 @@ async def geval(metric: GEvalMetric, inputs: MetricInput, ctx: EvalContext) -> S
             binary,
             raw_score=binary,
             passed=binary == 1.0,
+            threshold=1.0,
             reasoning=reason if isinstance(reason, str) else None,
-            details={**details, "effective_threshold": 1.0},
+            details=details,
         )
     raw = weighted if weighted is not None else judged
     return session.result(

@@ -117,12 +117,14 @@ class JudgeSession:
         passed: bool | None = None,
         reasoning: str | None = None,
         details: Mapping[str, Any] | None = None,
+        threshold: float | None = None,
     ) -> Score:
         """The metric's :class:`Score`, with the judge, retries and provenance filled in."""
         return Score(
             score=score,
             raw_score=raw_score,
             passed=passed,
+            threshold=threshold,
             reasoning=reasoning,
             details={**self.details(), **(details or {})},
             model_used=self.model.name,

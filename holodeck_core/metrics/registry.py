@@ -335,7 +335,7 @@ def _result(
     details: dict[str, Any] = dict(outcome.details)
     score = outcome.score
     raw = outcome.raw_score if outcome.raw_score is not None else score
-    threshold = metric.threshold
+    threshold = outcome.threshold if outcome.threshold is not None else metric.threshold
     if spec.bounded:
         if score is not None and (-_FLOAT_SLACK <= score < 0.0 or 1.0 < score <= 1 + _FLOAT_SLACK):
             score = min(max(score, 0.0), 1.0)  # BLEU of identical texts: 1.0000000000000004
