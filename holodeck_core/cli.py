@@ -174,8 +174,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}" if "\n" not in str(exc) else f"error:\n{exc}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print(
+            "interrupted: no EvalRun was written; finished cases are journaled, so the same "
+            "command resumes (--fresh starts over)",
+            file=sys.stderr,
+        )
+        return ExitCode.EXECUTION  # an aborted run (§6.7)
+    except Exception:  # a bug, not a user mistake: keep the evidence, never exit 1 (= FAIL)
+        import traceback
+
+        traceback.print_exc()
+        print("error: holodeck failed unexpectedly (a bug: please report it)", file=sys.stderr)
+        return ExitCode.EXECUTION
 
 
 def entrypoint() -> None:

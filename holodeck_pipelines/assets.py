@@ -18,6 +18,7 @@ from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import previous_run_flips
 from holodeck_core.models import EvalRun, Status, Trigger
 from holodeck_core.naming import dagster_name, partitions_def_name
+from holodeck_core.redaction import redact_text
 from holodeck_core.reports import render_markdown
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.stages import (
@@ -106,7 +107,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         errors = result.errors
         context.add_output_metadata({"files": result.count, "cases_with_file_errors": len(errors)})
         for case_id, messages in errors.items():
-            context.log.warning(f"case {case_id}: {'; '.join(messages)}")
+            context.log.warning(redact_text(f"case {case_id}: {'; '.join(messages)}"))
         return result
 
     @dg.asset(

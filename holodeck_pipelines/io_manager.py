@@ -3,11 +3,14 @@
 The base is a local folder (default ``HOLODECK_HOME/artifacts``) or any ``UPath`` URL
 (``s3://bucket/prefix`` when the pipelines are scaled out)."""
 
+import uuid
 from typing import Any
 
 import dagster as dg
 from pydantic import BaseModel
 from upath import UPath
+
+from holodeck_core.redaction import redact
 
 
 class PydanticJsonIOManager(dg.ConfigurableIOManager):
@@ -26,8 +29,8 @@ class PydanticJsonIOManager(dg.ConfigurableIOManager):
             )
         path = self._path(context)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(obj.model_dump_json(indent=2), encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # concurrent runs
+        tmp.write_text(redact(obj).model_dump_json(indent=2), encoding="utf-8")
         tmp.rename(path)
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path))})
 

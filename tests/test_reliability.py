@@ -210,7 +210,7 @@ tools:
 evaluations:
   metrics: [{{type: standard, metric: contains, pattern: Paris}}]
 test_cases:
-  - {{name: c, input: "capital?"}}
+  - {{name: c, input: "capital? my token is ${{CANARY_TOKEN}}"}}
 """
 
 
@@ -315,7 +315,9 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
     from tests.test_pipelines import make_project
 
     home = Path(os.environ["HOLODECK_HOME"])
-    rules = {"rules": [{"match": {"user": "capital"}, "reply": "Paris", "latency": 0.4}]}
+    fast = {"match": {"user": "capital"}, "reply": "Paris", "latency": 0.4}
+    stuck = {"match": {"user": r"\((8|9)\)"}, "reply": "Paris", "latency": 60}
+    rules = {"rules": [stuck, fast]}  # cases 8 and 9 hang, so the kill lands mid-run
     with run_model_server(rules) as server:
         project = make_project(tmp_path, server.openai_base_url, cases=10)
         assert main(["prompts", "register", str(tmp_path / "agents/geo/agent.yaml")]) == 0
@@ -333,6 +335,7 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
         proc.wait(timeout=30)
         finished = _journaled_ids(home)
         assert 3 <= len(finished) < 10
+        server.set_rules({"rules": [fast]})
         before = dict(server.stats()["by_key"])
         with dg.instance_for_test() as instance:
             instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
@@ -349,12 +352,14 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
 
 
 def _journaled_ids(home: Path) -> set[str]:
-    return {
-        json.loads(line)["case_id"]
-        for path in home.glob("journal/*/*.jsonl")
-        for line in path.read_text().splitlines()
-        if line.strip()
-    }
+    ids = set()
+    for path in home.glob("journal/*/*.jsonl"):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                ids.add(json.loads(line)["case_id"])
+            except ValueError:
+                continue  # a line being written right now
+    return ids
 
 
 def _journaled(home: Path) -> int:

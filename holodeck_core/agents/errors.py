@@ -13,6 +13,7 @@ class CallErrorKind(StrEnum):
     MALFORMED = "malformed_response"
     BAD_REQUEST = "bad_request"
     AUTH = "auth_error"
+    INTERNAL = "internal_error"
 
     @property
     def transient(self) -> bool:

@@ -61,7 +61,10 @@ def classify(exc: BaseException) -> ModelCallError:
         return ModelCallError(kind, message, status=status, retry_after=retry_after)
     if name == "APIResponseValidationError" or isinstance(exc, json.JSONDecodeError | KeyError):
         return ModelCallError(CallErrorKind.MALFORMED, message or "malformed response body")
-    return ModelCallError(CallErrorKind.CONNECTION, f"{name}: {message}")
+    if isinstance(exc, OSError):  # sockets and the like under the SDK
+        return ModelCallError(CallErrorKind.CONNECTION, f"{name}: {message}")
+    # anything else is deterministic (a bad request built here, a bug): retrying won't help
+    return ModelCallError(CallErrorKind.INTERNAL, f"{name}: {message}")
 
 
 def _message(exc: BaseException) -> str:

@@ -165,31 +165,39 @@ class PromptStore:
         return None
 
     def register(self, prompt: Prompt) -> Registration:
-        """Store ``prompt`` unless this body is already stored. Never overwrites."""
+        """Store ``prompt`` unless this body is already stored. Never overwrites: when another
+        process takes the label first with another body, this one gets ``<label>+<sha8>``."""
         existing = self.key_for(prompt)
         if existing is not None:
             return Registration(key=existing, created=False)
         label = prompt.version.version
-        key, warning = label, None
-        if self.get(label) is not None:
-            key = f"{label}+{prompt.version.body_hash[:8]}"
-            warning = (
-                f"prompt version {label!r} of agent {self.agent_name!r} was registered "
-                f"before with a different body; this body is registered as {key!r} "
-                "(bump 'version' in the frontmatter to name it yourself)"
-            )
-        snapshot = PromptSnapshot(
-            key=key,
-            agent=self.agent_name,
-            prompt_version=prompt.version,
-            body=prompt.body,
-            registered_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        reused = f"{label}+{prompt.version.body_hash[:8]}"
+        warning = (
+            f"prompt version {label!r} of agent {self.agent_name!r} was registered before "
+            f"with a different body; this body is registered as {reused!r} (bump 'version' "
+            "in the frontmatter to name it yourself)"
         )
-        self._write_new(self._path(key), snapshot.model_dump_json(indent=2))
-        return Registration(key=key, created=True, warning=warning)
+        for key in (label, reused):
+            snapshot = PromptSnapshot(
+                key=key,
+                agent=self.agent_name,
+                prompt_version=prompt.version,
+                body=prompt.body,
+                registered_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            )
+            created = self._write_new(self._path(key), snapshot.model_dump_json(indent=2))
+            stored = self.get(key)
+            if stored is not None and stored.prompt_version.body_hash == prompt.version.body_hash:
+                return Registration(
+                    key=key, created=created, warning=warning if key == reused else None
+                )
+        raise ConfigError(
+            f"cannot register prompt version {label!r}: {self.folder} is inconsistent"
+        )
 
-    def _write_new(self, path: Path, text: str) -> None:
-        """Atomic and exclusive: a concurrent registration of the same key keeps the first."""
+    def _write_new(self, path: Path, text: str) -> bool:
+        """Atomic and exclusive: a concurrent registration of the same key keeps the first.
+        True when this call created the file."""
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
@@ -199,6 +207,7 @@ class PromptStore:
                 os.fsync(handle.fileno())
             os.link(tmp, path)  # fails if the key exists: never overwrite a snapshot
         except FileExistsError:
-            pass
+            return False
         finally:
             Path(tmp).unlink(missing_ok=True)
+        return True

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from holodeck_core.redaction import redact
+
 CACHE_FORMAT = 1
 """Bump when the shape of cached answers changes: old entries then stop matching."""
 
@@ -104,7 +106,7 @@ class JudgeCache:
             return
         path = self.path_for(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"key": key, "value": dict(value)}, ensure_ascii=False)
+        data = json.dumps({"key": key, "value": redact(dict(value))}, ensure_ascii=False)
         handle, temp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:

@@ -35,6 +35,7 @@ from holodeck_core.metrics.verdict import (
     EMPTY_RESPONSE_ERROR,
     METRIC_ERROR_PREFIX,
     case_status,
+    error_source,
 )
 from holodeck_core.models.agent import Agent
 from holodeck_core.models.results import MetricResult, Status, TestResult, TurnResult
@@ -193,9 +194,12 @@ class _Scorer:
 
 
 def _rebuilt(result: TestResult, status: Status, **update: Any) -> TestResult:
+    metrics = list(update.get("metric_results") or []) + [
+        m for turn in update.get("turns") or [] for m in turn.metric_results
+    ]
     update.update(
         status=status,
         passed=status is Status.PASS,
-        error_source="evaluation" if status is Status.ERROR else None,
+        error_source=error_source(metrics, status),
     )
     return TestResult.model_validate(result.model_copy(update=update).model_dump())

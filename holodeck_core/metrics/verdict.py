@@ -8,6 +8,7 @@ from holodeck_core.models import MetricResult, Status
 
 EMPTY_RESPONSE_ERROR = "empty response and nothing to evaluate it with"
 METRIC_ERROR_PREFIX = "metric "
+NO_VERDICT_ERROR = "no metric could be evaluated"
 
 
 def case_status(
@@ -16,12 +17,18 @@ def case_status(
     response: str | None,
     errors: list[str],
 ) -> Status:
-    """ERROR when a ``fail_on_error`` metric could not run; FAIL when a metric or a tool
+    """ERROR when a ``fail_on_error`` metric could not run, or when no metric could give a
+    verdict (a judge that is down must not read as a pass); FAIL when a metric or a tool
     expectation missed, or the response is empty with nothing to judge it by; else PASS.
-    Appends the messages it implies to ``errors``."""
+    Errored metrics without ``fail_on_error`` are otherwise left out of the verdict. Appends
+    the messages it implies to ``errors``."""
     blocking = [m for m in metrics if m.error is not None and m.fail_on_error]
     if blocking:
         errors.extend(f"{METRIC_ERROR_PREFIX}{m.metric_name}: {m.error}" for m in blocking)
+        return Status.ERROR
+    if metrics and tools_matched is None and all(m.passed is None for m in metrics):
+        errors.append(NO_VERDICT_ERROR)
+        errors.extend(f"{METRIC_ERROR_PREFIX}{m.metric_name}: {m.error}" for m in metrics)
         return Status.ERROR
     if any(m.passed is False for m in metrics) or tools_matched is False:
         return Status.FAIL
@@ -29,3 +36,12 @@ def case_status(
         errors.append(EMPTY_RESPONSE_ERROR)
         return Status.FAIL
     return Status.FAIL if errors else Status.PASS
+
+
+def error_source(metrics: Sequence[MetricResult], status: Status) -> str | None:
+    """Why an ERROR verdict: only a ``fail_on_error`` metric is an evaluation error (exit 4);
+    a judge that gave no verdict at all is the infrastructure failing (exit 3)."""
+    if status is not Status.ERROR:
+        return None
+    blocking = any(m.error is not None and m.fail_on_error for m in metrics)
+    return "evaluation" if blocking else "execution"

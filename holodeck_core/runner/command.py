@@ -61,6 +61,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.reports import write_eval_run
 
     path = write_eval_run(run, loaded.file)
+    suite.finish()  # only now: until the EvalRun is on disk, the journal holds the paid work
     _record_history(run, path, suite.project)
     from holodeck_core.runner.console import print_summary
 
@@ -79,7 +80,6 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
     try:
         with Progress(suite, quiet=args.quiet, verbose=args.verbose) as progress:
             results = await suite.run_all(progress.case_done)
-        suite.finish()
         return suite.eval_run(results)
     finally:
         await suite.aclose()
@@ -95,26 +95,25 @@ def _preload_history() -> None:
 
 def exit_code(results: list[TestResult], gate: Gate | None) -> ExitCode:
     """§6.7: 3 for an execution ERROR, 4 for an ERROR from a fail_on_error metric only,
-    1 for a FAIL, else 0. With an ``evaluations.gate``, the gate decides FAIL and ERROR."""
+    1 for a FAIL, else 0. An ``evaluations.gate`` decides FAIL (by ``min_pass_rate``) and
+    tolerates ERRORs only up to an explicit ``max_errors``."""
     from holodeck_core.models import Status
 
     errors = [r for r in results if r.status is Status.ERROR]
-    if gate is not None:
-        total = len(results) or 1
-        passed = sum(1 for r in results if r.status is Status.PASS)
-        gate_failed = (gate.min_pass_rate is not None and passed / total < gate.min_pass_rate) or (
-            gate.max_errors is not None and len(errors) > gate.max_errors
-        )
-        if not gate_failed:
-            return ExitCode.OK
     codes = [ExitCode.OK]
-    for result in results:
-        if result.status is Status.FAIL:
-            codes.append(ExitCode.FAILED)
-        elif result.status is Status.ERROR:
-            codes.append(
-                ExitCode.EVALUATION if result.error_source == "evaluation" else ExitCode.EXECUTION
-            )
+    if gate is None or gate.max_errors is None or len(errors) > gate.max_errors:
+        codes += [
+            ExitCode.EVALUATION if r.error_source == "evaluation" else ExitCode.EXECUTION
+            for r in errors
+        ]
+    if gate is None:
+        failed = any(r.status is Status.FAIL for r in results)
+    else:
+        passed = sum(1 for r in results if r.status is Status.PASS)
+        rate = passed / len(results) if results else 0.0
+        failed = gate.min_pass_rate is not None and rate < gate.min_pass_rate
+    if failed:
+        codes.append(ExitCode.FAILED)
     return ExitCode.worst(*codes)
 
 

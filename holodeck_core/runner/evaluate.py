@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from holodeck_core.metrics import EvalContext, MetricInput, aevaluate_metrics, select_metrics
 from holodeck_core.metrics.tool_matching import match_expected_tools
-from holodeck_core.metrics.verdict import case_status
+from holodeck_core.metrics.verdict import case_status, error_source
 from holodeck_core.models import (
     MetricResult,
     Status,
@@ -232,7 +232,7 @@ def _status(
     metrics: list[MetricResult], tools_matched: bool | None, turn: TurnRun, errors: list[str]
 ) -> tuple[Status, str | None]:
     status = case_status(metrics, tools_matched, turn.response, errors)
-    return status, "evaluation" if status is Status.ERROR else None
+    return status, error_source(metrics, status)
 
 
 def _worst(statuses: list[Status]) -> Status:

@@ -64,6 +64,7 @@ def case_fingerprint(loaded: LoadedAgent, suite: str, tools: str, case: TestCase
         {
             "suite": suite,
             "tools": tools,
+            "id": case.id,
             "case": case.content_key,
             "files": [
                 (f.model_dump(mode="json"), _file_hash(loaded.resolve(f.path)) if f.path else None)

@@ -10,16 +10,25 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import ValidationError
 
 from holodeck_core.naming import slugify
+from holodeck_core.redaction import redact
 from holodeck_core.runner.case_run import CaseRun
 
 
 class Journal:
-    def __init__(self, root: Path, agent_name: str, suite_fingerprint: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        agent_name: str,
+        suite_fingerprint: str,
+        secrets: frozenset[str] = frozenset(),
+    ) -> None:
         self.path = root / slugify(agent_name) / f"{suite_fingerprint}.jsonl"
+        self.secrets = secrets
         self._lock = threading.Lock()
 
     def load(self) -> dict[str, CaseRun]:
@@ -28,22 +37,25 @@ class Journal:
         if not self.path.is_file():
             return {}
         entries: dict[str, CaseRun] = {}
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        for line in self.path.read_bytes().splitlines():
             try:
                 run = CaseRun.model_validate_json(line)
-            except ValidationError:
-                continue
+            except (ValidationError, UnicodeDecodeError):
+                continue  # a line torn by a crash: that case simply runs again
             entries[run.fingerprint] = run
         return entries
 
     def append(self, run: CaseRun) -> None:
+        """Append one finished case (redacted: the journal is on disk too) and fsync."""
         if run.error is not None:
             return
-        line = run.model_dump_json() + "\n"
+        line = redact(run, self.secrets).model_dump_json() + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
+            with self.path.open("a+b") as handle:
+                if handle.tell() and not _ends_with_newline(handle):
+                    handle.write(b"\n")  # after a torn line, start a fresh one
+                handle.write(line.encode("utf-8"))
                 handle.flush()
                 os.fsync(handle.fileno())
 
@@ -56,3 +68,8 @@ class Journal:
         """``--fresh``: set the open journal aside without reusing it."""
         if self.path.exists():
             self.path.replace(self.path.with_suffix(".jsonl.discarded"))
+
+
+def _ends_with_newline(handle: BinaryIO) -> bool:
+    handle.seek(-1, os.SEEK_END)
+    return handle.read(1) == b"\n"

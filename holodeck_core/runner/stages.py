@@ -79,13 +79,13 @@ async def process_suite_files(suite: Suite) -> ProcessedFiles:
 
 async def run_agent_stage(suite: Suite) -> AgentResponses:
     """Run the agent on every case. Finished cases are journaled as they complete; the
-    journal closes only when no case failed transiently, so a rerun resumes."""
+    journal stays open until :func:`write_report` has the EvalRun on disk, so any rerun
+    before that (a failed judge step, a crash) resumes instead of paying again."""
     started_at = now_iso()
     try:
         runs = await suite.execute_all()
     finally:
         await suite.aclose()
-    suite.finish()
     return AgentResponses(started_at=started_at, runs=runs, scheduler=suite.scheduler_stats())
 
 
@@ -110,4 +110,6 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
         wall_ms=wall_ms,
         scheduler=responses.scheduler,
     )
-    return RunReport(path=str(write_eval_run(run, suite.loaded.file)), eval_run=run)
+    path = write_eval_run(run, suite.loaded.file)
+    suite.finish()
+    return RunReport(path=str(path), eval_run=run)

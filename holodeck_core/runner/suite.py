@@ -172,7 +172,9 @@ class Suite:
             case.id or "": fp.case_fingerprint(loaded, self.suite_fingerprint, tools_fp, case)
             for case in self.cases
         }
-        self.journal = Journal(self.project.journal_dir, agent.name, self.suite_fingerprint)
+        self.journal = Journal(
+            self.project.journal_dir, agent.name, self.suite_fingerprint, loaded.secrets
+        )
         if self.options.fresh:
             self.journal.discard()
         self._journaled = self.journal.load()
@@ -206,6 +208,22 @@ class Suite:
         return list(await asyncio.gather(*map(one, self.cases)))
 
     async def evaluate_all(self, runs: list[CaseRun]) -> list[TestResult]:
+        """Score stored runs, matched to the cases by id and fingerprint. Runs made for other
+        cases or other inputs (the config changed since) are refused, never mis-paired."""
+        by_id = {run.case_id: run for run in runs}
+        stale = [
+            case.id or ""
+            for case in self.cases
+            if (run := by_id.get(case.id or "")) is None
+            or run.fingerprint != self.case_fingerprints[case.id or ""]
+        ]
+        if stale:
+            raise ConfigError(
+                f"the agent responses do not match the current cases ({', '.join(stale[:10])}): "
+                "the agent's config or test cases changed since they were made; run the agent "
+                "stage again (re-materialize the whole partition)"
+            )
+        runs = [by_id[case.id or ""] for case in self.cases]
         limit = asyncio.Semaphore(self.parallel)
 
         async def one(case: TestCaseModel, run: CaseRun) -> TestResult:
