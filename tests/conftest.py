@@ -6,6 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from holodeck_core.metrics.text import pin_absl_stream
+
+# Tests that import rouge-score themselves must not let absl close a capture stream (see there).
+pin_absl_stream()
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 CORPUS = SHARED / "corpus"

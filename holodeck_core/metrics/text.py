@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from typing import Any
 
 from holodeck_core.metrics.base import EvalContext, MetricError, MetricInput, Score
@@ -112,6 +113,8 @@ def bleu(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score
 @functools.cache
 def _rouge_scorer(variant: str) -> Any:
     from rouge_score import rouge_scorer
+
+    pin_absl_stream()
 
     return rouge_scorer.RougeScorer([variant], tokenizer=UnicodeTokenizer())
 
@@ -203,3 +206,13 @@ def meteor(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Sco
         wordnet=meteor_wordnet(variant),
     )
     return Score(score=float(value), details={"variant": variant, "tokenizer": TOKENIZER_NAME})
+
+
+def pin_absl_stream() -> None:
+    """rouge-score imports absl.logging, whose handler keeps the ``sys.stderr`` object of the
+    moment and *closes* it when handlers are shut down, unless it is the process's own stderr.
+    Imported while stderr is redirected (a test's capture, a step's log capture), that closes
+    someone else's stream later. Point it at the process's stderr, which it never closes."""
+    import absl.logging
+
+    absl.logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
