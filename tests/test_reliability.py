@@ -19,6 +19,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.test_runner import journaled_case_ids
 
 WEATHER_TOOL = "def get_weather(city: str) -> str:\n    return f'Sunny in {city}'\n"
 
@@ -333,7 +334,7 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
             time.sleep(0.05)
         proc.kill()  # kill -9, mid-run
         proc.wait(timeout=30)
-        finished = _journaled_ids(home)
+        finished = journaled_case_ids(home)
         assert 3 <= len(finished) < 10
         server.set_rules({"rules": [fast]})
         before = dict(server.stats()["by_key"])
@@ -351,16 +352,5 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
         ]
 
 
-def _journaled_ids(home: Path) -> set[str]:
-    ids = set()
-    for path in home.glob("journal/*/*.jsonl"):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                ids.add(json.loads(line)["case_id"])
-            except ValueError:
-                continue  # a line being written right now
-    return ids
-
-
 def _journaled(home: Path) -> int:
-    return len(_journaled_ids(home))
+    return len(journaled_case_ids(home))
