@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from holodeck_core.metrics import EvalContext, MetricInput, aevaluate_metrics, select_metrics
-from holodeck_core.metrics.tool_matching import match_expected_tools
+from holodeck_core.metrics.tool_matching import ToolMatchReport, match_expected_tools
 from holodeck_core.metrics.verdict import case_status, error_source
 from holodeck_core.models import (
     MetricResult,
@@ -20,6 +21,7 @@ from holodeck_core.models import (
     TurnResult,
 )
 from holodeck_core.models.evaluation import Metric
+from holodeck_core.models.test_case import ExpectedToolSpec
 from holodeck_core.runner.case_run import CaseRun, TurnRun
 
 MULTI_TURN_SEPARATOR = "\n---\n"
@@ -51,25 +53,19 @@ class CaseEvaluator:
         metrics = await self._metrics(
             select_metrics(self.agent_metrics, case.evaluations), case, turn, 0, None
         )
-        report = (
-            match_expected_tools(case.expected_tools, turn.tool_invocations)
-            if case.expected_tools is not None
-            else None
-        )
-        errors = list(report.missing) if report else []
-        status, source = _status(metrics, report.matched if report else None, turn, errors)
+        verdict = _Verdict.of(metrics, case.expected_tools, turn)
         return TestResult(
             **base,
             agent_response=turn.response,
             tool_calls=[i.name for i in turn.tool_invocations],
             tool_invocations=turn.tool_invocations,
             expected_tools=case.expected_tools,
-            tools_matched=report.matched if report else None,
+            tools_matched=verdict.tools_matched,
             metric_results=metrics,
-            passed=status is Status.PASS,
-            status=status,
-            error_source=source,
-            errors=errors,
+            passed=verdict.status is Status.PASS,
+            status=verdict.status,
+            error_source=verdict.source,
+            errors=verdict.errors,
         )
 
     async def _multi(self, case: TestCaseModel, run: CaseRun) -> TestResult:
@@ -87,14 +83,8 @@ class CaseEvaluator:
                 index,
                 spec,
             )
-            report = (
-                match_expected_tools(spec.expected_tools, turn.tool_invocations)
-                if spec.expected_tools is not None
-                else None
-            )
-            errors = list(report.missing) if report else []
-            status, source = _status(metrics, report.matched if report else None, turn, errors)
-            statuses.append((status, source))
+            verdict = _Verdict.of(metrics, spec.expected_tools, turn)
+            statuses.append((verdict.status, verdict.source))
             evaluated.append(
                 TurnResult(
                     turn_index=index,
@@ -104,13 +94,15 @@ class CaseEvaluator:
                     expected_tools=spec.expected_tools,
                     tool_calls=[i.name for i in turn.tool_invocations],
                     tool_invocations=turn.tool_invocations,
-                    tools_matched=report.matched if report else None,
-                    arg_match_details=report.arg_match_details() if report else None,
+                    tools_matched=verdict.tools_matched,
+                    arg_match_details=verdict.report.arg_match_details()
+                    if verdict.report
+                    else None,
                     metric_results=metrics,
-                    passed=status is Status.PASS,
+                    passed=verdict.status is Status.PASS,
                     execution_time_ms=turn.model_ms,
                     token_usage=turn.usage,
-                    errors=errors,
+                    errors=verdict.errors,
                 )
             )
         status = _worst([s for s, _ in statuses])
@@ -228,11 +220,32 @@ def _turn_results(specs: Sequence[object], runs: list[TurnRun]) -> list[TurnResu
     ]
 
 
-def _status(
-    metrics: list[MetricResult], tools_matched: bool | None, turn: TurnRun, errors: list[str]
-) -> tuple[Status, str | None]:
-    status = case_status(metrics, tools_matched, turn.response, errors)
-    return status, error_source(metrics, status)
+@dataclass(frozen=True)
+class _Verdict:
+    """A turn's (or single-turn case's) expected-tool match and status."""
+
+    report: ToolMatchReport | None
+    status: Status
+    source: str | None
+    errors: list[str]
+
+    @property
+    def tools_matched(self) -> bool | None:
+        return self.report.matched if self.report else None
+
+    @classmethod
+    def of(
+        cls,
+        metrics: list[MetricResult],
+        expected: Sequence[ExpectedToolSpec] | None,
+        turn: TurnRun,
+    ) -> _Verdict:
+        report = (
+            match_expected_tools(expected, turn.tool_invocations) if expected is not None else None
+        )
+        errors = list(report.missing) if report else []
+        status = case_status(metrics, report.matched if report else None, turn.response, errors)
+        return cls(report, status, error_source(metrics, status), errors)
 
 
 def _worst(statuses: list[Status]) -> Status:
