@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import textwrap
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -187,11 +188,10 @@ def test_four_partitions_at_once_all_land_without_lock_errors(tmp_path: Path) ->
         with dg.instance_for_test(temp_dir=str(tmp_path / "dagster-home")) as instance:
             register(build_definitions(project), instance)
         home = os.environ["HOLODECK_HOME"]
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(4) as pool:
-            results = pool.starmap(
-                _materialize_in_process, [(str(tmp_path), key, home) for key in keys]
-            )
+        # an executor shuts down gracefully; Pool.__exit__ terminates workers and can hang
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=4, mp_context=spawn) as pool:
+            results = list(pool.map(_materialize_in_process, [str(tmp_path)] * 4, keys, [home] * 4))
     assert results == [True] * 4
     assert history_rows(
         project,
