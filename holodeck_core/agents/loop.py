@@ -10,7 +10,7 @@ from holodeck_core.agents.base import ModelClient
 from holodeck_core.agents.messages import Image, Message
 from holodeck_core.agents.tools import ToolBox, tool_message
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
-from holodeck_core.calls.scheduler import CallScheduler
+from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import TokenUsage, ToolInvocation
 from holodeck_core.tools.runtime import ToolCrashedError
 
@@ -62,6 +62,7 @@ class AgentRunner:
     async def _turn(self, history: list[Message]) -> TurnOutcome:
         outcome = TurnOutcome()
         tools = self.toolbox.specs if self.toolbox else None
+        endpoint = endpoint_key(self.client.model)
         for _ in range(self.max_tool_turns):
             try:
                 reply = await self.scheduler.call(
@@ -72,6 +73,7 @@ class AgentRunner:
                         response_schema=self.response_schema,
                         timeout=self.timeout,
                     ),
+                    endpoint=endpoint,
                     timeout=self.timeout,
                 )
             except ModelCallError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from time import time
@@ -15,25 +16,34 @@ from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
-    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), if present."""
+    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), if present and
+    readable: never negative, possibly ``inf`` or huge (the scheduler caps what it waits);
+    ``None`` for garbage (``nan``, words, a bad date), so plain back-off applies."""
     if not headers:
         return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
+    millis = _number(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
     value = headers.get("retry-after")
     if not value:
         return None
+    seconds = _number(value)
+    if seconds is not None:
+        return seconds
     try:
-        return max(0.0, float(value))
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time())
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+
+
+def _number(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        value = float(text)
     except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time())
-        except (TypeError, ValueError):
-            return None
+        return None
+    return None if math.isnan(value) else max(0.0, value)
 
 
 def classify(exc: BaseException) -> ModelCallError:

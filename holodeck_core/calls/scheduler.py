@@ -1,34 +1,77 @@
-"""The one place that schedules model calls (agent and judge alike).
+"""The one place that schedules model calls (DESIGN §7.11): agent turns, judges, and whatever
+else asks a model (embeddings, prompt tools, rerankers).
 
-* a concurrency limit that halves on a 429 and grows back by one after a run of successes;
-* ``Retry-After`` honoured for every caller, not just the one that got the 429;
-* bounded retries with jittered exponential backoff for 429, 5xx, timeouts, dropped
-  connections and malformed bodies; other errors fail at once;
-* a hard per-call timeout.
+* **Limits per provider endpoint** (:func:`endpoint_key`): an agent on one provider and its
+  judge on another never share a limit, a pause or a 429 wave.
+* **Adaptive concurrency**: each endpoint's limit starts at ``max_concurrency`` (default
+  :data:`DEFAULT_CONCURRENCY`), halves on a wave of 429s and grows back by one after a run of
+  successes as long as the limit itself.
+* **Retry-After** is honoured for every caller of the endpoint, not just the one that got the
+  429: no call starts on that endpoint before the pause is over. One pause lasts at most
+  :data:`MAX_RETRY_AFTER` seconds, whatever the provider asks.
+* **One retry loop with a per-call budget** (:class:`RetryPolicy`, or ``attempts=`` per call):
+  429, 5xx, timeouts, dropped connections and malformed bodies are retried with jittered
+  exponential back-off; other errors fail at once. Every wait between attempts (back-off and
+  Retry-After) counts against the call's ``max_wait``; a provider that asks for more than what
+  is left fails the call at once, as a transient :class:`~holodeck_core.calls.errors.ModelCallError`
+  (the case is ERROR and a rerun resumes it).
+* A hard per-attempt timeout.
+
+Using it from a new kind of model call (a small API on purpose)::
+
+    scheduler = CallScheduler()                       # one per suite run, shared by everything
+    reply = await scheduler.call(lambda: client.embed(texts), endpoint=endpoint_key(model))
+    outcome = await scheduler.run(fn, endpoint=..., attempts=2)  # value and attempts made
+
+``fn`` makes one attempt and must not retry; it may raise any SDK exception (it is classified
+by :func:`~holodeck_core.calls.classify.classify`) or a ``ModelCallError``. Nothing else in
+the code base retries model calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.models import LLMProvider
+from holodeck_core.models.agent import DEFAULT_PARALLEL_TEST_CASES
 
 T = TypeVar("T")
+
+DEFAULT_CONCURRENCY = DEFAULT_PARALLEL_TEST_CASES
+"""Calls in flight per endpoint when neither ``--parallel`` nor ``execution.parallel_test_cases``
+says otherwise: high enough to be fast, safe because the limit halves on 429."""
+MAX_RETRY_AFTER = 60.0
+"""The longest one ``Retry-After`` pause may last (seconds), whatever the provider asks."""
+DEFAULT_ENDPOINT = "default"
+
+
+def endpoint_key(model: LLMProvider) -> str:
+    """The key a model's calls share a limit under: provider and endpoint (``default`` for a
+    provider's own public endpoint)."""
+    return f"{model.provider.value}:{(model.endpoint or 'default').rstrip('/')}"
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """The retry budget of every call (a call may ask for fewer ``attempts``)."""
+
     max_attempts: int = 4
     base_delay: float = 0.5
     max_delay: float = 20.0
     timeout: float = 60.0
+    """Seconds one attempt may take."""
+    max_wait: float = 120.0
+    """Seconds a call may wait in all between its attempts (back-off and Retry-After)."""
+    max_retry_after: float = MAX_RETRY_AFTER
 
 
 @dataclass
@@ -42,88 +85,176 @@ class SchedulerStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Called(Generic[T]):
+    """A call's value and how many attempts it took."""
+
+    value: T
+    attempts: int
+
+
+class _Lane:
+    """One endpoint's limit, in-flight count and Retry-After pause (touched on one loop)."""
+
+    def __init__(self, limit: int) -> None:
+        self.ceiling = limit
+        self.limit = limit
+        self.in_flight = 0
+        self.successes = 0
+        self.paused_until = 0.0
+        self.last_cut = 0.0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    async def acquire(self) -> float:
+        """Wait for a free slot outside any pause; returns when the attempt starts."""
+        while True:
+            wait = self.paused_until - time.monotonic()
+            if wait <= 0 and self.in_flight < self.limit:
+                self.in_flight += 1
+                return time.monotonic()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, wait if wait > 0 else None)
+
+    def wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
 class CallScheduler:
     def __init__(
-        self, max_concurrency: int, policy: RetryPolicy | None = None, *, seed: int | None = None
+        self,
+        max_concurrency: int = DEFAULT_CONCURRENCY,
+        policy: RetryPolicy | None = None,
+        *,
+        seed: int | None = None,
     ) -> None:
         self.max_concurrency = max(1, max_concurrency)
-        self.limit = self.max_concurrency
         self.policy = policy or RetryPolicy()
-        self.stats = SchedulerStats(lowest_limit=self.limit)
-        self._in_flight = 0
-        self._successes = 0
-        self._paused_until = 0.0
-        self._last_cut = 0.0
-        self._cond = asyncio.Condition()
+        self.stats = SchedulerStats(lowest_limit=self.max_concurrency)
+        self._lanes: dict[str, _Lane] = {}
         self._random = random.Random(seed)
 
-    async def call(self, fn: Callable[[], Awaitable[T]], *, timeout: float | None = None) -> T:
-        """Run ``fn`` under the limit, retrying transient failures. Raises ModelCallError."""
+    def limit(self, endpoint: str = DEFAULT_ENDPOINT) -> int:
+        """The endpoint's current concurrency limit."""
+        return self._lane(endpoint).limit
+
+    def _lane(self, endpoint: str) -> _Lane:
+        lane = self._lanes.get(endpoint)
+        if lane is None:
+            lane = self._lanes[endpoint] = _Lane(self.max_concurrency)
+        return lane
+
+    async def call(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        endpoint: str = DEFAULT_ENDPOINT,
+        timeout: float | None = None,
+        attempts: int | None = None,
+    ) -> T:
+        """Run ``fn`` under the endpoint's limit, retrying transient failures within the
+        call's budget. Raises :class:`ModelCallError` (``attempts`` set)."""
+        return (await self.run(fn, endpoint=endpoint, timeout=timeout, attempts=attempts)).value
+
+    async def run(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        endpoint: str = DEFAULT_ENDPOINT,
+        timeout: float | None = None,
+        attempts: int | None = None,
+    ) -> Called[T]:
+        """:meth:`call`, also telling how many attempts it took."""
         timeout = timeout or self.policy.timeout
+        budget = self.policy.max_attempts if attempts is None else max(1, attempts)
+        lane = self._lane(endpoint)
         self.stats.calls += 1
+        waited = 0.0
         attempt = 0
         while True:
             attempt += 1
             self.stats.attempts += 1
-            started = await self._acquire()
+            started = await lane.acquire()
             try:
                 result = await asyncio.wait_for(fn(), timeout)
             except Exception as exc:
                 error = classify(exc)
                 if error.kind is CallErrorKind.TIMEOUT and isinstance(exc, TimeoutError):
                     error = ModelCallError(CallErrorKind.TIMEOUT, f"no answer within {timeout:g} s")
-                await self._release(success=False, error=error, started=started)
+                delay, final = self._next(attempt, budget, waited, error)
+                self._release(lane, error, started)
                 kind = error.kind.value
                 self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
-                if not error.transient or attempt >= self.policy.max_attempts:
-                    error.attempts = attempt
-                    if error.transient:
+                if final is not None:
+                    final.attempts = attempt
+                    if final.transient:
                         self.stats.transient_failures += 1
-                    raise error from exc
+                    raise final from exc
                 self.stats.retries += 1
-                await asyncio.sleep(self._delay(attempt, error))
+                waited += delay
+                await asyncio.sleep(delay)
                 continue
-            await self._release(success=True, error=None, started=started)
-            return result
+            except BaseException:  # cancelled: give the slot back
+                lane.in_flight -= 1
+                lane.wake()
+                raise
+            self._release(lane, None, started)
+            return Called(result, attempt)
 
-    def _delay(self, attempt: int, error: ModelCallError) -> float:
-        if error.retry_after is not None:
-            return float(error.retry_after) * self._random.uniform(1.0, 1.1)
-        backoff = min(self.policy.max_delay, self.policy.base_delay * 2.0 ** (attempt - 1))
-        return backoff * self._random.uniform(0.5, 1.5)
+    def _next(
+        self, attempt: int, budget: int, waited: float, error: ModelCallError
+    ) -> tuple[float, ModelCallError | None]:
+        """(how long to wait before the next attempt, or the error to raise now)."""
+        if not error.transient or attempt >= budget:
+            return 0.0, error
+        left = self.policy.max_wait - waited
+        asked = error.retry_after
+        if asked is not None:
+            if asked > left:
+                return 0.0, _gave_up(error, f"the provider asked to wait {_seconds(asked)}", left)
+            delay = min(asked * self._random.uniform(1.0, 1.1), self.policy.max_retry_after)
+        else:
+            backoff = min(self.policy.max_delay, self.policy.base_delay * 2.0 ** (attempt - 1))
+            delay = backoff * self._random.uniform(0.5, 1.5)
+        if delay > left:
+            return 0.0, _gave_up(error, f"the next back-off is {_seconds(delay)}", left)
+        return delay, None
 
-    async def _acquire(self) -> float:
-        async with self._cond:
-            while True:
-                wait = self._paused_until - time.monotonic()
-                if wait <= 0 and self._in_flight < self.limit:
-                    self._in_flight += 1
-                    return time.monotonic()
-                if wait > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._cond.wait(), wait)
-                else:
-                    await self._cond.wait()
+    def _release(self, lane: _Lane, error: ModelCallError | None, started: float) -> None:
+        lane.in_flight -= 1
+        if error is None:
+            lane.successes += 1
+            if lane.successes >= lane.limit and lane.limit < lane.ceiling:
+                lane.limit += 1
+                lane.successes = 0
+        elif error.kind is CallErrorKind.RATE_LIMIT:
+            self.stats.rate_limited += 1
+            lane.successes = 0
+            if started >= lane.last_cut:  # one cut per wave of 429s
+                lane.limit = max(1, lane.limit // 2)
+                lane.last_cut = time.monotonic()
+                self.stats.lowest_limit = min(self.stats.lowest_limit, lane.limit)
+            asked = error.retry_after
+            if asked and asked <= self.policy.max_wait:  # else every call gives up at once
+                wait = min(asked, self.policy.max_retry_after)
+                lane.paused_until = max(lane.paused_until, time.monotonic() + wait)
+        lane.wake()
 
-    async def _release(
-        self, *, success: bool, error: ModelCallError | None, started: float
-    ) -> None:
-        async with self._cond:
-            self._in_flight -= 1
-            if success:
-                self._successes += 1
-                if self._successes >= self.limit and self.limit < self.max_concurrency:
-                    self.limit += 1
-                    self._successes = 0
-            elif error is not None and error.kind is CallErrorKind.RATE_LIMIT:
-                self.stats.rate_limited += 1
-                self._successes = 0
-                if started >= self._last_cut:  # one cut per wave of 429s
-                    self.limit = max(1, self.limit // 2)
-                    self._last_cut = time.monotonic()
-                    self.stats.lowest_limit = min(self.stats.lowest_limit, self.limit)
-                if error.retry_after:
-                    self._paused_until = max(
-                        self._paused_until, time.monotonic() + error.retry_after
-                    )
-            self._cond.notify_all()
+
+def _seconds(value: float) -> str:
+    return "forever" if math.isinf(value) else f"{value:.3g} s"
+
+
+def _gave_up(error: ModelCallError, why: str, left: float) -> ModelCallError:
+    """The error a call ends with when its wait budget is spent; still transient."""
+    return ModelCallError(
+        error.kind,
+        f"{error.args[0] if error.args else ''} ({why}, more than the {max(left, 0.0):.3g} s "
+        "left of this call's retry budget; a rerun resumes the case)",
+        status=error.status,
+        retry_after=error.retry_after,
+    )

@@ -17,14 +17,12 @@ Metric functions ask through a :class:`~holodeck_core.metrics.judge_session.Judg
 (:meth:`JudgeServices.for_agent` sets the last two as the default); there is no silent
 default (HoloDeck falls back to a local Ollama model). ``MetricResult.model_used`` names it.
 
-**Retries.** Every request goes through the scheduler (concurrency limit, 429 back-off,
-``Retry-After``), but the scheduler's own retry loop is switched off for judge requests: each
-attempt's error is handed back wrapped as non-retryable, and the judge retries transient
-errors itself up to the metric's ``retry_on_failure`` (HoloDeck: "number of retries on
-failure", 1-3; unset: the scheduler policy's ``max_attempts - 1``). So ``retry_count`` is
-exactly the number of repeated requests, whatever the scheduler policy: a judge that fails
-its first two requests and answers the third records ``retry_count: 2``. Permanent errors
-(4xx) are not retried.
+**Retries.** Every request goes through the scheduler's one retry loop (DESIGN §7.11:
+concurrency limit per endpoint, 429 back-off, ``Retry-After``) with the metric's budget:
+``1 + retry_on_failure`` attempts (HoloDeck: "number of retries on failure", 1-3; unset: the
+scheduler policy's ``max_attempts - 1``, at most 3). So ``retry_count`` is exactly the number
+of repeated requests: a judge that fails its first two requests and answers the third records
+``retry_count: 2``. Permanent errors (4xx) are not retried.
 
 **Timeout**: ``timeout_ms`` bounds every request (else the scheduler policy's timeout).
 
@@ -43,7 +41,6 @@ import asyncio
 import functools
 import hashlib
 import json
-import random
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -51,9 +48,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.agents.messages import Message, ModelReply
-from holodeck_core.calls.classify import classify
-from holodeck_core.calls.errors import CallErrorKind, ModelCallError
-from holodeck_core.calls.scheduler import CallScheduler
+from holodeck_core.calls.errors import ModelCallError
+from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.metrics.base import EvalContext, MetricError
 from holodeck_core.metrics.judge_cache import JudgeCache, judge_cache_key
 from holodeck_core.metrics.judge_parse import NumberToken, first_json_object, number_tokens
@@ -69,7 +65,6 @@ JUDGE_SERVICE = "judge"
 """The key of :class:`JudgeServices` in ``EvalContext.services``."""
 LOGPROB_ALTERNATIVES = 20
 """``top_logprobs`` asked of OpenAI-protocol judges when a metric wants a distribution."""
-_TIMEOUT_GRACE = 5.0
 _MAX_RETRIES = 3
 
 Check = Callable[[dict[str, Any]], str | None]
@@ -148,25 +143,6 @@ class JudgeMetricError(MetricError):
         self.transient = transient
 
 
-class _Unretried(ModelCallError):
-    """An attempt's error, marked non-transient so the scheduler hands it straight back
-    (its concurrency and 429 bookkeeping still see the real ``kind`` and ``retry_after``);
-    the judge then decides about a retry with the metric's budget."""
-
-    def __init__(self, original: ModelCallError) -> None:
-        super().__init__(
-            original.kind,
-            str(original.args[0]) if original.args else "",
-            status=original.status,
-            retry_after=original.retry_after,
-        )
-        self.original = original
-
-    @property
-    def transient(self) -> bool:
-        return False
-
-
 def speaks_openai(model: LLMProvider) -> bool:
     return model.provider is not ProviderEnum.ANTHROPIC
 
@@ -220,7 +196,6 @@ class JudgeServices:
         self._clients: dict[str, ModelClient] = {}
         self._inflight: dict[str, asyncio.Task[JudgeAnswer]] = {}
         self._memo: dict[str, JudgeAnswer] = {}
-        self._random = random.Random(0)
 
     @classmethod
     def for_agent(
@@ -445,56 +420,29 @@ class JudgeServices:
         timeout: float,
         top: int,
     ) -> tuple[ModelReply, int]:
-        """One request with up to ``retries`` retries of transient errors; returns the reply
-        and the number of attempts."""
-        attempt = 0
-        while True:
-            attempt += 1
-            self.stats.requests += 1
-            call = functools.partial(self._attempt, client, system, list(messages), timeout, top)
-            try:
-                reply = await self.scheduler.call(call, timeout=timeout + _TIMEOUT_GRACE)
-            except _Unretried as exc:
-                error = exc.original
-            except ModelCallError as exc:
-                error = exc
-            else:
-                return reply, attempt
-            if not error.transient or attempt > retries:
-                tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
-                raise JudgeCallError(
-                    f"{error} ({tries}, retry_on_failure {retries})",
-                    retries=attempt - 1,
-                    transient=error.transient,
-                )
-            self.stats.retries += 1
-            await asyncio.sleep(self._backoff(attempt, error))
-
-    async def _attempt(
-        self,
-        client: ModelClient,
-        system: str,
-        messages: list[Message],
-        timeout: float,
-        top: int,
-    ) -> ModelReply:
+        """One request with up to ``retries`` retries of transient errors (the scheduler's
+        loop); returns the reply and the number of attempts."""
+        call = functools.partial(
+            client.complete, system, list(messages), timeout=timeout, top_logprobs=top or None
+        )
         try:
-            return await asyncio.wait_for(
-                client.complete(system, messages, timeout=timeout, top_logprobs=top or None),
-                timeout,
+            done = await self.scheduler.run(
+                call, endpoint=endpoint_key(client.model), timeout=timeout, attempts=retries + 1
             )
-        except TimeoutError as exc:
-            error = ModelCallError(CallErrorKind.TIMEOUT, f"no answer within {timeout:g} s")
-            raise _Unretried(error) from exc
-        except Exception as exc:
-            raise _Unretried(classify(exc)) from exc
+        except ModelCallError as error:
+            self._count(error.attempts)
+            tries = f"{error.attempts} attempt{'s' if error.attempts > 1 else ''}"
+            raise JudgeCallError(
+                f"{error} ({tries}, retry_on_failure {retries})",
+                retries=error.attempts - 1,
+                transient=error.transient,
+            ) from error
+        self._count(done.attempts)
+        return done.value, done.attempts
 
-    def _backoff(self, attempt: int, error: ModelCallError) -> float:
-        if error.retry_after is not None:
-            return float(error.retry_after)
-        policy = self.scheduler.policy
-        delay = min(policy.max_delay, policy.base_delay * 2.0 ** (attempt - 1))
-        return delay * self._random.uniform(0.5, 1.5)
+    def _count(self, attempts: int) -> None:
+        self.stats.requests += attempts
+        self.stats.retries += attempts - 1
 
 
 def _read(text: str, check: Check | None) -> tuple[dict[str, Any] | None, str | None]:

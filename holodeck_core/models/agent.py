@@ -17,7 +17,8 @@ from holodeck_core.models.test_case import TestCaseModel
 from holodeck_core.models.tools import Tool
 
 IGNORED_BLOCKS = ("observability", "deployment", "embedding_provider", "openai", "claude")
-DEFAULT_PARALLEL_TEST_CASES = 8
+DEFAULT_PARALLEL_TEST_CASES = 32
+"""Cases (and model calls per endpoint) at once by default; the call scheduler halves it on 429."""
 
 
 class Instructions(StrictModel):

@@ -24,7 +24,7 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
     test.add_argument("agent", metavar="AGENT_YAML")
     test.add_argument("--output", "-o", type=Path, help="also write a report to this file")
     test.add_argument("--format", choices=FORMATS, help="report format (default: from --output)")
-    test.add_argument("--parallel", type=int, help="cases at once (default: execution or 8)")
+    test.add_argument("--parallel", type=int, help="cases at once (default: execution or 32)")
     test.add_argument("--timeout", type=float, help="seconds per model call")
     test.add_argument("--limit", type=int, help="run only the first N cases")
     test.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
