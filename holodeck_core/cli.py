@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from holodeck_core.errors import ExitCode, HolodeckError
 
 Handler = Callable[[argparse.Namespace], int]
+COMMANDS_GROUP = "holodeck.commands"
+"""Entry point group: ``name = "module:function"``, the function adds a subparser."""
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -104,15 +106,13 @@ def _model_server(argv: list[str]) -> int:
     return serve(argv)
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from holodeck_core.config.project import find_project_root
+def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands other packages register under the ``holodeck.commands`` entry point group
+    (``holodeck demo`` comes from holodeck_pipelines): core never imports them itself."""
+    from importlib.metadata import entry_points
 
-    try:
-        from holodeck_pipelines.demo import run_demo  # Dagster: imported only here (§6.15)
-    except ImportError as exc:
-        print(f"error: the demo needs holodeck_pipelines and Dagster: {exc}", file=sys.stderr)
-        return ExitCode.EXECUTION
-    return run_demo(find_project_root())
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        entry.load()(commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,11 +125,6 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check an agent.yaml and summarize it")
     validate.add_argument("agent", metavar="AGENT_YAML")
     validate.set_defaults(handler=_validate)
-
-    demo = commands.add_parser(
-        "demo", help="run the offline demo: every prompt version through Dagster into DuckDB"
-    )
-    demo.set_defaults(handler=_demo)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of agent.yaml")
     schema.set_defaults(handler=_schema)
@@ -145,13 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("agent", metavar="AGENT_YAML")
     listing.set_defaults(handler=_prompts_list)
 
+    from holodeck_core.commands.rescore import add_rescore_parser
+    from holodeck_core.commands.test import add_test_parser
     from holodeck_core.history.cli import add_history_parser
-    from holodeck_core.runner.command import add_test_parser
-    from holodeck_core.runner.rescore_command import add_rescore_parser
 
     add_test_parser(commands)
     add_rescore_parser(commands)
     add_history_parser(commands)
+    _add_plugin_commands(commands)
 
     # listed for --help; its own options are parsed by the server's main (see main() below)
     commands.add_parser(

@@ -3,7 +3,7 @@ the history write with the run's checks.
 
     processed_files → agent_responses → metric_results → report_summary → eval_history
 
-Every asset is a thin wrapper over ``holodeck_core.runner.stages``."""
+Every asset is a thin wrapper over ``holodeck_core.commands.stages``."""
 
 import asyncio
 from collections.abc import Iterator
@@ -13,15 +13,7 @@ from typing import Any
 
 import dagster as dg
 
-from holodeck_core.config.loader import LoadedAgent, load_agent
-from holodeck_core.history.ingest import ingest_run
-from holodeck_core.history.regression import previous_run_flips
-from holodeck_core.models import EvalRun, Status, Trigger
-from holodeck_core.naming import dagster_name, partitions_def_name
-from holodeck_core.redaction import redact_text
-from holodeck_core.reports import render_markdown
-from holodeck_core.runner.gates import check_gate
-from holodeck_core.runner.stages import (
+from holodeck_core.commands.stages import (
     AgentResponses,
     MetricResults,
     ProcessedFiles,
@@ -31,6 +23,14 @@ from holodeck_core.runner.stages import (
     run_metric_stage,
     write_report,
 )
+from holodeck_core.config.loader import LoadedAgent, load_agent
+from holodeck_core.history.ingest import ingest_run
+from holodeck_core.history.regression import previous_run_flips
+from holodeck_core.models import EvalRun, Status, Trigger
+from holodeck_core.naming import dagster_name, partitions_def_name
+from holodeck_core.redaction import redact_text
+from holodeck_core.reports import render_markdown
+from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 

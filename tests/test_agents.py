@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from holodeck_core.agents.base import make_client
+from holodeck_core.agents.factory import make_client
 from holodeck_core.agents.loop import AgentRunner, TurnInput
 from holodeck_core.agents.messages import Image
 from holodeck_core.agents.tools import ToolBox

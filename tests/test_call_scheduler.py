@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from holodeck_core.agents.base import make_client
+from holodeck_core.agents.factory import make_client
 from holodeck_core.agents.messages import Message
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.metrics import (
     REGISTRY,
     EvalContext,
@@ -23,7 +24,6 @@ from holodeck_core.metrics import (
     Score,
     ThresholdPolicy,
     aevaluate_metrics,
-    check_grader_reference,
     evaluate_metric,
     evaluate_metrics,
     match_expected_tools,

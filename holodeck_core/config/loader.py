@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from holodeck_core.config.env import environment_for, substitute
+from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.yaml_source import (
     YamlDocument,
@@ -216,8 +217,6 @@ def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
     graders = [(path, m) for path, m in found if isinstance(m, CodeMetric)]
     if not graders:
         return []
-    from holodeck_core.metrics.code_graders import check_grader_reference
-
     problems = []
     for yaml_path, metric in graders:
         if isinstance(metric, CodeMetric):

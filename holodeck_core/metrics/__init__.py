@@ -22,7 +22,6 @@ from holodeck_core.metrics.base import (
 from holodeck_core.metrics.code_graders import (
     GraderContext,
     GraderResult,
-    check_grader_reference,
     load_grader,
 )
 from holodeck_core.metrics.judge_metrics import register_judge_metrics
@@ -65,7 +64,6 @@ __all__ = [
     "ThresholdPolicy",
     "ToolMatchReport",
     "aevaluate_metrics",
-    "check_grader_reference",
     "code_graders",
     "evaluate_metric",
     "evaluate_metrics",

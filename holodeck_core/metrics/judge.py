@@ -158,7 +158,7 @@ def _client_key(model: LLMProvider) -> str:
 
 
 def _make_judge_client(model: LLMProvider) -> ModelClient:
-    from holodeck_core.agents.base import make_client
+    from holodeck_core.agents.factory import make_client
 
     return make_client(model, where="judge model")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from holodeck_core import __version__
-from holodeck_core.agents.base import make_client
+from holodeck_core.agents.factory import make_client
 from holodeck_core.agents.loop import DEFAULT_MAX_TOOL_TURNS, AgentRunner
 from holodeck_core.agents.tools import ToolBox
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy

@@ -35,11 +35,11 @@ def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: i
 
 
 def run_rescore_command(args: argparse.Namespace) -> int:
+    from holodeck_core.commands.test import exit_code
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
     from holodeck_core.history.ingest import ingest_run
     from holodeck_core.reports import write_eval_run
-    from holodeck_core.runner.command import exit_code
     from holodeck_core.runner.console import print_summary
 
     source = _eval_run_file(args.run, args.db)
@@ -63,7 +63,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
 
 
 async def _rescore(original: EvalRun, loaded: LoadedAgent, project: Project) -> EvalRun:
-    from holodeck_core.agents.base import make_client
+    from holodeck_core.agents.factory import make_client
     from holodeck_core.calls.scheduler import CallScheduler
     from holodeck_core.metrics.judge import JudgeServices
     from holodeck_core.metrics.rescore import rescore_results

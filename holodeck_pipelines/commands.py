@@ -1,0 +1,24 @@
+"""Commands the pipelines add to ``holodeck`` (entry point group ``holodeck.commands``).
+
+``holodeck_core`` never imports this package (DESIGN §6.15): the CLI discovers these
+registrations through the entry point, so a core install without Dagster simply has no
+``demo`` command. This module stays light; Dagster is imported only when the demo runs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from holodeck_core.config.project import find_project_root
+    from holodeck_pipelines.demo import run_demo
+
+    return run_demo(find_project_root())
+
+
+def add_demo_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    demo = commands.add_parser(
+        "demo", help="run the offline demo: every prompt version through Dagster into DuckDB"
+    )
+    demo.set_defaults(handler=_demo)
