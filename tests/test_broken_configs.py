@@ -182,8 +182,28 @@ BROKEN = [
         BASE
         + "evaluations:\n  metrics:\n"
         + "    - {type: rag, metric_type: faithfulness, threshold: 1.5}\n",
-        "evaluations.metrics[0].threshold",
-        "less than or equal to 1",
+        "evaluations.metrics[0]",
+        "threshold 1.5 is outside 0-1",
+    ),
+    case(
+        "bleu-threshold-in-percent",
+        BASE + "evaluations:\n  metrics:\n    - {type: standard, metric: bleu, threshold: 50}\n",
+        "evaluations.metrics[0]",
+        "threshold 50 is outside 0-1: scores are normalized to 0-1 (write 0.5 for 50 %)",
+    ),
+    case(
+        "geval-threshold-not-a-number",
+        BASE
+        + "evaluations:\n  metrics:\n"
+        + "    - {type: geval, name: G, criteria: c, threshold: .nan}\n",
+        "evaluations.metrics[0]",
+        "threshold nan is outside 0-1",
+    ),
+    case(
+        "negative-cost-maximum",
+        BASE + "evaluations:\n  metrics:\n    - {type: standard, metric: cost, threshold: -1}\n",
+        "evaluations.metrics[0]",
+        "threshold -1 must be a number >= 0",
     ),
     case(
         "retry-on-failure-too-high",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.metrics import (
@@ -210,9 +211,22 @@ def test_text_metric_threshold_is_a_minimum() -> None:
     assert run(std("rouge", threshold=min(1.0, score + 0.01)), **kwargs).passed is False
 
 
-def test_threshold_outside_zero_to_one_is_an_error() -> None:
-    result = run(std("bleu", threshold=50), actual_output="a", expected_output="a")
-    assert result.passed is None and "outside 0-1" in (result.error or "")
+@pytest.mark.parametrize(
+    ("metric", "options"),
+    [
+        ("bleu", {"threshold": 50}),
+        ("exact_match", {"threshold": 1.5}),
+        ("rouge", {"threshold": -0.1}),
+        ("latency", {}),
+        ("cost", {"threshold": float("inf")}),
+    ],
+)
+def test_a_threshold_that_cannot_apply_is_refused_when_the_metric_is_built(
+    metric: str, options: dict[str, Any]
+) -> None:
+    """Checked once, when the config is loaded; never an error per case."""
+    with pytest.raises(ValidationError, match="threshold"):
+        std(metric, **options)
 
 
 # --- equality, exact_match, numeric, response_path -----------------------------------------

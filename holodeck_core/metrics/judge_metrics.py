@@ -22,9 +22,8 @@ from holodeck_core.metrics.registry import (
     MetricSpec,
     ThresholdPolicy,
 )
+from holodeck_core.models.evaluation import DEFAULT_THRESHOLDS
 from holodeck_core.models.results import MetricKind
-
-DEFAULT_JUDGE_THRESHOLD = 0.5
 
 
 def _spec(
@@ -36,7 +35,7 @@ def _spec(
         fn=fn,
         requires=frozenset(requires),
         policy=ThresholdPolicy.DEFAULT,
-        default_threshold=DEFAULT_JUDGE_THRESHOLD,
+        default_threshold=DEFAULT_THRESHOLDS[kind if kind != "standard" else name],
         description=doc,
     )
 

@@ -298,15 +298,6 @@ def _check(metric: AnyMetric, spec: MetricSpec | None, inputs: MetricInput) -> M
     if missing:
         needs = ", ".join(INPUT_DESCRIPTIONS[field] for field in missing)
         raise MetricError(f"metric {metric.display_name!r} needs {needs}; this case has none")
-    threshold = metric.threshold
-    if spec.policy is ThresholdPolicy.MAXIMUM:
-        if threshold is None:
-            raise MetricError(f"metric {metric.display_name!r} needs a threshold (a maximum)")
-    elif threshold is not None and not 0.0 <= threshold <= 1.0:
-        raise MetricError(
-            f"threshold {threshold} of metric {metric.display_name!r} is outside 0-1; "
-            "scores are normalized to 0-1"
-        )
     if isinstance(metric, StandardMetric) and metric.response_path and not spec.response_path:
         raise MetricError(f"metric {metric.display_name!r} does not support response_path")
     return spec

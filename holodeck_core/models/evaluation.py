@@ -6,7 +6,9 @@ ignored (``enabled``, ``retry_on_failure``, ``timeout_ms``, ``custom_prompt``, `
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -41,6 +43,18 @@ StandardMetricName = Literal[
 ]
 LOWER_IS_BETTER_METRICS = frozenset({"latency", "cost"})
 
+DEFAULT_THRESHOLDS: Mapping[str, float] = {
+    "geval": 0.5,
+    "rag": 0.5,
+    "code": 0.5,
+    **dict.fromkeys(LEGACY_JUDGE_METRICS, 0.5),
+}
+"""The one table of default thresholds: metric type (or standard metric name) -> the threshold
+applied when a metric sets none. Standard metrics absent from it pass only at 1.0 (exact
+checks) or record their score (bleu, rouge, meteor); ``latency`` and ``cost`` need one (a
+maximum). Every threshold is checked once, when the config is loaded
+(:meth:`_MetricBase._threshold_fits`)."""
+
 
 class Direction(StrEnum):
     """Which way a threshold points: a minimum (higher is better) or a maximum."""
@@ -64,6 +78,24 @@ class _MetricBase(StrictModel):
     @property
     def direction(self) -> Direction:
         return Direction.HIGHER_IS_BETTER
+
+    @model_validator(mode="after")
+    def _threshold_fits(self) -> _MetricBase:
+        """Scores are 0-1, so a threshold is too; a maximum (latency ms, cost USD) is any
+        number >= 0 and required."""
+        value = self.threshold
+        if self.direction is Direction.LOWER_IS_BETTER:
+            if value is None:
+                raise ValueError(f"metric {self.display_name!r} needs 'threshold' (a maximum)")
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"threshold {value:g} must be a number >= 0 (a maximum)")
+        elif value is not None and not (math.isfinite(value) and 0.0 <= value <= 1.0):
+            percent = value.is_integer() and 1 < value <= 100
+            hint = f" (write {value / 100:g} for {value:g} %)" if percent else ""
+            raise ValueError(
+                f"threshold {value:g} is outside 0-1: scores are normalized to 0-1{hint}"
+            )
+        return self
 
 
 class StandardMetric(_MetricBase):
@@ -116,8 +148,6 @@ class StandardMetric(_MetricBase):
                 raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from exc
         if self.metric == "json_schema" and self.json_schema is None:
             raise ValueError("metric json_schema needs 'json_schema' (a JSON Schema object)")
-        if self.metric in LOWER_IS_BETTER_METRICS and self.threshold is None:
-            raise ValueError(f"metric {self.metric} needs 'threshold' (a maximum)")
         return self
 
 
@@ -162,7 +192,7 @@ RAGMetricType = Literal[
 class RAGMetric(_MetricBase):
     type: Literal["rag"] = "rag"
     metric_type: RAGMetricType
-    threshold: float | None = Field(0.5, ge=0.0, le=1.0)
+    threshold: float | None = DEFAULT_THRESHOLDS["rag"]
     include_reason: bool = True
     name: str | None = None
 
