@@ -160,3 +160,51 @@ def test_unknown_exceptions_are_not_retried_as_transient() -> None:
     assert classify(TypeError("bad argument")).kind is CallErrorKind.INTERNAL
     assert not classify(TypeError("bad argument")).transient
     assert classify(ConnectionResetError("reset")).transient
+
+
+def test_test_and_rescore_give_a_multi_turn_case_the_same_verdict(tmp_path: Path) -> None:
+    """One scoring path: a multi-turn case scored by `holodeck rescore` gets the verdict
+    `holodeck test` gives it. First only turn 1's blocking judge (``fail_on_error``) fails:
+    an evaluation error. Then turn 2's criteria change (a new question) and the judge is down:
+    turn 2 has no verdict (the infrastructure), so the case is an execution error, however
+    it was scored."""
+    judge = "(?i)evaluat|judge|criteria"
+    agent_rules = [
+        {"match": {"user": "alpha"}, "reply": "ZEBRA"},
+        {"match": {"user": "beta"}, "reply": "QUOKKA"},
+    ]
+    partly_down = [
+        {"match": {"system": judge, "user": "ZEBRA"}, "fault": {"kind": "500"}},
+        {"match": {"system": judge}, "json": {"score": 8, "reason": "fine"}},
+        *agent_rules,
+    ]
+    down = [{"match": {"system": judge}, "fault": {"kind": "500"}}, *agent_rules]
+    geval = "{{type: geval, name: {}, criteria: 'Right?', evaluation_steps: [Check], {}}}"
+    blocking = geval.format("Blocking", "fail_on_error: true, retry_on_failure: 1")
+    cases = textwrap.dedent(f"""\
+        - name: talk
+          turns:
+            - {{input: alpha, evaluations: [{blocking}]}}
+            - {{input: beta, evaluations: [{geval.format("Plain", "retry_on_failure: 1")}]}}
+        """)
+    folder = tmp_path / "results" / "edge"
+    with run_model_server({"rules": partly_down}) as server:
+        agent = write(
+            tmp_path, server.openai_base_url, "{type: standard, metric: json_valid}", cases
+        )
+        assert main(["test", str(agent), "-q"]) == 4
+        [first] = folder.glob("*.json")
+        server.set_rules({"rules": down})
+        agent.write_text(
+            agent.read_text().replace("Plain, criteria: 'Right?'", "Plain, criteria: 'Apt?'")
+        )
+        rescored = main(["rescore", str(first)])
+        tested = main(["test", str(agent), "-q", "--fresh"])
+    verdicts = [
+        (r.status, r.error_source, [t.passed for t in r.turns or []])
+        for path in sorted(folder.glob("*.json"))
+        for r in EvalRun.model_validate_json(path.read_text()).report.results
+    ]
+    assert verdicts[0] == (Status.ERROR, "evaluation", [False, True])
+    assert verdicts[1] == verdicts[2] == (Status.ERROR, "execution", [False, False])
+    assert rescored == tested == 3

@@ -36,6 +36,7 @@ from holodeck_core.metrics.verdict import (
     METRIC_ERROR_PREFIX,
     case_status,
     error_source,
+    turns_verdict,
 )
 from holodeck_core.models.agent import Agent
 from holodeck_core.models.results import MetricResult, Status, TestResult, TurnResult
@@ -154,12 +155,13 @@ class _Scorer:
         scored = await self._score(self._select(case, None), inputs)
         errors = _kept_errors(result.errors)
         status = case_status(scored, result.tools_matched, result.agent_response, errors)
-        return _rebuilt(result, status, metric_results=scored, errors=errors)
+        source = error_source(scored, status)
+        return _rebuilt(result, status, source, metric_results=scored, errors=errors)
 
     async def _rescore_turns(self, result: TestResult, case: TestCaseModel | None) -> TestResult:
         assert result.turns is not None
         turns: list[TurnResult] = []
-        statuses: list[Status] = []
+        verdicts: list[tuple[Status, str | None]] = []
         for index, turn in enumerate(result.turns):
             spec = _case_turn(case, index)
             inputs = self._inputs(
@@ -178,7 +180,7 @@ class _Scorer:
             scored = await self._score(self._select(case, spec), inputs)
             errors = _kept_errors(turn.errors)
             status = case_status(scored, turn.tools_matched, turn.response, errors)
-            statuses.append(status)
+            verdicts.append((status, error_source(scored, status)))
             turns.append(
                 turn.model_copy(
                     update={
@@ -188,18 +190,11 @@ class _Scorer:
                     }
                 )
             )
-        worst = next((s for s in (Status.ERROR, Status.FAIL) if s in statuses), Status.PASS)
+        status, source = turns_verdict(verdicts)
         errors = [f"[turn {t.turn_index}] {e}" for t in turns for e in t.errors]
-        return _rebuilt(result, worst, turns=turns, errors=errors)
+        return _rebuilt(result, status, source, turns=turns, errors=errors)
 
 
-def _rebuilt(result: TestResult, status: Status, **update: Any) -> TestResult:
-    metrics = list(update.get("metric_results") or []) + [
-        m for turn in update.get("turns") or [] for m in turn.metric_results
-    ]
-    update.update(
-        status=status,
-        passed=status is Status.PASS,
-        error_source=error_source(metrics, status),
-    )
+def _rebuilt(result: TestResult, status: Status, source: str | None, **update: Any) -> TestResult:
+    update.update(status=status, passed=status is Status.PASS, error_source=source)
     return TestResult.model_validate(result.model_copy(update=update).model_dump())

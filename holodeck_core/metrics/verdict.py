@@ -45,3 +45,14 @@ def error_source(metrics: Sequence[MetricResult], status: Status) -> str | None:
         return None
     blocking = any(m.error is not None and m.fail_on_error for m in metrics)
     return "evaluation" if blocking else "execution"
+
+
+def turns_verdict(turns: Sequence[tuple[Status, str | None]]) -> tuple[Status, str | None]:
+    """A multi-turn case's (status, error source) from its turns' (status, error source):
+    the worst status; an ERROR is an evaluation error only when every errored turn's is."""
+    statuses = [status for status, _ in turns]
+    worst = next((s for s in (Status.ERROR, Status.FAIL) if s in statuses), Status.PASS)
+    if worst is not Status.ERROR:
+        return worst, None
+    sources = {source for status, source in turns if status is Status.ERROR}
+    return worst, "evaluation" if sources == {"evaluation"} else "execution"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from holodeck_core.metrics import EvalContext, MetricInput, aevaluate_metrics, select_metrics
 from holodeck_core.metrics.tool_matching import ToolMatchReport, match_expected_tools
-from holodeck_core.metrics.verdict import case_status, error_source
+from holodeck_core.metrics.verdict import case_status, error_source, turns_verdict
 from holodeck_core.models import (
     MetricResult,
     Status,
@@ -105,8 +105,7 @@ class CaseEvaluator:
                     errors=verdict.errors,
                 )
             )
-        status = _worst([s for s, _ in statuses])
-        sources = {src for s, src in statuses if s is Status.ERROR}
+        status, source = turns_verdict(statuses)
         errors = [f"[turn {t.turn_index}] {e}" for t in evaluated for e in t.errors]
         return TestResult(
             **base,
@@ -115,9 +114,7 @@ class CaseEvaluator:
             tool_invocations=[i for t in run.turns for i in t.tool_invocations],
             passed=status is Status.PASS,
             status=status,
-            error_source=("evaluation" if sources == {"evaluation"} else "execution")
-            if status is Status.ERROR
-            else None,
+            error_source=source,
             errors=errors,
             turns=evaluated,
         )
@@ -250,10 +247,3 @@ class _Verdict:
         errors = list(report.missing) if report else []
         status = case_status(metrics, report.matched if report else None, turn.response, errors)
         return cls(report, status, error_source(metrics, status), errors)
-
-
-def _worst(statuses: list[Status]) -> Status:
-    for status in (Status.ERROR, Status.FAIL):
-        if status in statuses:
-            return status
-    return Status.PASS
