@@ -3,6 +3,7 @@ failure and resume, concurrent partitions, the sensor and the nightly schedule."
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
 import textwrap
 from concurrent.futures import ProcessPoolExecutor
@@ -12,6 +13,7 @@ from typing import Any
 
 import dagster as dg
 import duckdb
+import pytest
 
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
@@ -251,3 +253,28 @@ def test_definitions_are_grouped_partitioned_and_described(tmp_path: Path) -> No
     assert graph.get(dg.AssetKey(["geo_agent", "eval_history"])).pools == {"history_db"}
     checks = {key.name for key in graph.asset_check_keys}
     assert checks == {"pass_rate_gate", "no_regression", "no_errored_cases"}
+
+
+def test_only_the_stages_that_call_models_open_a_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SDK clients, judges, the journal and tool runtimes (a SuiteRuntime) are opened by
+    agent_responses and metric_results only; processed_files and report_summary build the
+    cheap plan (cases, prompt, fingerprints) and nothing else."""
+    from holodeck_core.runner.runtime import SuiteRuntime
+
+    opened_by: list[str] = []
+    original = SuiteRuntime.__init__
+    assets = {"processed_files", "agent_responses", "metric_results", "report_summary"}
+
+    def spy(self: SuiteRuntime, suite: Any) -> None:
+        opened_by.extend(f.function for f in inspect.stack() if f.function in assets)
+        original(self, suite)
+
+    monkeypatch.setattr(SuiteRuntime, "__init__", spy)
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url, cases=2)
+        defs = build_definitions(project)
+        register(defs, instance)
+        assert materialize(defs, instance, "v2").success
+    assert opened_by == ["agent_responses", "metric_results"]

@@ -6,10 +6,11 @@ them."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import Field
 
-from holodeck_core.files import FileLimits, aprocess_files
+from holodeck_core.files import aprocess_files
 from holodeck_core.models import EvalRun, ProcessedFileInput, TestResult
 from holodeck_core.models.base import StrictModel
 from holodeck_core.reports import write_eval_run
@@ -40,6 +41,9 @@ class AgentResponses(StrictModel):
     started_at: str
     runs: list[CaseRun]
     scheduler: dict[str, object] = Field(default_factory=dict)
+    journal_key: str | None = Field(
+        None, description="The journal the agent stage wrote (tool identities scope it)."
+    )
 
     @property
     def transient_failures(self) -> list[str]:
@@ -50,6 +54,9 @@ class MetricResults(StrictModel):
     results: list[TestResult]
     judge_transient_failures: int = Field(
         0, ge=0, description="Judge calls that failed transiently after retries (not cached)."
+    )
+    judges: dict[str, Any] = Field(
+        default_factory=dict, description="Judge prompt versions and fingerprints seen."
     )
 
 
@@ -62,8 +69,7 @@ class RunReport(StrictModel):
 
 async def process_suite_files(suite: Suite) -> ProcessedFiles:
     """Convert every attachment once; the content-addressed cache makes later stages and
-    other partitions reuse the conversions for free."""
-    limits = FileLimits.from_execution(suite.loaded.agent.execution)
+    other partitions reuse the conversions for free. Opens no runtime."""
     out = ProcessedFiles()
     for case in suite.cases:
         files = [*(case.files or []), *(f for t in case.turns or [] for f in t.files or [])]
@@ -71,8 +77,8 @@ async def process_suite_files(suite: Suite) -> ProcessedFiles:
             out.files[case.id or ""] = await aprocess_files(
                 files,
                 base_dir=suite.loaded.base_dir,
-                cache_dir=suite.executor.cache_dir,
-                **limits.model_dump(),
+                cache_dir=suite.file_cache_dir,
+                **suite.file_limits.model_dump(),
             )
     return out
 
@@ -84,23 +90,27 @@ async def run_agent_stage(suite: Suite) -> AgentResponses:
     started_at = now_iso()
     try:
         runs = await suite.execute_all()
+        scheduler = suite.scheduler_stats()
     finally:
         await suite.aclose()
-    return AgentResponses(started_at=started_at, runs=runs, scheduler=suite.scheduler_stats())
+    return AgentResponses(
+        started_at=started_at, runs=runs, scheduler=scheduler, journal_key=suite.journal_key
+    )
 
 
 async def run_metric_stage(suite: Suite, responses: AgentResponses) -> MetricResults:
     try:
         results = await suite.evaluate_all(responses.runs)
+        transient = suite.runtime.judges.stats.transient_failures
+        judges = suite.judge_provenance()
     finally:
         await suite.aclose()
-    return MetricResults(
-        results=results, judge_transient_failures=suite.judges.stats.transient_failures
-    )
+    return MetricResults(results=results, judge_transient_failures=transient, judges=judges)
 
 
 def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults) -> RunReport:
-    """Assemble the EvalRun and write its file (always, before anything else may fail)."""
+    """Assemble the EvalRun and write its file (always, before anything else may fail);
+    opens no runtime: what the model stages saw comes with their outputs."""
     started = datetime.fromisoformat(responses.started_at.replace("Z", "+00:00"))
     wall_ms = int((datetime.now(UTC) - started).total_seconds() * 1000)
     run = suite.eval_run(
@@ -109,7 +119,8 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
         started_at=responses.started_at,
         wall_ms=wall_ms,
         scheduler=responses.scheduler,
+        judges=metrics.judges,
     )
     path = write_eval_run(run, suite.loaded.file)
-    suite.finish()
+    suite.finish(responses.journal_key)
     return RunReport(path=str(path), eval_run=run)

@@ -42,7 +42,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -51,8 +51,14 @@ from holodeck_core.agents.messages import Message, ModelReply
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.metrics.base import EvalContext, MetricError
+from holodeck_core.metrics.judge_answer import (
+    Check,
+    JudgeAnswer,
+    JudgeCallError,
+    JudgeStats,
+)
 from holodeck_core.metrics.judge_cache import JudgeCache, judge_cache_key
-from holodeck_core.metrics.judge_parse import NumberToken, first_json_object, number_tokens
+from holodeck_core.metrics.judge_parse import first_json_object, number_tokens
 from holodeck_core.metrics.judge_prompts import RenderedPrompt, load_prompt, render_text
 from holodeck_core.models import LLMProvider, ProviderEnum
 
@@ -66,81 +72,6 @@ JUDGE_SERVICE = "judge"
 LOGPROB_ALTERNATIVES = 20
 """``top_logprobs`` asked of OpenAI-protocol judges when a metric wants a distribution."""
 _MAX_RETRIES = 3
-
-Check = Callable[[dict[str, Any]], str | None]
-"""A metric's check of a parsed reply: ``None`` if usable, else the problem (sent back to
-the judge in the one repair request)."""
-
-
-@dataclass
-class JudgeStats:
-    """What the judges did in this run (the runner reads ``transient_failures`` to decide
-    whether a rerun may help, DESIGN §6.8)."""
-
-    requests: int = 0
-    retries: int = 0
-    invalid_replies: int = 0
-    failures: int = 0
-    transient_failures: int = 0
-    shared: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class JudgeAnswer:
-    """A usable judge reply. ``requests``/``retries`` count what this question cost now
-    (0 for answers from the cache or shared with an identical question)."""
-
-    data: dict[str, Any]
-    text: str
-    numbers: tuple[NumberToken, ...] | None = None
-    system_fingerprint: str | None = None
-    cached: bool = False
-    requests: int = 0
-    retries: int = 0
-    reasked: bool = False
-
-    def to_cache(self) -> dict[str, Any]:
-        return {
-            "data": self.data,
-            "text": self.text,
-            "numbers": None if self.numbers is None else [n.to_json() for n in self.numbers],
-            "system_fingerprint": self.system_fingerprint,
-            "reasked": self.reasked,
-        }
-
-    @classmethod
-    def from_cache(cls, value: Mapping[str, Any]) -> JudgeAnswer:
-        numbers = value.get("numbers")
-        return cls(
-            data=dict(value["data"]),
-            text=str(value["text"]),
-            numbers=None if numbers is None else tuple(NumberToken.from_json(n) for n in numbers),
-            system_fingerprint=value.get("system_fingerprint"),
-            cached=True,
-            reasked=bool(value.get("reasked", False)),
-        )
-
-
-class JudgeCallError(Exception):
-    """A judge question that failed after its retries (or got two unusable replies)."""
-
-    def __init__(self, message: str, *, retries: int, transient: bool) -> None:
-        super().__init__(message)
-        self.retries = retries
-        self.transient = transient
-
-
-class JudgeMetricError(MetricError):
-    """A judge metric's error; ``transient`` says whether a rerun may succeed."""
-
-    def __init__(
-        self, message: str, *, retry_count: int, model_used: str | None, transient: bool
-    ) -> None:
-        super().__init__(message, retry_count=retry_count, model_used=model_used)
-        self.transient = transient
 
 
 def speaks_openai(model: LLMProvider) -> bool:

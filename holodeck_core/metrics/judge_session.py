@@ -7,14 +7,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.metrics.base import EvalContext, Score
-from holodeck_core.metrics.judge import (
+from holodeck_core.metrics.judge import JudgeServices, judge_services, speaks_openai
+from holodeck_core.metrics.judge_answer import (
     Check,
     JudgeAnswer,
     JudgeCallError,
     JudgeMetricError,
-    JudgeServices,
-    judge_services,
-    speaks_openai,
 )
 from holodeck_core.metrics.judge_prompts import RenderedPrompt
 from holodeck_core.models import LLMProvider

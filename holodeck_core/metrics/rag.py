@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from holodeck_core.metrics.base import EvalContext, InputField, MetricError, MetricInput, Score
-from holodeck_core.metrics.judge import JudgeAnswer
+from holodeck_core.metrics.judge_answer import JudgeAnswer
 from holodeck_core.metrics.judge_parse import (
     check_string_list,
     check_verdicts,

@@ -1,5 +1,11 @@
 """Run a suite: every case through the agent and the metrics, concurrently, resumably.
 
+A :class:`Suite` is the run's **plan**, cheap to build: the selected cases, the prompt, the
+fingerprints, the settings, the journal's place. What calls models, the
+:class:`~holodeck_core.runner.runtime.SuiteRuntime` (scheduler, SDK clients, tool runtimes,
+judges), is opened by the first stage that needs it (:meth:`Suite.runtime`) and closed by
+:meth:`Suite.aclose`; the stages that call no model never open it.
+
 The CLI pipelines each case (run, then score) under one concurrency limit. The Dagster assets
 call the two stages separately (:meth:`Suite.execute_all`, :meth:`Suite.evaluate_all`). Both
 end with :meth:`Suite.eval_run`. Nothing here aborts the suite for one bad case."""
@@ -14,37 +20,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from holodeck_core import __version__
-from holodeck_core.agents.factory import make_client
-from holodeck_core.agents.loop import DEFAULT_MAX_TOOL_TURNS, AgentRunner
-from holodeck_core.agents.tools import ToolBox
-from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
-from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
-    HierarchicalDocumentTool,
-    MCPTool,
     ProviderEnum,
     ReportSummary,
     TestCaseModel,
     TestReport,
     TestResult,
-    Tool,
     Trigger,
-    VectorstoreTool,
 )
 from holodeck_core.redaction import redact, redact_argv
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
-from holodeck_core.runner.evaluate import CaseEvaluator
-from holodeck_core.runner.execute import CaseExecutor, now_iso
+from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
-from holodeck_core.tools.runtime import ToolContext
+from holodeck_core.runner.runtime import SuiteRuntime
 
 DEFAULT_LLM_TIMEOUT = 60.0
 
@@ -120,64 +116,12 @@ class Suite:
         self.parallel = self.options.parallel or agent.parallel_test_cases
         timeout = self.options.timeout or (execution.llm_timeout if execution else None)
         self.timeout = float(timeout or DEFAULT_LLM_TIMEOUT)
-        self.scheduler = CallScheduler(self.parallel, RetryPolicy(timeout=self.timeout))
-        toolbox = (
-            ToolBox(
-                agent.tools,
-                loaded.resolve,
-                timeout=execution.tool_timeout if execution else None,
-                context=ToolContext(
-                    base_dir=loaded.base_dir,
-                    resolve=loaded.resolve,
-                    scheduler=self.scheduler,
-                    agent_model=agent.model,
-                    client_factory=lambda model: make_client(
-                        model, where="tool", fallback_key=self.options.api_keys.get(model.provider)
-                    ),
-                    cache_dir=self.project.home / "cache",
-                    secrets=frozenset(loaded.secrets),
-                    timeout=self.timeout,
-                ),
-            )
-            if agent.tools
+        self.file_cache_dir = (
+            self.project.file_cache_dir
+            if not execution or execution.cache_enabled is not False
             else None
         )
-        self.toolbox = toolbox
-        self.client = make_client(
-            agent.model, fallback_key=self.options.api_keys.get(agent.model.provider)
-        )
-        runner = AgentRunner(
-            client=self.client,
-            scheduler=self.scheduler,
-            system=self.prompt.body,
-            toolbox=toolbox,
-            response_schema=loaded.response_schema,
-            max_tool_turns=(execution.max_tool_turns if execution else None)
-            or DEFAULT_MAX_TOOL_TURNS,
-            timeout=self.timeout,
-        )
-        self.executor = CaseExecutor(
-            agent=runner,
-            base_dir=loaded.base_dir,
-            cache_dir=self.project.file_cache_dir
-            if not execution or execution.cache_enabled is not False
-            else None,
-            limits=FileLimits.from_execution(execution),
-        )
-        self.judges = JudgeServices.for_agent(
-            agent,
-            self.scheduler,
-            project=self.project,
-            client_factory=lambda model: make_client(
-                model, where="judge", fallback_key=self.options.api_keys.get(model.provider)
-            ),
-        )
-        self.evaluator = CaseEvaluator(
-            agent.evaluations.metrics if agent.evaluations else None,
-            agent.model.name,
-            self.judges.context(base_dir=loaded.base_dir),
-            retrieval_tools=retrieval_tool_names(agent.tools or []),
-        )
+        self.file_limits = FileLimits.from_execution(execution)
         self.suite_fingerprint = fp.suite_fingerprint(
             loaded, self.prompt.version.body_hash, self.cases
         )
@@ -186,46 +130,60 @@ class Suite:
             case.id or "": fp.case_fingerprint(loaded, self.suite_fingerprint, tools_fp, case)
             for case in self.cases
         }
-        self._open_journal()
+        self.journal_key = self.suite_fingerprint
+        self._journaled: dict[str, CaseRun] | None = None
+        self._runtime: SuiteRuntime | None = None
         self.runs: dict[str, CaseRun] = {}
-        self._tools_open = False
         self.started_at = now_iso()
         self._clock = time.perf_counter()
 
-    def _open_journal(self, identities: list[dict[str, object]] | None = None) -> None:
-        """The journal of this suite. With live tool runtimes their identities (an MCP
-        server's name, version and tool list; an index key) scope it (§7.4), so an upgraded
-        server is never answered from a journal its predecessor wrote."""
-        key = self.suite_fingerprint
-        if identities:
-            key = f"{key}-{fp.digest(identities)[:12]}"
-        self.journal = Journal(
-            self.project.journal_dir, self.loaded.agent.name, key, self.loaded.secrets
+    @property
+    def journal(self) -> Journal:
+        """This suite's resume journal (a file name: nothing is read or opened here)."""
+        return Journal(
+            self.project.journal_dir, self.loaded.agent.name, self.journal_key, self.loaded.secrets
         )
+
+    @property
+    def runtime(self) -> SuiteRuntime:
+        """The runtime, opened on first use (and the journal read with it)."""
+        if self._runtime is None:
+            self._runtime = SuiteRuntime(self)
+            self._load_journal()
+        return self._runtime
+
+    def _load_journal(self) -> None:
         if self.options.fresh:
             self.journal.discard()
         self._journaled = self.journal.load()
 
     async def open_tools(self) -> None:
         """Start the tool runtimes (MCP servers, indexes) before the first model call.
-        Idempotent; a stage that calls no agent never calls it."""
-        if self.toolbox is not None and self.toolbox.runtimes and not self._tools_open:
-            self._tools_open = True
-            await self.toolbox.open()
-            self._open_journal(self.toolbox.identities())
+        Idempotent. With live tool runtimes their identities (an MCP server's name, version
+        and tool list; an index key) scope the journal (§7.4), so an upgraded server is never
+        answered from a journal its predecessor wrote."""
+        runtime = self.runtime
+        if await runtime.open_tools():
+            assert runtime.toolbox is not None
+            identities = runtime.toolbox.identities()
+            if identities:
+                self.journal_key = f"{self.suite_fingerprint}-{fp.digest(identities)[:12]}"
+                self._load_journal()
 
     @property
     def resumable(self) -> int:
         """Cases the open journal already holds."""
-        return sum(1 for f in self.case_fingerprints.values() if f in self._journaled)
+        journaled = self._journaled or {}
+        return sum(1 for f in self.case_fingerprints.values() if f in journaled)
 
     async def execute(self, case: TestCaseModel) -> CaseRun:
         fingerprint = self.case_fingerprints[case.id or ""]
-        cached = self._journaled.get(fingerprint)
+        runtime = self.runtime
+        cached = (self._journaled or {}).get(fingerprint)
         if cached is not None:
             run = cached.model_copy(update={"resumed": True})
         else:
-            run = await self.executor.run(case, fingerprint)
+            run = await runtime.executor.run(case, fingerprint)
             await asyncio.to_thread(self.journal.append, run)  # fsync off the event loop
         self.runs[run.case_id] = run
         return run
@@ -258,10 +216,11 @@ class Suite:
             )
         runs = [by_id[case.id or ""] for case in self.cases]
         limit = asyncio.Semaphore(self.parallel)
+        evaluator = self.runtime.evaluator
 
         async def one(case: TestCaseModel, run: CaseRun) -> TestResult:
             async with limit:
-                return await self.evaluator.evaluate(case, run)
+                return await evaluator.evaluate(case, run)
 
         return list(await asyncio.gather(*map(one, self.cases, runs)))
 
@@ -269,11 +228,12 @@ class Suite:
         """Run and score every case, pipelined; results keep the input order."""
         await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
+        evaluator = self.runtime.evaluator
 
         async def one(case: TestCaseModel) -> TestResult:
             async with limit:
                 run = await self.execute(case)
-                result = await self.evaluator.evaluate(case, run)
+                result = await evaluator.evaluate(case, run)
             if on_case is not None:
                 on_case(result, run.resumed)
             return result
@@ -284,9 +244,12 @@ class Suite:
         """Cases that failed for reasons a rerun may fix (429, 5xx, timeouts, drops)."""
         return [case_id for case_id, run in self.runs.items() if run.transient]
 
-    def finish(self) -> None:
-        """Close the journal when nothing transient is left, so the next run is fresh; else
-        keep it open so the rerun resumes."""
+    def finish(self, journal_key: str | None = None) -> None:
+        """Close the journal (the one ``journal_key`` names, when the agent ran in another
+        step) when nothing transient is left, so the next run is fresh; else keep it open so
+        the rerun resumes."""
+        if journal_key is not None:
+            self.journal_key = journal_key
         if not self.transient_failures():
             self.journal.close()
 
@@ -298,9 +261,11 @@ class Suite:
         started_at: str | None = None,
         wall_ms: int | None = None,
         scheduler: dict[str, object] | None = None,
+        judges: dict[str, object] | None = None,
     ) -> EvalRun:
         """The redacted EvalRun of this suite. A pipeline that ran the stages in separate
-        steps passes the stage outputs (``runs``) and when the first stage started."""
+        steps passes the stage outputs (``runs``, the ``scheduler`` and ``judges``
+        provenance) and when the first stage started; it opens no runtime here."""
         if runs is not None:
             self.runs = {run.case_id: run for run in runs}
         if wall_ms is None:
@@ -339,37 +304,24 @@ class Suite:
             provenance={
                 "prompt_key": self.prompt_key,
                 "suite_fingerprint": self.suite_fingerprint,
-                "scheduler": scheduler or self.scheduler_stats(),
+                "scheduler": scheduler if scheduler is not None else self.scheduler_stats(),
                 "system_fingerprints": fingerprints,
-                **self.judges.provenance(),
+                **(judges if judges is not None else self.judge_provenance()),
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
 
     def scheduler_stats(self) -> dict[str, object]:
-        stats = self.scheduler.stats
-        return {
-            "calls": stats.calls,
-            "attempts": stats.attempts,
-            "retries": stats.retries,
-            "rate_limited": stats.rate_limited,
-            "lowest_limit": stats.lowest_limit,
-        }
+        return self._runtime.scheduler_stats() if self._runtime is not None else {}
+
+    def judge_provenance(self) -> dict[str, object]:
+        return dict(self._runtime.judges.provenance()) if self._runtime is not None else {}
 
     async def aclose(self) -> None:
-        if self.toolbox is not None:
-            await self.toolbox.aclose()
-        await self.client.aclose()
-        await self.judges.aclose()
-
-
-def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:
-    return frozenset(
-        tool.name
-        for tool in tools
-        if isinstance(tool, VectorstoreTool | HierarchicalDocumentTool)
-        or (isinstance(tool, MCPTool) and tool.is_retrieval)
-    )
+        """Close the runtime, if a stage opened one (a later stage may open a new one)."""
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            await runtime.aclose()
 
 
 def git_commit(folder: object) -> str | None:

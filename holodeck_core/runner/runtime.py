@@ -1,0 +1,124 @@
+"""What a suite needs to call models, opened only by the stages that do (issue 12, §7.2):
+the call scheduler, the agent's SDK client, the tool runtimes, the case executor, the judges
+and the evaluator. :class:`~holodeck_core.runner.suite.Suite` (the plan: cases, prompt,
+fingerprints) opens one on first use and closes it in ``aclose``; the stages that call no
+model (files, the report) never do."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from holodeck_core.agents.factory import make_client
+from holodeck_core.agents.loop import DEFAULT_MAX_TOOL_TURNS, AgentRunner
+from holodeck_core.agents.tools import ToolBox
+from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
+from holodeck_core.metrics.judge import JudgeServices
+from holodeck_core.models import (
+    HierarchicalDocumentTool,
+    LLMProvider,
+    MCPTool,
+    Tool,
+    VectorstoreTool,
+)
+from holodeck_core.runner.evaluate import CaseEvaluator
+from holodeck_core.runner.execute import CaseExecutor
+from holodeck_core.tools.runtime import ToolContext
+
+if TYPE_CHECKING:
+    from holodeck_core.agents.base import ModelClient
+    from holodeck_core.runner.suite import Suite
+
+
+class SuiteRuntime:
+    """The live half of a suite: built from its plan, closed once with :meth:`aclose`."""
+
+    def __init__(self, suite: Suite) -> None:
+        loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
+        keys = suite.options.api_keys
+
+        def client(model: LLMProvider, where: str) -> ModelClient:
+            return make_client(model, where=where, fallback_key=keys.get(model.provider))
+
+        self.scheduler = CallScheduler(suite.parallel, RetryPolicy(timeout=suite.timeout))
+        self.toolbox = (
+            ToolBox(
+                agent.tools,
+                loaded.resolve,
+                timeout=execution.tool_timeout if execution else None,
+                context=ToolContext(
+                    base_dir=loaded.base_dir,
+                    resolve=loaded.resolve,
+                    scheduler=self.scheduler,
+                    agent_model=agent.model,
+                    client_factory=lambda model: client(model, "tool"),
+                    cache_dir=suite.project.home / "cache",
+                    secrets=frozenset(loaded.secrets),
+                    timeout=suite.timeout,
+                ),
+            )
+            if agent.tools
+            else None
+        )
+        self.client = client(agent.model, "model")
+        runner = AgentRunner(
+            client=self.client,
+            scheduler=self.scheduler,
+            system=suite.prompt.body,
+            toolbox=self.toolbox,
+            response_schema=loaded.response_schema,
+            max_tool_turns=(execution.max_tool_turns if execution else None)
+            or DEFAULT_MAX_TOOL_TURNS,
+            timeout=suite.timeout,
+        )
+        self.executor = CaseExecutor(
+            agent=runner,
+            base_dir=loaded.base_dir,
+            cache_dir=suite.file_cache_dir,
+            limits=suite.file_limits,
+        )
+        self.judges = JudgeServices.for_agent(
+            agent,
+            self.scheduler,
+            project=suite.project,
+            client_factory=lambda model: client(model, "judge"),
+        )
+        self.evaluator = CaseEvaluator(
+            agent.evaluations.metrics if agent.evaluations else None,
+            agent.model.name,
+            self.judges.context(base_dir=loaded.base_dir),
+            retrieval_tools=retrieval_tool_names(agent.tools or []),
+        )
+        self._tools_open = False
+
+    async def open_tools(self) -> bool:
+        """Start the tool runtimes (MCP servers, indexes) once; True when this call did."""
+        if self.toolbox is None or not self.toolbox.runtimes or self._tools_open:
+            return False
+        self._tools_open = True
+        await self.toolbox.open()
+        return True
+
+    def scheduler_stats(self) -> dict[str, object]:
+        stats = self.scheduler.stats
+        return {
+            "calls": stats.calls,
+            "attempts": stats.attempts,
+            "retries": stats.retries,
+            "rate_limited": stats.rate_limited,
+            "lowest_limit": stats.lowest_limit,
+        }
+
+    async def aclose(self) -> None:
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
+        await self.client.aclose()
+        await self.judges.aclose()
+
+
+def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:
+    return frozenset(
+        tool.name
+        for tool in tools
+        if isinstance(tool, VectorstoreTool | HierarchicalDocumentTool)
+        or (isinstance(tool, MCPTool) and tool.is_retrieval)
+    )
