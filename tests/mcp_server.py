@@ -1,0 +1,90 @@
+"""A real MCP server for the tests, written with the SDK's FastMCP.
+
+``python tests/mcp_server.py [--transport stdio|streamable-http|sse] [--port P] [--hang]
+[--exit-at-start]``. Environment: ``MCP_TEST_STATE`` (a file counting calls across restarts) and
+``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_EXTRA_TOOL`` (offer
+one more tool: an "upgraded" server), ``MCP_TEST_STDERR`` (written to stderr at start)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from mcp.server.fastmcp import FastMCP
+
+
+def _count_call() -> None:
+    state = os.environ.get("MCP_TEST_STATE")
+    if not state:
+        return
+    path = Path(state)
+    calls = int(path.read_text() or 0) + 1 if path.exists() else 1
+    path.write_text(str(calls))
+    if str(calls) == os.environ.get("MCP_TEST_CRASH_ON"):
+        os._exit(3)
+
+
+def build(port: int) -> FastMCP:
+    server = FastMCP("holodeck-test-server", host="127.0.0.1", port=port, log_level="WARNING")
+
+    @server.tool()
+    def add(a: int, b: int) -> str:
+        """Add two integers."""
+        _count_call()
+        return str(a + b)
+
+    @server.tool()
+    def read_env(name: str) -> str:
+        """The value of an environment variable of the server process."""
+        _count_call()
+        return os.environ.get(name, "<unset>")
+
+    @server.tool()
+    def where() -> str:
+        """The server's working directory."""
+        return os.getcwd()
+
+    @server.tool()
+    def fail(reason: str) -> str:
+        """Always fails with the reason (an isError result)."""
+        raise ValueError(f"refused: {reason}")
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleeps, then answers."""
+        await asyncio.sleep(seconds)
+        return "done"
+
+    if os.environ.get("MCP_TEST_EXTRA_TOOL"):
+
+        @server.tool()
+        def extra() -> str:
+            """Only in the upgraded server."""
+            return "extra"
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transport", default="stdio")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--hang", action="store_true", help="never answer the handshake")
+    parser.add_argument("--exit-at-start", action="store_true")
+    args = parser.parse_args()
+    if os.environ.get("MCP_TEST_STDERR"):
+        print(os.environ["MCP_TEST_STDERR"], file=sys.stderr, flush=True)
+    if args.exit_at_start:
+        print("fatal: cannot start", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if args.hang:
+        time.sleep(3600)
+    build(args.port).run(transport=args.transport)
+
+
+if __name__ == "__main__":
+    main()
