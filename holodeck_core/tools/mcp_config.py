@@ -64,8 +64,9 @@ def server_params(tool: MCPTool, context: ToolContext, *, where: str) -> ServerP
     """Check ``tool`` and build its connection parameters, or raise a ConfigError naming the
     tool and the field to fix."""
     env = _environment(tool, context, where)
-    for value in [*env.values(), *(tool.headers or {}).values()]:
-        register_secret(value)
+    for name, value in [*env.items(), *(tool.headers or {}).items()]:
+        if name != "MCP_CONFIG":  # the agent's own config, shown in the EvalRun anyway
+            register_secret(value)
     command: str | None = None
     if tool.transport is TransportType.STDIO:
         command = _executable(tool.command.value if tool.command else "npx", env, where)
