@@ -220,7 +220,7 @@ def key(i: int) -> str:
 
 
 def server_pids(marker: Path) -> list[int]:
-    """Live processes whose command line names the server copy under ``marker``."""
+    """Live processes whose command line names ``marker`` (a folder only the test uses)."""
     pids = []
     for proc in Path("/proc").iterdir():
         try:
@@ -228,7 +228,7 @@ def server_pids(marker: Path) -> list[int]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if str(marker / "mcp_server.py") in cmdline and state != "Z":
+        if str(marker) in cmdline and state != "Z" and int(proc.name) != os.getpid():
             pids.append(int(proc.name))
     return pids
 

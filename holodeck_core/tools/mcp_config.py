@@ -25,8 +25,9 @@ from holodeck_core.models.tools import TransportType
 from holodeck_core.redaction import redact_text, register_secret
 from holodeck_core.tools.runtime import ToolContext
 
-DEFAULT_CONNECT_TIMEOUT = 30.0
-"""Seconds the start (connect, handshake, tool list) may take when ``timeout`` is unset."""
+DEFAULT_CONNECT_TIMEOUT = 60.0
+"""Seconds the start (connect, handshake, tool list) may take when ``timeout`` is unset: room
+for ``npx -y`` to fetch a server package on its first run."""
 DEFAULT_SSE_READ_TIMEOUT = 300.0
 
 
