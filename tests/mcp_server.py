@@ -2,8 +2,9 @@
 
 ``python tests/mcp_server.py [--transport stdio|streamable-http|sse] [--port P] [--hang]
 [--exit-at-start]``. Environment: ``MCP_TEST_STATE`` (a file counting calls across restarts) and
-``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_EXTRA_TOOL`` (offer
-one more tool: an "upgraded" server), ``MCP_TEST_STDERR`` (written to stderr at start)."""
+``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_UPGRADED`` (a file:
+while it exists the server offers one more tool, an "upgraded" server), ``MCP_TEST_STDERR``
+(written to stderr at start)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def build(port: int) -> FastMCP:
         await asyncio.sleep(seconds)
         return "done"
 
-    if os.environ.get("MCP_TEST_EXTRA_TOOL"):
+    if Path(os.environ.get("MCP_TEST_UPGRADED", "/nonexistent")).exists():
 
         @server.tool()
         def extra() -> str:

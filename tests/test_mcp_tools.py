@@ -3,6 +3,8 @@ HTTP on 127.0.0.1, the real CLI and the loopback model server (DESIGN §7.1 to �
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import signal
@@ -18,7 +20,9 @@ from typing import Any
 import pytest
 
 from holodeck_core.cli import main
+from holodeck_core.config.loader import load_agent
 from holodeck_core.models import EvalRun, Status, ToolInvocation
+from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import request_key, run_model_server
 from tests.conftest import REPO
 
@@ -242,21 +246,27 @@ def wait_until(condition: Any, seconds: float) -> bool:
     return bool(condition())
 
 
-def test_kill_9_of_the_cli_leaves_no_server_behind(uvx: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_or_interrupted_cli_leaves_no_server_behind(
+    uvx: Path, sig: signal.Signals
+) -> None:
     tool = stdio_tool(extra=", request_timeout: 120")
     with run_model_server(RULES) as server:
         agent = write_agent(uvx, server.openai_base_url, tool, "- {input: be slow}\n")
         proc = subprocess.Popen(
             [sys.executable, "-m", "holodeck_core.cli", "test", str(agent), "-q"],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             assert wait_until(lambda: server.stats()["total_calls"] >= 1, 60)  # mid tool call
             assert server_pids(uvx)
         finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=30)
+    if sig is signal.SIGINT:
+        assert proc.returncode == 3 and "Traceback" not in err
     assert wait_until(lambda: server_pids(uvx) == [], 5)
 
 
@@ -317,3 +327,37 @@ def test_websocket_without_headers_validates_and_with_headers_names_the_fix(
     agent = write_agent(tmp_path, "http://127.0.0.1:9/v1", tool, "- {input: hi}\n")
     assert main(["test", str(agent)]) == 2
     assert "tools[0] (ws).headers" in capsys.readouterr().err
+
+
+def test_the_journal_is_scoped_by_the_server_identity(uvx: Path, tmp_path: Path) -> None:
+    """§7.4: env names (never values), the server's name and version and its tool list; an
+    upgraded server (one more tool, same config) gets another journal."""
+    flag = tmp_path / "upgraded"
+    env = f"{{API_TOKEN: {CANARY}, MCP_TEST_UPGRADED: '{flag}'}}"
+    agent = write_agent(
+        uvx, "http://127.0.0.1:9/v1", stdio_tool(extra=f", env: {env}"), "- {input: hi}\n"
+    )
+
+    def opened() -> tuple[dict[str, Any], Path]:
+        suite = Suite(load_agent(agent))
+
+        async def go() -> tuple[dict[str, Any], Path]:
+            await suite.open_tools()
+            try:
+                assert suite.toolbox is not None
+                return suite.toolbox.identities()[0], suite.journal.path
+            finally:
+                await suite.aclose()
+
+        return asyncio.run(go())
+
+    plain, plain_journal = opened()
+    flag.touch()
+    upgraded, upgraded_journal = opened()
+    assert plain["env"] == ["API_TOKEN", "MCP_TEST_UPGRADED"] and CANARY not in json.dumps(plain)
+    assert (
+        plain["server"] == upgraded["server"] and plain["server"]["name"] == "holodeck-test-server"
+    )
+    assert plain["transport"] == "stdio" and plain["command"] == "uvx"
+    assert plain["tools"] != upgraded["tools"] and plain_journal != upgraded_journal
+    assert server_pids(uvx) == []  # aclose stopped both
