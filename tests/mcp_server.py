@@ -4,7 +4,8 @@
 [--exit-at-start]``. Environment: ``MCP_TEST_STATE`` (a file counting calls across restarts) and
 ``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_UPGRADED`` (a file:
 while it exists the server offers one more tool, an "upgraded" server), ``MCP_TEST_STDERR``
-(written to stderr at start)."""
+(written to stderr at start), ``MCP_TEST_CRASH_FLAG`` (a file: ``add`` with ``a == 13`` removes it
+and kills the server, a one-off outage)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def build(port: int) -> FastMCP:
     def add(a: int, b: int) -> str:
         """Add two integers."""
         _count_call()
+        flag = Path(os.environ.get("MCP_TEST_CRASH_FLAG", "/nonexistent"))
+        if a == 13 and flag.exists():
+            flag.unlink()
+            os._exit(3)
         return str(a + b)
 
     @server.tool()
