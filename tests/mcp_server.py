@@ -1,6 +1,6 @@
 """A real MCP server for the tests, written with the SDK's FastMCP.
 
-``python tests/mcp_server.py [--transport stdio|streamable-http|sse] [--port P] [--hang]
+``python tests/mcp_server.py [--transport stdio|streamable-http|sse|websocket] [--port P] [--hang]
 [--exit-at-start]``. Environment: ``MCP_TEST_STATE`` (a file counting calls across restarts) and
 ``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_UPGRADED`` (a file:
 while it exists the server offers one more tool, an "upgraded" server), ``MCP_TEST_STDERR``
@@ -75,6 +75,25 @@ def build(port: int) -> FastMCP:
     return server
 
 
+def serve_websocket(server: FastMCP, port: int) -> None:
+    """The SDK's (deprecated, still shipped) websocket server transport under uvicorn."""
+    import uvicorn
+    from mcp.server.websocket import websocket_server
+    from starlette.applications import Starlette
+    from starlette.routing import WebSocketRoute
+    from starlette.types import Receive, Scope, Send
+
+    lowlevel = server._mcp_server
+
+    class Endpoint:
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            async with websocket_server(scope, receive, send) as (read, write):
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    app = Starlette(routes=[WebSocketRoute("/ws", Endpoint())])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--transport", default="stdio")
@@ -89,7 +108,11 @@ def main() -> None:
         sys.exit(1)
     if args.hang:
         time.sleep(3600)
-    build(args.port).run(transport=args.transport)
+    server = build(args.port)
+    if args.transport == "websocket":
+        serve_websocket(server, args.port)
+    else:
+        server.run(transport=args.transport)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import dagster as dg
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_mcp_tools import RULES, SERVER, server_pids, uvx  # noqa: F401  (uvx: fixture)
+from tests.test_mcp_tools import CANARY, RULES, SERVER, server_pids, uvx  # noqa: F401  (fixture)
 from tests.test_pipelines import history_rows, materialize, register
 
 
@@ -34,13 +34,15 @@ def make_project(root: Path, base_url: str, crash_flag: Path) -> Project:
             execution: {{parallel_test_cases: 1}}
             tools:
               - {{type: mcp, name: calc, description: Calculator, command: uvx,
-                 args: [./mcp_server.py], env: {{MCP_TEST_CRASH_FLAG: '{crash_flag}'}}}}
+                 args: [./mcp_server.py],
+                 env: {{MCP_TEST_CRASH_FLAG: '{crash_flag}', API_TOKEN: {CANARY}}}}}
             evaluations:
               metrics: [{{type: standard, metric: equality}}]
             test_cases:
             """)
         + cases
         + "  - {name: c13, input: 'add thirteen', ground_truth: '14'}\n"
+        + "  - {name: secret, input: 'which secret', ground_truth: x}\n"
     )
     (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
     return Project.discover(root)
@@ -70,6 +72,7 @@ def test_a_partition_with_an_mcp_tool_materializes_and_resumes_after_a_server_cr
         assert register(defs, instance) == ["v1"]
         result = materialize(defs, instance, "v1")
         calls = server.stats()["by_key"]
+        logs = [str(entry) for entry in instance.all_logs(result.run_id)]
     assert result.success and not crash_flag.exists()
     events = [e.event_type_value for e in result.all_events]
     assert events.count("STEP_UP_FOR_RETRY") == 1  # the attempt with the outage failed
@@ -77,4 +80,6 @@ def test_a_partition_with_an_mcp_tool_materializes_and_resumes_after_a_server_cr
         assert calls[request_key("chat", f"add two and three ({a})")] == 2
     assert calls[request_key("chat", "add thirteen")] == 3  # the crashed call, then a full retry
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
+    assert logs and not [entry for entry in logs if CANARY in entry]  # metadata, logs: redacted
+    assert CANARY.encode() not in project.history_db.read_bytes()
     assert server_pids(root) == []  # each attempt of the step closed its server

@@ -29,6 +29,7 @@ from tests.conftest import REPO
 SERVER = REPO / "tests" / "mcp_server.py"
 CANARY = "canary-mcp-env-7f3a9c1e"
 HEADER_CANARY = "canary-mcp-header-5b2d8e4f"
+FILE_CANARY = "canary-mcp-env-file-91c0d2aa"
 
 
 @pytest.fixture
@@ -88,6 +89,7 @@ RULES: dict[str, Any] = {
     "rules": [
         call_rule("add two and three", "add", {"a": 2, "b": 3}),
         call_rule("which secret", "read_env", {"name": "API_TOKEN"}),
+        call_rule("which file secret", "read_env", {"name": "FILE_TOKEN"}),
         call_rule("what config", "read_env", {"name": "MCP_CONFIG"}),
         call_rule("where are you", "where", {}),
         call_rule("please fail", "fail", {"reason": "no"}),
@@ -109,13 +111,15 @@ def invocations(run: EvalRun) -> dict[str, ToolInvocation]:
 def test_stdio_server_tools_run_for_real_and_secrets_stay_out(
     uvx: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (uvx / "server.env").write_text(f"FILE_TOKEN={FILE_CANARY}\n")
     tool = stdio_tool(
         extra=f",\n   env: {{API_TOKEN: {CANARY}, MCP_TEST_STDERR: 'stderr says {CANARY}'}},"
-        "\n   config: {region: eu}, request_timeout: 1"
+        "\n   env_file: server.env, config: {region: eu}, request_timeout: 1"
     )
     cases = """\
         - {name: add, input: add two and three, ground_truth: "5"}
         - {name: secret, input: which secret, ground_truth: x}
+        - {name: file secret, input: which file secret, ground_truth: x}
         - {name: config, input: what config, ground_truth: x}
         - {name: cwd, input: where are you, ground_truth: x}
         - {name: fail, input: please fail, ground_truth: x}
@@ -134,6 +138,7 @@ def test_stdio_server_tools_run_for_real_and_secrets_stay_out(
     assert calls["fail"].error is not None and "refused: no" in calls["fail"].error
     assert calls["slow"].error == "MCP tool slow timed out after 1 s"
     assert calls["secret"].result == "***"  # the server saw the value; no output does
+    assert calls["file secret"].result == "***"  # env_file values too
     out = capsys.readouterr()
     home = Path(os.environ["HOLODECK_HOME"])
     written = [
@@ -142,7 +147,7 @@ def test_stdio_server_tools_run_for_real_and_secrets_stay_out(
         out.err,
         *(p.read_bytes().decode("latin-1") for p in home.rglob("*") if p.is_file()),
     ]
-    assert not [w for w in written if CANARY in w]
+    assert not [w for w in written if CANARY in w or FILE_CANARY in w]
 
 
 def test_a_missing_command_is_a_config_error_before_any_model_call(
@@ -276,11 +281,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
+NETWORK = {"http": ("streamable-http", "http", "/mcp"), "sse": ("sse", "http", "/sse")}
+NETWORK["websocket"] = ("websocket", "ws", "/ws")
+
+
+@pytest.fixture(params=sorted(NETWORK))
+def network_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """(transport, url) of the test server on 127.0.0.1, over each network transport."""
+    transport = str(request.param)
+    served, scheme, path = NETWORK[transport]
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--transport", "streamable-http", "--port", str(port)],
+        [sys.executable, str(SERVER), "--transport", served, "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -291,18 +303,20 @@ def http_server(tmp_path: Path) -> Iterator[str]:
 
     try:
         assert wait_until(listening, 30)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield transport, f"{scheme}://127.0.0.1:{port}{path}"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
 
 
-def test_streamable_http_server_with_secret_headers(
-    tmp_path: Path, http_server: str, capsys: pytest.CaptureFixture[str]
+def test_network_servers_with_secret_headers(
+    tmp_path: Path, network_server: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    transport, url = network_server
+    headers = "" if transport == "websocket" else f"headers: {{X-Trace: {HEADER_CANARY}}}, "
     tool = (
-        f"- {{type: mcp, name: remote, description: Remote, transport: http, url: '{http_server}',"
-        f"\n   headers: {{X-Trace: {HEADER_CANARY}}}, timeout: 10, sse_read_timeout: 60,"
+        f"- {{type: mcp, name: remote, description: Remote, transport: {transport}, url: '{url}',"
+        f"\n   {headers}timeout: 10, sse_read_timeout: 60,"
         "\n   terminate_on_close: true, is_retrieval: true}\n"
     )
     with run_model_server(RULES) as server:
@@ -361,3 +375,30 @@ def test_the_journal_is_scoped_by_the_server_identity(uvx: Path, tmp_path: Path)
     assert plain["transport"] == "stdio" and plain["command"] == "uvx"
     assert plain["tools"] != upgraded["tools"] and plain_journal != upgraded_journal
     assert server_pids(uvx) == []  # aclose stopped both
+
+
+def test_allowed_tools_limit_the_offer_and_a_name_offered_twice_is_a_config_error(
+    uvx: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    allowed = stdio_tool(extra=", config: {allowed_tools: [add]}")
+    twice = allowed + allowed.replace("name: testsrv", "name: again")
+    agent = write_agent(uvx, "http://127.0.0.1:9/v1", twice, "- {input: hi}\n")
+    assert main(["test", str(agent), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "tools (again) offers a tool named 'add', as tools (testsrv) does" in err
+    assert "where" not in err  # only the allowed tool was offered
+    assert wait_until(lambda: server_pids(uvx) == [], 5)
+
+
+def test_validate_tells_real_tools_from_mocked_ones(
+    uvx: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = stdio_tool(extra=", load_prompts: true") + (
+        "- {type: vectorstore, name: kb, description: KB, source: kb.md, mock: {result: x}}\n"
+    )
+    (uvx / "kb.md").write_text("kb")
+    agent = write_agent(uvx, "http://127.0.0.1:9/v1", tools, "- {input: hi}\n")
+    assert main(["validate", str(agent)]) == 0
+    out = capsys.readouterr().out
+    assert "run for real: testsrv" in out and "mocked: kb" in out
+    assert "load_prompts is not supported" in out
