@@ -5,6 +5,9 @@ retry calls the model only for the unfinished case."""
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -13,7 +16,15 @@ import dagster as dg
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_mcp_tools import CANARY, RULES, SERVER, server_pids, uvx  # noqa: F401  (fixture)
+from tests.conftest import REPO
+from tests.test_mcp_tools import (  # noqa: F401  (uvx: a fixture)
+    CANARY,
+    RULES,
+    SERVER,
+    server_pids,
+    uvx,
+    wait_until,
+)
 from tests.test_pipelines import history_rows, materialize, register
 
 
@@ -83,3 +94,36 @@ def test_a_partition_with_an_mcp_tool_materializes_and_resumes_after_a_server_cr
     assert logs and not [entry for entry in logs if CANARY in entry]  # metadata, logs: redacted
     assert CANARY.encode() not in project.history_db.read_bytes()
     assert server_pids(root) == []  # each attempt of the step closed its server
+
+
+MATERIALIZE = """
+import sys
+from pathlib import Path
+import dagster as dg
+from holodeck_core.config.project import Project
+from holodeck_pipelines.builder import build_definitions
+from tests.test_pipelines import materialize, register
+defs = build_definitions(Project.discover(Path(sys.argv[1])))
+with dg.instance_for_test() as instance:
+    register(defs, instance)
+    materialize(defs, instance, "v1")
+"""
+
+
+def test_a_killed_dagster_step_leaves_no_server_behind(uvx: Path, tmp_path: Path) -> None:  # noqa: F811
+    root = tmp_path / "project"
+    with run_model_server({"default": {"reply": "late", "latency": 120}}) as server:
+        make_project(root, server.openai_base_url, tmp_path / "no-outage")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", MATERIALIZE, str(root)],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:  # the agent step is waiting on the model: its server is up
+            assert wait_until(lambda: server.stats()["in_flight"] >= 1, 120)
+            assert server_pids(root)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    assert wait_until(lambda: server_pids(root) == [], 5)

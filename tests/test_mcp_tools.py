@@ -164,6 +164,13 @@ def test_a_missing_command_is_a_config_error_before_any_model_call(
     err = capsys.readouterr().err
     assert code == 2 and "tools[0] (fs).command" in err and "'npx' is not found" in err
     assert "Traceback" not in err
+    pinned = tool.replace("}\n", ", mock: {result: pinned}}\n")  # a mock still wins
+    rules = {"rules": [call_rule("hi", "fs", {}), *RULES["rules"]]}
+    with run_model_server(rules) as server:
+        agent = write_agent(
+            uvx, server.openai_base_url, pinned, "- {input: hi, ground_truth: pinned}\n"
+        )
+        assert main(["test", str(agent), "-q"]) == 0
 
 
 def test_a_missing_env_file_is_a_config_error(
