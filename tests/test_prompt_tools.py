@@ -3,7 +3,6 @@ answered by the loopback model through the suite's scheduler, tokens counted in 
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from holodeck_core.config.loader import load_agent
 from holodeck_core.models import EvalRun
 from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import run_model_server
+from tests.test_mcp_tools import write_agent as write_mcp_test_agent
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -29,24 +29,11 @@ RULES: dict[str, Any] = {
 TEMPLATE = "Summarize{{#if style}} in a {{style}} style{{/if}}: {{text}}"
 
 
+CASE = "- {input: 'please shorten <b>Tom & Jerry</b>', ground_truth: 'short(<b>Tom & Jerry</b>)'}\n"
+
+
 def write_agent(folder: Path, base_url: str, tool: str) -> Path:
-    agent = folder / "agent.yaml"
-    agent.write_text(
-        textwrap.dedent(f"""\
-            name: prompt-test
-            model: {{provider: openai, name: test-model, endpoint: "{base_url}",
-                     api_key: sk-test-key-1234}}
-            instructions: {{inline: "You are helpful."}}
-            evaluations:
-              metrics: [{{type: standard, metric: equality}}]
-            tools:
-            """)
-        + textwrap.indent(textwrap.dedent(tool), "  ")
-        + "test_cases:\n"
-        + "  - {input: 'please shorten <b>Tom & Jerry</b>',\n"
-        + "     ground_truth: 'short(<b>Tom & Jerry</b>)'}\n"
-    )
-    return agent
+    return write_mcp_test_agent(folder, base_url, tool, CASE)
 
 
 def prompt_tool(source: str, model: str = "") -> str:
