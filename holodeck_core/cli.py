@@ -16,6 +16,7 @@ COMMANDS_GROUP = "holodeck.commands"
 
 def _validate(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.models import MCPTool
 
     loaded = load_agent(args.agent)
     agent = loaded.agent
@@ -31,9 +32,24 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  metrics:  {_counts(by_kind)} ({', '.join(m.display_name for m in metrics)})")
     tool_names = ", ".join(tool.name for tool in agent.tools or [])
     print(f"  tools:    {_counts(by_type)}" + (f" ({tool_names})" if tool_names else ""))
-    opaque = [t.name for t in agent.tools or [] if not t.runnable]
-    if opaque:
-        print(f"  not runnable here without a `mock:` result: {', '.join(opaque)}")
+    tools = agent.tools or []
+    for label, names in (
+        ("run for real", [t.name for t in tools if t.runnable and t.mock is None]),
+        ("mocked", [t.name for t in tools if t.mock is not None]),
+        ("not runnable here without a `mock:` result", [t.name for t in tools if not t.runnable]),
+    ):
+        if names:
+            print(f"  {label}: {', '.join(names)}")
+    for tool in tools:
+        if (
+            isinstance(tool, MCPTool)
+            and "load_prompts" in tool.model_fields_set
+            and tool.load_prompts
+        ):
+            print(
+                f"  warning:  tools ({tool.name}): load_prompts is not supported; the server's "
+                "prompts are not offered to the model (its tools are)"
+            )
     if agent.ignored_blocks():
         ignored = ", ".join(agent.ignored_blocks())
         print(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")

@@ -132,8 +132,17 @@ class ToolBox:
         if failure is not None:
             await self.aclose()
             raise failure
+        owners = {spec.name: spec.name for spec in self.specs}
         for runtime in self._runtimes:
             for spec in runtime.specs:
+                if spec.name in owners:  # the model would see two tools of one name
+                    await self.aclose()
+                    raise ConfigError(
+                        f"tools ({runtime.config_name}) offers a tool named {spec.name!r}, as "
+                        f"tools ({owners[spec.name]}) does; leave one out (an MCP server's "
+                        "config.allowed_tools lists the tools it may offer)"
+                    )
+                owners[spec.name] = runtime.config_name
                 self._routes[spec.name] = runtime
                 self.specs.append(spec)
 

@@ -1,7 +1,8 @@
 """Agent tools, discriminated by ``type`` (HoloDeck 0.7.1).
 
-We run ``function`` tools and any tool with a ``mock:`` result. The other types parse and
-validate fully, so configs stay HoloDeck-compatible, but are opaque to the runner."""
+We run ``function``, ``mcp`` and ``prompt`` tools (:mod:`holodeck_core.tools`) and any tool with
+a ``mock:`` result. The other types parse and validate fully, so configs stay
+HoloDeck-compatible, but need a ``mock:`` to run."""
 
 from __future__ import annotations
 
@@ -80,6 +81,10 @@ class MCPTool(_ToolBase):
     is_retrieval: bool = False
     registry_name: str | None = None
 
+    @property
+    def runnable(self) -> bool:
+        return True
+
 
 class DatabaseConfig(StrictModel):
     model_config = ConfigDict(extra="allow")
@@ -139,6 +144,10 @@ class PromptTool(_ToolBase):
     file: str | None = None
     parameters: dict[str, Any]
     model: dict[str, Any] | None = None
+
+    @property
+    def runnable(self) -> bool:
+        return True
 
     @model_validator(mode="after")
     def _template_or_file(self) -> PromptTool:

@@ -1,0 +1,179 @@
+"""One live session with an MCP server through the official ``mcp`` SDK client.
+
+The SDK's transports are anyio context managers that must be entered and left by the same
+task. A suite opens its tools in one task and may close them in another (a ``finally`` after
+Ctrl-C, a Dagster step's cleanup), so a background task owns the contexts: :meth:`start`
+hands back the session once the handshake and the tool list are done, :meth:`stop` lets the
+owner leave the contexts (the SDK closes a stdio server's stdin, waits, then kills its process
+group). ``ClientSession`` matches responses to requests by id, so concurrent ``call_tool``
+calls from many cases share it safely.
+
+A stdio server's stderr goes to a pipe read by a thread, never to the console; its last lines
+(redacted) explain a server that fails to start."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+from mcp import ClientSession, StdioServerParameters
+from mcp import types as mcp_types
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from holodeck_core.models.tools import TransportType
+from holodeck_core.redaction import redact_text
+from holodeck_core.tools.mcp_config import ServerParams
+
+STDERR_TAIL_BYTES = 2000
+STOP_TIMEOUT = 10.0
+"""Seconds :meth:`Connection.stop` waits for the SDK's shutdown (stdin close, 2 s grace,
+SIGTERM, SIGKILL of the process group) before it cancels the owner task."""
+
+
+@dataclass(frozen=True)
+class Connected:
+    session: ClientSession
+    server: mcp_types.Implementation
+    tools: list[mcp_types.Tool]
+
+
+class StderrTail:
+    """A pipe for a server's stderr, drained by a daemon thread that keeps the last bytes."""
+
+    def __init__(self) -> None:
+        read_fd, write_fd = os.pipe()
+        self.file = os.fdopen(write_fd, "w")
+        self._tail = bytearray()
+        self._thread = threading.Thread(
+            target=self._drain, args=(read_fd,), name="mcp-stderr", daemon=True
+        )
+        self._thread.start()
+
+    def _drain(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(4096):
+                self._tail += chunk
+                del self._tail[:-STDERR_TAIL_BYTES]
+
+    def close(self) -> None:
+        """Close our end; the thread ends once the server's copies are closed too."""
+        self.file.close()
+
+    def text(self, secrets: frozenset[str]) -> str:
+        """The redacted tail, after waiting briefly for the server's last writes."""
+        self.close()
+        self._thread.join(timeout=1.0)
+        return redact_text(bytes(self._tail).decode("utf-8", "replace").strip(), secrets)
+
+
+class Connection:
+    """One session with one server; not restartable (make a new one)."""
+
+    def __init__(self, params: ServerParams) -> None:
+        self.params = params
+        self.stderr = StderrTail() if params.transport is TransportType.STDIO else None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Connected:
+        """Connect, handshake and list the tools within ``params.connect_timeout``."""
+        ready: asyncio.Future[Connected] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._own(ready), name="mcp-connection")
+        try:
+            return await ready
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if self.stderr is not None:
+            self.stderr.close()
+
+    async def _own(self, ready: asyncio.Future[Connected]) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport(stack))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                with anyio.fail_after(self.params.connect_timeout):
+                    init = await session.initialize()
+                    tools = await _list_tools(session)
+                ready.set_result(Connected(session, init.serverInfo, tools))
+                await self._stop.wait()
+        except BaseException as exc:  # the owner must report, never leak, its failure
+            if not ready.done():
+                ready.set_exception(leaf(exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def _transport(self, stack: AsyncExitStack) -> contextlib.AbstractAsyncContextManager[Any]:
+        p = self.params
+        if p.transport is TransportType.STDIO:
+            assert p.command is not None and self.stderr is not None
+            server = StdioServerParameters(
+                command=p.command, args=list(p.args), env=p.env, cwd=p.cwd, encoding=p.encoding
+            )
+            return stdio_client(server, errlog=self.stderr.file)
+        assert p.url is not None
+        if p.transport is TransportType.HTTP:
+            return _streamable_http(stack, p)
+        if p.transport is TransportType.SSE:
+            return sse_client(
+                p.url,
+                headers=p.headers or None,
+                timeout=p.connect_timeout,
+                sse_read_timeout=p.sse_read_timeout,
+            )
+        from mcp.client.websocket import websocket_client
+
+        return websocket_client(p.url)
+
+
+@asynccontextmanager
+async def _streamable_http(
+    stack: AsyncExitStack, p: ServerParams
+) -> AsyncIterator[tuple[Any, Any]]:
+    timeout = httpx.Timeout(p.connect_timeout, read=p.sse_read_timeout)
+    client = await stack.enter_async_context(create_mcp_http_client(p.headers or None, timeout))
+    assert p.url is not None
+    async with streamable_http_client(
+        p.url, http_client=client, terminate_on_close=p.terminate_on_close
+    ) as (read, write, _session_id):
+        yield read, write
+
+
+async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=mcp_types.PaginatedRequestParams(cursor=cursor))
+        tools.extend(page.tools)
+        cursor = page.nextCursor
+        if not cursor:
+            return tools
+
+
+def leaf(exc: BaseException) -> BaseException:
+    """The first real error inside the exception groups anyio wraps around task failures."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
