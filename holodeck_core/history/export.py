@@ -34,7 +34,7 @@ class ExportReport:
 
 
 def _selected(
-    db_path: Path,
+    db_path: store.History,
     runs: list[str] | None,
     agent: str | None,
     prompt_version: str | None,
@@ -73,7 +73,7 @@ def _selected(
 
 
 def export_runs(
-    db_path: Path,
+    db_path: store.History,
     out_dir: Path,
     fmt: ExportFormat,
     *,
