@@ -10,6 +10,7 @@ import dagster as dg
 
 from holodeck_core.config.loader import load_agent
 from holodeck_core.config.project import Project
+from holodeck_core.history.lake import Lake
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
 from holodeck_pipelines.automation import (
     failed_runs_sensor,
@@ -53,7 +54,10 @@ def build_definitions(project: Project) -> dg.Definitions:
         resources={
             "project": HoloDeckProject(root=str(project.root)),
             "keys": ModelProviderKeys(**keys),
-            "history": RunHistory(db_path=str(project.history_db)),
+            "history": RunHistory(
+                db_path=str(project.history_db),
+                lake_url=str(project.history) if isinstance(project.history, Lake) else None,
+            ),
             "holodeck_io_manager": PydanticJsonIOManager(base_url=project.artifacts_url),
         },
         executor=dg.in_process_executor,
