@@ -250,3 +250,16 @@ def test_dagster_writes_and_checks_against_a_lake(
         Lake(url), f"SELECT run_id FROM eval_runs WHERE dagster_run_id = '{first.run_id}'"
     )
     assert previous == first_run
+
+
+def test_files_of_an_older_release_without_a_newer_column_still_read(tmp_path: Path) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    for run_id, drop in (("new", False), ("old", True)):
+        tables = dict(prepare_run(make_run("PPFP", when, run_id=run_id)).tables)
+        if drop:  # as if written before test_results had `weight`
+            tables["test_results"] = tables["test_results"].drop_columns(["weight"])
+        lake.write_run(run_id, tables)
+    assert rows(
+        lake, "SELECT run_id, count(weight) FROM test_results GROUP BY run_id ORDER BY run_id"
+    ) == [("new", 4), ("old", 0)]

@@ -7,10 +7,11 @@ renamed, and the ``eval_runs`` file last: a run exists exactly when its ``eval_r
 does. A reader lists ``eval_runs`` first and reads the other tables' files of those runs only,
 so a run being written meanwhile is invisible, never half there.
 
-Readers are in-memory DuckDB connections with the schema's own tables replaced by views over
-the files (cast to the DDL's types), then the analyst views of ``views.py`` defined as in the
-database file: the same SQL answers either store. ``safe`` readers (user SQL) copy the snapshot
-into memory first and then turn external access off.
+Readers are in-memory DuckDB connections holding a snapshot: the schema is migrated as in the
+database file (the same tables, the analyst views of ``views.py``), then each table is filled
+from the committed runs' files, cast to the DDL's types. Views then run at in-memory speed
+(reading the files per query was 10x slower), and ``safe`` readers (user SQL) turn external
+access off once the snapshot is loaded.
 
 URLs are anything fsspec opens (a path, ``file://``, ``s3://bucket/prefix`` through s3fs);
 credentials come from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
@@ -158,7 +159,7 @@ class Lake:
     @contextmanager
     def reader(self, *, safe: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A snapshot of the committed runs with every table and view of the schema. ``safe``:
-        copied into memory, then no file, network or extension access (user SQL)."""
+        then no file, network or extension access (user SQL)."""
         import duckdb
 
         con = duckdb.connect()
@@ -166,7 +167,7 @@ class Lake:
             if not self.is_local:
                 con.register_filesystem(self.fs)
             schema.migrate(con, db_label=self.url)
-            self._bind(con, materialize=safe)
+            self._bind(con)
             if safe:
                 con.execute("SET enable_external_access = false")
                 con.execute("SET lock_configuration = true")
@@ -174,8 +175,10 @@ class Lake:
         finally:
             con.close()
 
-    def _bind(self, con: duckdb.DuckDBPyConnection, *, materialize: bool) -> None:
-        """Replace the schema's tables (empty, just migrated) by the snapshot's files."""
+    def _bind(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Replace the schema's tables (empty, just migrated) by the snapshot's rows."""
+        import duckdb
+
         committed = self._files(COMMIT_TABLE)  # listed first: the snapshot
         types = _column_types(con)
         for table in (*schema.TABLES, FAILED_RUNS):
@@ -184,24 +187,41 @@ class Lake:
                 files = {rid: path for rid, path in files.items() if rid in committed}
             if not files:
                 continue  # the migrated empty table stays
-            select = self._select(con, table, sorted(files.values()), types[table])
-            if table == "prompt_versions":
-                select = _PROMPTS_FIRST_SEEN.format(select=select)
             con.execute(f"DROP TABLE {table}")
-            kind = "TABLE" if materialize else "VIEW"
-            con.execute(f"CREATE {kind} {table} AS {select}")
+            paths = [self._qualified(p) for p in sorted(files.values())]
+            try:
+                self._create(con, table, paths, types[table], union=False)
+            except duckdb.InvalidInputException:  # an older file lacks a newer column
+                self._create(con, table, paths, types[table], union=True)
 
-    def _select(
-        self, con: duckdb.DuckDBPyConnection, table: str, paths: list[str], types: dict[str, str]
-    ) -> str:
-        listed = ", ".join(_sql_string(self._qualified(p)) for p in paths)
-        source = f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
-        present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    @staticmethod
+    def _create(
+        con: duckdb.DuckDBPyConnection,
+        table: str,
+        paths: list[str],
+        types: dict[str, str],
+        *,
+        union: bool,
+    ) -> None:
+        """``table`` from ``paths``, cast to the DDL's columns (NULL where no file has one).
+
+        Files of one release share a schema, so matching columns by the first file's names
+        (fast) is right unless that file lacks a DDL column; then, or when another file lacks
+        one, columns are unioned by name (slower: every footer is read first)."""
+        listed = ", ".join(_sql_string(p) for p in paths)
+        options = "hive_partitioning = false" + (", union_by_name = true" if union else "")
+        first = f"read_parquet([{listed if union else _sql_string(paths[0])}], {options})"
+        present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {first}").fetchall()}
+        if not union and not present >= types.keys():
+            raise duckdb.InvalidInputException(f"{paths[0]} lacks columns")
         columns = ", ".join(
             f"CAST({name if name in present else 'NULL'} AS {kind}) AS {name}"
             for name, kind in types.items()
         )
-        return f"SELECT {columns} FROM {source}"
+        select = f"SELECT {columns} FROM read_parquet([{listed}], {options})"
+        if table == "prompt_versions":
+            select = _PROMPTS_FIRST_SEEN.format(select=select)
+        con.execute(f"CREATE TABLE {table} AS {select}")
 
 
 def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
