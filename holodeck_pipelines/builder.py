@@ -68,5 +68,7 @@ def build_definitions(project: Project) -> dg.Definitions:
                 base_url=project.artifacts_url, **env_vars(STORAGE_VARIABLES)
             ),
         },
-        executor=dg.in_process_executor,
+        executor=dg.multiprocess_executor
+        if project.settings.executor == "multiprocess"
+        else dg.in_process_executor,
     )

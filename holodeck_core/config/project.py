@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -43,6 +43,11 @@ class ProjectSettings(StrictModel):
         None, description="Where EvalRuns go instead of <agent dir>/results (a path or a URL)."
     )
     llm_api_pool_limit: int = Field(4, ge=1, description="Steps calling models at once.")
+    executor: Literal["in_process", "multiprocess"] = Field(
+        "in_process",
+        description="Dagster executor: steps in the run's process, or each in its own "
+        "(docs/scale-out.md).",
+    )
     launch_new_versions: bool = Field(
         False, description="The prompt-version sensor also launches a run for a new version."
     )
