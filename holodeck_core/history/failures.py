@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from holodeck_core.history.lake import Lake
+from holodeck_core.history.schema import arrow_schema
 from holodeck_core.history.store import History, writer
 from holodeck_core.redaction import redact_text
 
@@ -35,7 +36,7 @@ def record_failed_run(
             else failed_at,
             "error": message,
         }
-        db_path.write_failed_run(pa.Table.from_pylist([row]))
+        db_path.write_failed_run(pa.Table.from_pylist([row], schema=arrow_schema("failed_runs")))
         return
     with writer(db_path) as con:
         con.execute(

@@ -33,7 +33,9 @@ from holodeck_core.models import EvalRun
 if TYPE_CHECKING:
     from holodeck_core.config.project import Location
 
-DEFAULT_BATCH = 50
+DEFAULT_BATCH = 200
+"""Runs per writer connection: large enough that bulk inserts pay, small enough that the file
+lock is held well under a second."""
 
 
 @dataclass(frozen=True)
@@ -155,13 +157,28 @@ def _upsert_prompt(
     known[key] = known.get(key, False) or has_body
 
 
+def _insert_runs(
+    con: duckdb.DuckDBPyConnection, runs: Sequence[PreparedRun], known: dict[PromptKey, bool]
+) -> None:
+    """Every table's rows of ``runs``, one bulk insert per table (inside the caller's
+    transaction)."""
+    for table in schema.TABLES:
+        if table == "prompt_versions":
+            for prepared in runs:
+                _upsert_prompt(con, prepared.tables[table], known)
+        else:
+            _insert(con, table, pa.concat_tables([prepared.tables[table] for prepared in runs]))
+
+
 def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun]) -> list[bool]:
-    """Insert each run of ``batch`` in its own transaction; per run, False (and nothing
-    written) if its run id is already present.
+    """Insert the runs of ``batch``; per run, False (and nothing written) if its run id is
+    already present.
 
     The presence check is made once for the batch: the caller holds DuckDB's exclusive file
     lock for the whole batch, so no other process can insert in between (and the primary key
-    on ``eval_runs.run_id`` would refuse it anyway)."""
+    on ``eval_runs.run_id`` would refuse it anyway). The new runs go in one transaction (bulk
+    inserts are what make ingest fast); if another connection of this process got one of them
+    in first, that transaction is rolled back and the runs go one transaction each."""
     ids = [prepared.run_id for prepared in batch]
     present = {
         row[0]
@@ -175,6 +192,20 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             "SELECT agent_slug, prompt_version, body_hash, body IS NOT NULL FROM prompt_versions"
         ).fetchall()
     }
+    new = [prepared for prepared in batch if prepared.run_id not in present]
+    if not new:
+        return [False] * len(batch)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _insert_runs(con, new, dict(known))
+        con.execute("COMMIT")
+    except duckdb.ConstraintException:
+        con.execute("ROLLBACK")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    else:
+        return [prepared.run_id not in present for prepared in batch]
     written: list[bool] = []
     for prepared in batch:
         if prepared.run_id in present:
@@ -182,11 +213,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             continue
         con.execute("BEGIN TRANSACTION")
         try:
-            for table in schema.TABLES:
-                if table == "prompt_versions":
-                    _upsert_prompt(con, prepared.tables[table], known)
-                else:
-                    _insert(con, table, prepared.tables[table])
+            _insert_runs(con, [prepared], known)
             con.execute("COMMIT")
         except duckdb.ConstraintException:
             # Only another connection of this same process can get here first (processes
