@@ -1,7 +1,9 @@
-"""Benchmark the DuckDB run history: ingest N runs x M cases x 3 metrics, then time each view.
+"""Benchmark the run history: ingest N runs x M cases x 3 metrics, then time each view, in the
+DuckDB file and in a history lake (Parquet per run, DESIGN §7.10) side by side.
 
     .venv/bin/python bench/history_bench.py              # 1,000 runs x 100 cases x 3 metrics
     .venv/bin/python bench/history_bench.py --runs 50    # a quick look
+    .venv/bin/python bench/history_bench.py --no-lake    # the DuckDB file only
 
 Runs are built with the real models (two agents, five prompt versions each, one run a day per
 prompt, statuses with per-case pass rates so flaky cases and flips exist), streamed in batches
@@ -27,6 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from holodeck_core.history import ingest, queries, store  # noqa: E402
+from holodeck_core.history.lake import Lake  # noqa: E402
 from holodeck_core.history.views import VIEWS  # noqa: E402
 from holodeck_core.models import (  # noqa: E402
     Agent,
@@ -170,6 +173,37 @@ def make_runs(n_runs: int, n_cases: int, seed: int = 7) -> Iterator[EvalRun]:
         )
 
 
+def time_views(target: store.History) -> tuple[dict[str, tuple[float, int]], float, float]:
+    """Seconds and rows of a full read of each view; the snapshot's open; one compare."""
+    t0 = time.perf_counter()
+    with store.reader(target) as con:
+        t_open = time.perf_counter() - t0
+        view_times: dict[str, tuple[float, int]] = {}
+        for view in (*VIEWS, "flaky_cases(5)"):
+            t0 = time.perf_counter()
+            table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
+            view_times[view] = (time.perf_counter() - t0, table.num_rows)
+        (n_runs,) = con.execute("SELECT count(*) FROM eval_runs").fetchall()[0]
+        t0 = time.perf_counter()
+        last_same_stream = (n_runs - 1) // 10 * 10  # same agent and prompt as run 0
+        queries.compare_runs(con, "bench-00000", f"bench-{last_same_stream:05d}")
+        t_compare = time.perf_counter() - t0
+    return view_times, t_open, t_compare
+
+
+def bench_lake(url: str, n_runs: int, n_cases: int) -> tuple[float, float]:
+    """Ingest into a lake one run per call, as each worker does; (prepare s, write s)."""
+    lake = Lake(url)
+    t_prepare = t_write = 0.0
+    for run in make_runs(n_runs, n_cases):
+        t0 = time.perf_counter()
+        prepared = ingest.prepare_run(run)
+        t1 = time.perf_counter()
+        lake.write_run(prepared.run_id, prepared.tables)
+        t_prepare, t_write = t_prepare + t1 - t0, t_write + time.perf_counter() - t1
+    return t_prepare, t_write
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -177,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=ingest.DEFAULT_BATCH)
     parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary database")
+    parser.add_argument("--no-lake", action="store_true", help="skip the history lake")
+    parser.add_argument("--lake", help="lake URL (default: a temporary folder)")
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="history-bench-"))
@@ -215,15 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             "(SELECT count(*) FROM tool_invocations)"
         ).fetchall()
         n_tests, n_metrics, n_tools = row[0]
-        view_times: dict[str, tuple[float, int]] = {}
-        for view in (*VIEWS, "flaky_cases(5)"):
-            t0 = time.perf_counter()
-            table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
-            view_times[view] = (time.perf_counter() - t0, table.num_rows)
-        t0 = time.perf_counter()
-        last_same_stream = (args.runs - 1) // 10 * 10  # same agent and prompt as run 0
-        comparison = queries.compare_runs(con, "bench-00000", f"bench-{last_same_stream:05d}")
-        t_compare = time.perf_counter() - t0
+    view_times, _, t_compare = time_views(db)
     size_mb = db.stat().st_size / 1e6
 
     rows_total = ingested + n_tests + n_metrics + n_tools
@@ -242,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for view, (seconds, n) in view_times.items():
         print(f"  query {view:<22}{seconds:8.3f} s  {n:>9} rows")
-    print(f"  compare two runs            {t_compare:8.3f} s  ({len(comparison.flips)} flips)")
+    print(f"  compare two runs            {t_compare:8.3f} s")
     slowest = max(view_times, key=lambda v: view_times[v][0])
     print(
         f"RESULT runs={ingested} cases={n_tests} metrics={n_metrics} ingest_s={ingest_s:.2f} "
@@ -252,6 +280,32 @@ def main(argv: list[str] | None = None) -> int:
         f"slowest_view={slowest}:{view_times[slowest][0]:.3f}s compare_s={t_compare:.3f} "
         f"db_mb={size_mb:.1f}"
     )
+    if not args.no_lake:
+        url = args.lake or str(tmp / "lake")
+        l_prepare, l_write = bench_lake(url, args.runs, args.cases)
+        lake_views, l_open, l_compare = time_views(Lake(url))
+        lake_ingest = l_prepare + l_write
+        print(f"history lake {url} (one run per write, as each worker writes):")
+        print(f"  flatten to Arrow            {l_prepare:8.2f} s")
+        print(f"  write Parquet files         {l_write:8.2f} s")
+        print(
+            f"  ingest total                {lake_ingest:8.2f} s  "
+            f"{1000 * lake_ingest / args.runs:8.1f} ms/run"
+        )
+        print(f"  open a snapshot             {l_open:8.3f} s")
+        print(f"  {'view':<28}{'file':>8}  {'lake':>8}")
+        for view, (seconds, n) in lake_views.items():
+            assert n == view_times[view][1], (view, n, view_times[view][1])
+            print(f"  query {view:<22}{view_times[view][0]:8.3f}  {seconds:8.3f} s  {n:>9} rows")
+        print(f"  compare two runs            {t_compare:8.3f}  {l_compare:8.3f} s")
+        lake_slowest = max(lake_views, key=lambda v: lake_views[v][0])
+        print(
+            f"RESULT-LAKE runs={args.runs} ingest_s={lake_ingest:.2f} "
+            f"ms_per_run={1000 * lake_ingest / args.runs:.1f} open_s={l_open:.3f} "
+            f"views_total_s={sum(t for t, _ in lake_views.values()):.3f} "
+            f"slowest_view={lake_slowest}:{lake_views[lake_slowest][0]:.3f}s "
+            f"compare_s={l_compare:.3f}"
+        )
     if args.db is None and not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -24,6 +24,7 @@ from holodeck_core.commands.stages import (
     write_report,
 )
 from holodeck_core.config.loader import LoadedAgent, load_agent
+from holodeck_core.config.project import location
 from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import previous_run_flips
 from holodeck_core.models import EvalRun, Status, Trigger
@@ -227,7 +228,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         written = ingest_run(
             history.path,
             run,
-            source_path=Path(report_summary.path),
+            source_path=location(report_summary.path),
             prompts_dir=project.project().prompts_dir,
         )
         summary = run.report.summary

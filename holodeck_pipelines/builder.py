@@ -10,6 +10,7 @@ import dagster as dg
 
 from holodeck_core.config.loader import load_agent
 from holodeck_core.config.project import Project
+from holodeck_core.history.lake import Lake
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
 from holodeck_pipelines.automation import (
     failed_runs_sensor,
@@ -24,6 +25,17 @@ KEY_VARIABLES = {
     "azure_openai_api_key": "AZURE_OPENAI_API_KEY",
     "anthropic_api_key": "ANTHROPIC_API_KEY",
 }
+STORAGE_VARIABLES = {
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "endpoint_url": "AWS_ENDPOINT_URL",
+}
+
+
+def env_vars(variables: dict[str, str]) -> dict[str, dg.EnvVar]:
+    """Resource fields bound to the variables that are set (an unset ``EnvVar`` would only
+    fail at run start); the values are read in the worker and never stored."""
+    return {field: dg.EnvVar(name) for field, name in variables.items() if os.environ.get(name)}
 
 
 def build_pipelines(project: Project) -> list[AgentPipeline]:
@@ -32,11 +44,6 @@ def build_pipelines(project: Project) -> list[AgentPipeline]:
 
 def build_definitions(project: Project) -> dg.Definitions:
     pipelines = build_pipelines(project)
-    keys = {
-        field: dg.EnvVar(variable)
-        for field, variable in KEY_VARIABLES.items()
-        if os.environ.get(variable)  # an unset EnvVar would only fail at run start
-    }
     return dg.Definitions(
         assets=[asset for pipeline in pipelines for asset in pipeline.assets],
         jobs=[pipeline.job for pipeline in pipelines],
@@ -52,9 +59,16 @@ def build_definitions(project: Project) -> dg.Definitions:
         ],
         resources={
             "project": HoloDeckProject(root=str(project.root)),
-            "keys": ModelProviderKeys(**keys),
-            "history": RunHistory(db_path=str(project.history_db)),
-            "holodeck_io_manager": PydanticJsonIOManager(base_url=project.artifacts_url),
+            "keys": ModelProviderKeys(**env_vars(KEY_VARIABLES)),
+            "history": RunHistory(
+                db_path=str(project.history_db),
+                lake_url=str(project.history) if isinstance(project.history, Lake) else None,
+            ),
+            "holodeck_io_manager": PydanticJsonIOManager(
+                base_url=project.artifacts_url, **env_vars(STORAGE_VARIABLES)
+            ),
         },
-        executor=dg.in_process_executor,
+        executor=dg.multiprocess_executor
+        if project.settings.executor == "multiprocess"
+        else dg.in_process_executor,
     )

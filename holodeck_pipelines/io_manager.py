@@ -1,7 +1,9 @@
 """Stage outputs as readable JSON, one file per asset and partition, no pickles.
 
 The base is a local folder (default ``HOLODECK_HOME/artifacts``) or any ``UPath`` URL
-(``s3://bucket/prefix`` when the pipelines are scaled out)."""
+(``s3://bucket/prefix`` when the pipelines are scaled out). Object-store credentials are
+resource fields bound to ``dg.EnvVar`` (``builder.py``): Dagster resolves them in the worker
+and shows only the variable's name, never the value."""
 
 import uuid
 from typing import Any
@@ -15,11 +17,28 @@ from holodeck_core.redaction import redact
 
 class PydanticJsonIOManager(dg.ConfigurableIOManager):
     base_url: str
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: str | None = None
+    endpoint_url: str | None = None
+
+    def _storage_options(self) -> dict[str, Any]:
+        """s3fs options for what is set (the rest the client finds in the environment)."""
+        if "://" not in self.base_url or self.base_url.startswith("file://"):
+            return {}
+        options = {
+            "key": self.aws_access_key_id,
+            "secret": self.aws_secret_access_key,
+            "endpoint_url": self.endpoint_url,
+        }
+        return {name: value for name, value in options.items() if value}
 
     def _path(self, context: dg.OutputContext | dg.InputContext) -> UPath:
         key = context.asset_key.path
         partition = context.partition_key if context.has_partition_key else "all"
-        return UPath(self.base_url).joinpath(*key, f"{partition}.json")
+        path: UPath = UPath(self.base_url, **self._storage_options()).joinpath(
+            *key, f"{partition}.json"
+        )
+        return path
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         if not isinstance(obj, BaseModel):

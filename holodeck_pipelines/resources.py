@@ -6,6 +6,8 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_core.config.project import Project
+from holodeck_core.history.lake import Lake
+from holodeck_core.history.store import History
 from holodeck_core.models import ProviderEnum
 
 
@@ -36,10 +38,12 @@ class ModelProviderKeys(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class RunHistory(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The DuckDB history. Writers hold the file for one short transaction (DESIGN §3.6)."""
+    """The run history: the DuckDB file, whose writers hold it for one short transaction
+    (DESIGN §3.6), or a lake (``lake_url``, DESIGN §7.10), whose writers never wait."""
 
     db_path: str
+    lake_url: str | None = None
 
     @property
-    def path(self) -> Path:
-        return Path(self.db_path)
+    def path(self) -> History:
+        return Lake(self.lake_url) if self.lake_url else Path(self.db_path)

@@ -17,6 +17,9 @@ What it proves, headless and only on 127.0.0.1:
    the two cases that had failed, never for ``v3``'s cases that finished in the failed run.
 4. The DuckDB history holds exactly three runs, one per partition, all with trigger ``backfill``.
 
+It runs twice: on SQLite storage, and on PostgreSQL (the ``deploy/postgres/dagster.yaml``
+profile's storage against a server the test starts, tests/services.py; issue 19).
+
 Run it (about two and a half minutes: the backfill daemon ticks every ~30 s)::
 
     make test-slow
@@ -29,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -44,11 +46,14 @@ from typing import Any
 import dagster as dg
 import duckdb
 import pytest
+import yaml
 
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL
 from holodeck_pipelines.builder import build_definitions
+from tests.services import free_port, postgres_server
+from tests.test_postgres import PROFILE
 
 pytestmark = pytest.mark.slow
 
@@ -212,15 +217,19 @@ def make_project(root: Path, base_url: str) -> Project:
     return Project.discover(root)
 
 
-def write_instance(dagster_home: Path, project_root: Path) -> Path:
-    """dagster.yaml (storage in the temp dir, telemetry off, ``concurrency:`` not
-    ``run_queue:``, run retries off: DESIGN §5, §6.8) and workspace.yaml; returns the latter."""
+def write_instance(dagster_home: Path, project_root: Path, storage: str) -> Path:
+    """dagster.yaml (storage in the temp dir, or the PostgreSQL profile's ``storage:`` block,
+    telemetry off, ``concurrency:`` not ``run_queue:``, run retries off: DESIGN §5, §6.8) and
+    workspace.yaml; returns the latter."""
     dagster_home.mkdir(parents=True)
+    if storage == "postgres":
+        profile = yaml.safe_load(PROFILE.read_text())
+        storage_block = yaml.safe_dump({"storage": profile["storage"]})
+    else:
+        storage_block = f"storage:\n  sqlite:\n    base_dir: {dagster_home / 'storage'}\n"
     (dagster_home / "dagster.yaml").write_text(
-        textwrap.dedent(f"""\
-            storage:
-              sqlite:
-                base_dir: {dagster_home / "storage"}
+        storage_block
+        + textwrap.dedent(f"""\
             local_artifact_storage:
               module: dagster._core.storage.root
               class: LocalArtifactStorage
@@ -267,12 +276,6 @@ def register_partitions(project: Project, instance: dg.DagsterInstance) -> list[
 
 
 # --- processes and GraphQL ---------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -400,8 +403,9 @@ def case_key(i: int) -> str:
 # --- the test ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("storage", ["sqlite", "postgres"])
 def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_resumes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str
 ) -> None:
     dagster_home = tmp_path / "dagster-home"
     holodeck_home = tmp_path / "holodeck-home"
@@ -409,11 +413,14 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
     bin_dir = Path(sys.executable).parent
     port = free_port()
     with ExitStack() as stack:
+        if storage == "postgres":  # a real server; the profile reads it from the environment
+            for variable, value in stack.enter_context(postgres_server()).env().items():
+                monkeypatch.setenv(variable, value)
         server = stack.enter_context(run_model_server(OUTAGE))
         project_root = tmp_path / "project"
         project_root.mkdir()
         project = make_project(project_root, server.openai_base_url)
-        workspace = write_instance(dagster_home, project_root)
+        workspace = write_instance(dagster_home, project_root, storage)
         env = {
             **os.environ,
             "DAGSTER_HOME": str(dagster_home),

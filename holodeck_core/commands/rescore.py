@@ -54,7 +54,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     run = asyncio.run(_rescore(original, loaded, project))
     path = write_eval_run(run, loaded.file)
     try:
-        ingest_run(project.history_db, run, source_path=path, prompts_dir=project.prompts_dir)
+        ingest_run(project.history, run, source_path=path, prompts_dir=project.prompts_dir)
     except HolodeckError as exc:  # the EvalRun file is the source of truth
         print(f"warning: the run history was not updated: {exc}", file=sys.stderr)
     print_summary(run, path, quiet=False)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from holodeck_core.errors import ExitCode, HolodeckError
 
 if TYPE_CHECKING:  # the models load when a command runs, not when the parser is built
+    from upath import UPath
+
     from holodeck_core.config.project import Project
     from holodeck_core.models import EvalRun, Gate, TestResult
     from holodeck_core.runner.suite import Suite
@@ -140,14 +142,14 @@ def _write_report(run: EvalRun, output: Path, fmt: str | None) -> None:
         )
 
 
-def _record_history(run: EvalRun, path: Path, project: Project) -> None:
+def _record_history(run: EvalRun, path: Path | UPath, project: Project) -> None:
     """Append the run to the DuckDB history. Best effort: the EvalRun file is the source of
     truth, and `holodeck history sync` ingests it later if the database is busy."""
     from holodeck_core.history.ingest import ingest_run
 
     try:
         ingest_run(
-            project.history_db,
+            project.history,
             run,
             source_path=path,
             prompts_dir=project.prompts_dir,

@@ -7,10 +7,23 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from holodeck_core.models.base import StrictModel
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from upath import UPath
+
+    from holodeck_core.history.lake import Lake
+
+    Location: TypeAlias = Path | UPath
+    """A file or folder on local disk or on object storage."""
+
+RESULTS_URL_ENV = "HOLODECK_RESULTS_URL"
 
 PROJECT_FILE = "holodeck.yaml"
 DEFAULT_HOME = ".holodeck"
@@ -22,8 +35,19 @@ class ProjectSettings(StrictModel):
     agents: list[str] = Field(default_factory=list, description="Paths to agent.yaml files.")
     nightly_cron: str = Field("0 2 * * *", description="Nightly schedule, UTC.")
     history_db: str | None = None
+    history_url: str | None = Field(
+        None, description="A history lake (folder or s3:// URL) instead of the DuckDB file."
+    )
     artifacts_url: str | None = Field(None, description="IO manager base (a path or a URL).")
+    results_url: str | None = Field(
+        None, description="Where EvalRuns go instead of <agent dir>/results (a path or a URL)."
+    )
     llm_api_pool_limit: int = Field(4, ge=1, description="Steps calling models at once.")
+    executor: Literal["in_process", "multiprocess"] = Field(
+        "in_process",
+        description="Dagster executor: steps in the run's process, or each in its own "
+        "(docs/scale-out.md).",
+    )
     launch_new_versions: bool = Field(
         False, description="The prompt-version sensor also launches a run for a new version."
     )
@@ -75,6 +99,15 @@ class Project:
         return self.home / "history.duckdb"
 
     @property
+    def history(self) -> Path | Lake:
+        """The history: a lake when ``HOLODECK_HISTORY_URL`` or ``history_url`` is set
+        (DESIGN §7.10), else the DuckDB file :attr:`history_db`."""
+        from holodeck_core.history.lake import LAKE_ENV, Lake
+
+        url = os.environ.get(LAKE_ENV) or self.settings.history_url
+        return Lake(url) if url else self.history_db
+
+    @property
     def prompts_dir(self) -> Path:
         return self.home / "prompts"
 
@@ -106,8 +139,27 @@ class Project:
         return [p if p.is_absolute() else self.root / p for p in map(Path, raw)]
 
 
-def results_dir(agent_file: Path, agent_name: str) -> Path:
-    """Where EvalRuns of an agent go: ``<agent dir>/results/<slug>/`` (DESIGN §6.3)."""
+def location(value: str) -> Path | UPath:
+    """A local path, or a ``UPath`` for a URL (``s3://bucket/prefix``; credentials from the
+    environment)."""
+    if "://" not in value or value.startswith("file://"):
+        return Path(value.removeprefix("file://")).expanduser()
+    from upath import UPath
+
+    return UPath(value)
+
+
+def results_dir(agent_file: Path, agent_name: str) -> Path | UPath:
+    """Where EvalRuns of an agent go: ``<agent dir>/results/<slug>/`` (DESIGN §6.3), or
+    ``<results_url>/<slug>/`` when ``HOLODECK_RESULTS_URL`` or ``results_url`` in
+    ``holodeck.yaml`` sets one (workers on many machines, issue 19)."""
     from holodeck_core.naming import slugify
 
+    project = Project.discover(agent_file.parent)
+    url = os.environ.get(RESULTS_URL_ENV) or project.settings.results_url
+    if url:
+        base = location(url)
+        if isinstance(base, Path) and not base.is_absolute():
+            base = project.root / base
+        return base / slugify(agent_name)
     return agent_file.resolve().parent / "results" / slugify(agent_name)

@@ -21,12 +21,17 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from holodeck_core.history.queries import Comparison, RunDetail
+    from holodeck_core.history.store import History
 
 Handler = Callable[[argparse.Namespace], int]
 
 DB_HELP = (
     "history database file (default: $HOLODECK_HISTORY_DB, else history_db in holodeck.yaml, "
     "else .holodeck/history.duckdb in the project root)"
+)
+LAKE_HELP = (
+    "a history lake (a folder or s3://bucket/prefix of Parquet files, one set per run) instead "
+    "of the DuckDB file (default: $HOLODECK_HISTORY_URL, else history_url in holodeck.yaml)"
 )
 LOCK_HELP = (
     "how long to wait for another process's lock on the database before giving up "
@@ -37,12 +42,24 @@ LOCK_HELP = (
 # --------------------------------------------------------------------------- helpers
 
 
-def _db(args: argparse.Namespace) -> Path:
+def _db(args: argparse.Namespace) -> History:
+    """The history to use: ``--lake``, else ``--db``, else the project's (DESIGN §7.10)."""
+    if args.lake is not None:
+        from holodeck_core.history.lake import Lake
+
+        return Lake(args.lake)
     if args.db is not None:
         return Path(args.db).expanduser()
     from holodeck_core.config.project import Project
 
-    return Project.discover().history_db
+    return Project.discover().history
+
+
+def _location(value: str) -> Any:
+    """A results folder or file: a path, or a URL (``s3://bucket/prefix``)."""
+    from holodeck_core.config.project import location
+
+    return location(value)
 
 
 def _prompts_dir(args: argparse.Namespace) -> Path:
@@ -331,13 +348,41 @@ def _report_ingest(verb: str, report: Any) -> int:
 def _cmd_sync(args: argparse.Namespace) -> int:
     from holodeck_core.history import ingest
 
+    if args.to_lake is not None or args.from_lake is not None:
+        return _copy(args)
+    if args.results_dir is None:
+        raise ConfigError(
+            "history sync needs RESULTS_DIR (a folder of EvalRuns), or --to-lake URL / "
+            "--from-lake URL to copy a history between the DuckDB file and a lake"
+        )
     report = ingest.sync(
         _db(args),
-        Path(args.results_dir),
+        args.results_dir,
         prompts_dir=_prompts_dir(args),
         lock_timeout=args.lock_timeout,
     )
     return _report_ingest("synced", report)
+
+
+def _copy(args: argparse.Namespace) -> int:
+    """``sync --to-lake URL``: the DuckDB file into the lake; ``--from-lake URL``: back."""
+    from holodeck_core.history.lake import Lake
+    from holodeck_core.history.transfer import copy_history
+
+    if args.to_lake is not None and args.from_lake is not None:
+        raise ConfigError("history sync: give --to-lake or --from-lake, not both")
+    if args.results_dir is not None or args.lake is not None:
+        raise ConfigError(
+            "history sync --to-lake/--from-lake copies between the DuckDB file (--db) and the "
+            "lake URL; RESULTS_DIR and --lake do not apply"
+        )
+    args.lake = None
+    database = _db(args)
+    if args.to_lake is not None:
+        report = copy_history(database, Lake(args.to_lake), lock_timeout=args.lock_timeout)
+        return _report_ingest(f"copied to {args.to_lake}:", report)
+    report = copy_history(Lake(args.from_lake), database, lock_timeout=args.lock_timeout)
+    return _report_ingest(f"copied from {args.from_lake}:", report)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -345,7 +390,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     report = ingest.ingest_paths(
         _db(args),
-        [Path(p) for p in args.paths],
+        [_location(p) for p in args.paths],
         prompts_dir=_prompts_dir(args),
         lock_timeout=args.lock_timeout,
     )
@@ -384,6 +429,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     commands = history.add_subparsers(dest="history_command", metavar="COMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, metavar="PATH", help=DB_HELP)
+    common.add_argument("--lake", default=None, metavar="URL", help=LAKE_HELP)
     common.add_argument(
         "--lock-timeout", type=float, default=None, metavar="SECONDS", help=LOCK_HELP
     )
@@ -442,9 +488,15 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
 
     sync = add(
-        "sync", _cmd_sync, "ingest every EvalRun under RESULTS_DIR not yet in the history", prompts
+        "sync",
+        _cmd_sync,
+        "ingest every EvalRun under RESULTS_DIR (a folder or a URL) not yet in the history; "
+        "or copy the history to or from a lake",
+        prompts,
     )
-    sync.add_argument("results_dir", metavar="RESULTS_DIR")
+    sync.add_argument("results_dir", metavar="RESULTS_DIR", nargs="?", type=_location)
+    sync.add_argument("--to-lake", metavar="URL", help="copy the DuckDB file's runs into a lake")
+    sync.add_argument("--from-lake", metavar="URL", help="copy a lake's runs into the DuckDB file")
 
     imp = add(
         "import", _cmd_import, "ingest HoloDeck 0.7.1 (or our) EvalRun files or folders", prompts

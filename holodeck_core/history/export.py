@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from holodeck_core.config.project import location
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history import schema, store
 from holodeck_core.history.holodeck_format import (
@@ -34,7 +35,7 @@ class ExportReport:
 
 
 def _selected(
-    db_path: Path,
+    db_path: store.History,
     runs: list[str] | None,
     agent: str | None,
     prompt_version: str | None,
@@ -73,7 +74,7 @@ def _selected(
 
 
 def export_runs(
-    db_path: Path,
+    db_path: store.History,
     out_dir: Path,
     fmt: ExportFormat,
     *,
@@ -99,7 +100,7 @@ def export_runs(
         return report
     for row in rows:
         source = row["source_path"]
-        if not source or not Path(source).is_file():
+        if not source or not location(source).is_file():
             report.problems.append(
                 Problem(
                     file=str(source or row["run_id"]),
@@ -108,7 +109,7 @@ def export_runs(
                 )
             )
             continue
-        loaded = load_run_file(Path(source))
+        loaded = load_run_file(location(source))
         if loaded.run_id != row["run_id"]:
             report.problems.append(
                 Problem(

@@ -18,8 +18,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
@@ -28,6 +27,9 @@ from holodeck_core.history.rows import derived_case_ids, sha256_hex, utc_naive
 from holodeck_core.models import EvalRun, MetricResult, TestResult
 from holodeck_core.models.base import REDACTED
 from holodeck_core.models.evaluation import LEGACY_JUDGE_METRICS
+
+if TYPE_CHECKING:
+    from holodeck_core.config.project import Location
 
 RAG_METRICS = frozenset(
     {
@@ -57,7 +59,7 @@ class NotAnEvalRun(ValueError):
 class LoadedRun:
     run: EvalRun
     run_id: str
-    path: Path
+    path: Location
     file_sha256: str
     imported: bool
     """True for a HoloDeck file (no ``metadata.run_id``): fields were inferred."""
@@ -178,7 +180,7 @@ def _complete(run: EvalRun) -> EvalRun:
     return run
 
 
-def load_run_file(path: Path) -> LoadedRun:
+def load_run_file(path: Location) -> LoadedRun:
     """Read an EvalRun file: ours as is, a HoloDeck 0.7.1 one with inference.
 
     Raises :class:`NotAnEvalRun` for JSON that is not an EvalRun, :class:`ConfigError` for
@@ -186,7 +188,7 @@ def load_run_file(path: Path) -> LoadedRun:
     return load_run_bytes(path, path.read_bytes())
 
 
-def load_run_bytes(path: Path, data: bytes) -> LoadedRun:
+def load_run_bytes(path: Location, data: bytes) -> LoadedRun:
     """:func:`load_run_file` for bytes already read from ``path``."""
     digest = sha256_hex(data)
     try:

@@ -1,4 +1,5 @@
-"""Ingest EvalRuns: one transaction per run, idempotent by run id (DESIGN §3.6, §6.14).
+"""Ingest EvalRuns: one transaction per run, idempotent by run id (DESIGN §3.6, §6.14), into
+the DuckDB file or a lake (one set of files per run, DESIGN §7.10).
 
 The EvalRun JSON file is written first and stays the source of truth; the database is a
 copy that ``sync`` can always complete. Rows are built before a connection is opened, and the
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -18,6 +20,7 @@ import pyarrow as pa
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history import schema, store
 from holodeck_core.history.holodeck_format import LoadedRun, NotAnEvalRun, load_run_bytes
+from holodeck_core.history.lake import Lake
 from holodeck_core.history.rows import (
     PromptInfo,
     RunSource,
@@ -27,7 +30,12 @@ from holodeck_core.history.rows import (
 )
 from holodeck_core.models import EvalRun
 
-DEFAULT_BATCH = 50
+if TYPE_CHECKING:
+    from holodeck_core.config.project import Location
+
+DEFAULT_BATCH = 200
+"""Runs per writer connection: large enough that bulk inserts pay, small enough that the file
+lock is held well under a second."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,7 @@ class IngestReport:
     """Run ids written by this call."""
     skipped: list[str] = field(default_factory=list)
     """Run ids already in the database (nothing written)."""
-    ignored: list[Path] = field(default_factory=list)
+    ignored: list[Location] = field(default_factory=list)
     """JSON files in a scanned folder that are not EvalRuns (e.g. ``report.json``)."""
     problems: list[Problem] = field(default_factory=list)
     """Files that could not be read; everything else was still ingested."""
@@ -88,15 +96,17 @@ def prepare_run(
     run: EvalRun,
     *,
     run_id: str | None = None,
-    source_path: Path | None = None,
+    source_path: Location | None = None,
     file_sha256: str | None = None,
     prompts_dir: Path | None = None,
 ) -> PreparedRun:
     """Flatten ``run`` (no database access)."""
     rid = run_id or run_id_of(run)
+    if isinstance(source_path, Path):
+        source_path = source_path.resolve()
     source = RunSource(
         run_id=rid,
-        source_path=str(source_path.resolve()) if source_path is not None else None,
+        source_path=str(source_path) if source_path is not None else None,
         file_sha256=file_sha256,
     )
     tables = build_tables(run, source, resolve_prompt(run, prompts_dir))
@@ -136,6 +146,8 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) -> None:
 def _upsert_prompt(
     con: duckdb.DuckDBPyConnection, rows: pa.Table, known: dict[PromptKey, bool]
 ) -> None:
+    if not rows.num_rows:
+        return  # a run copied from another history whose prompt an earlier run brought
     row = rows.to_pylist()[0]
     key = (row["agent_slug"], row["prompt_version"], row["body_hash"])
     has_body = row["body"] is not None
@@ -145,13 +157,28 @@ def _upsert_prompt(
     known[key] = known.get(key, False) or has_body
 
 
+def _insert_runs(
+    con: duckdb.DuckDBPyConnection, runs: Sequence[PreparedRun], known: dict[PromptKey, bool]
+) -> None:
+    """Every table's rows of ``runs``, one bulk insert per table (inside the caller's
+    transaction)."""
+    for table in schema.TABLES:
+        if table == "prompt_versions":
+            for prepared in runs:
+                _upsert_prompt(con, prepared.tables[table], known)
+        else:
+            _insert(con, table, pa.concat_tables([prepared.tables[table] for prepared in runs]))
+
+
 def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun]) -> list[bool]:
-    """Insert each run of ``batch`` in its own transaction; per run, False (and nothing
-    written) if its run id is already present.
+    """Insert the runs of ``batch``; per run, False (and nothing written) if its run id is
+    already present.
 
     The presence check is made once for the batch: the caller holds DuckDB's exclusive file
     lock for the whole batch, so no other process can insert in between (and the primary key
-    on ``eval_runs.run_id`` would refuse it anyway)."""
+    on ``eval_runs.run_id`` would refuse it anyway). The new runs go in one transaction (bulk
+    inserts are what make ingest fast); if another connection of this process got one of them
+    in first, that transaction is rolled back and the runs go one transaction each."""
     ids = [prepared.run_id for prepared in batch]
     present = {
         row[0]
@@ -165,6 +192,20 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             "SELECT agent_slug, prompt_version, body_hash, body IS NOT NULL FROM prompt_versions"
         ).fetchall()
     }
+    new = [prepared for prepared in batch if prepared.run_id not in present]
+    if not new:
+        return [False] * len(batch)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _insert_runs(con, new, dict(known))
+        con.execute("COMMIT")
+    except duckdb.ConstraintException:
+        con.execute("ROLLBACK")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    else:
+        return [prepared.run_id not in present for prepared in batch]
     written: list[bool] = []
     for prepared in batch:
         if prepared.run_id in present:
@@ -172,11 +213,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             continue
         con.execute("BEGIN TRANSACTION")
         try:
-            for table in schema.TABLES:
-                if table == "prompt_versions":
-                    _upsert_prompt(con, prepared.tables[table], known)
-                else:
-                    _insert(con, table, prepared.tables[table])
+            _insert_runs(con, [prepared], known)
             con.execute("COMMIT")
         except duckdb.ConstraintException:
             # Only another connection of this same process can get here first (processes
@@ -197,9 +234,9 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
 
 
 def write_batch(
-    db_path: Path, batch: Sequence[PreparedRun], *, lock_timeout: float | None = None
+    db_path: store.History, batch: Sequence[PreparedRun], *, lock_timeout: float | None = None
 ) -> IngestReport:
-    """One short writer connection for a batch of prepared runs."""
+    """One short writer connection for a batch of prepared runs (a lake: their files)."""
     report = IngestReport()
     unique: dict[str, PreparedRun] = {}
     for prepared in batch:
@@ -210,8 +247,11 @@ def write_batch(
     if not unique:
         return report
     runs = list(unique.values())
-    with store.writer(db_path, timeout_s=lock_timeout) as con:
-        written = write_prepared(con, runs)
+    if isinstance(db_path, Lake):
+        written = db_path.write_runs([(run.run_id, run.tables) for run in runs])
+    else:
+        with store.writer(db_path, timeout_s=lock_timeout) as con:
+            written = write_prepared(con, runs)
     for prepared, was_written in zip(runs, written, strict=True):
         (report.ingested if was_written else report.skipped).append(prepared.run_id)
     return report
@@ -229,10 +269,10 @@ def _batches(items: Iterable[PreparedRun], size: int) -> Iterator[list[PreparedR
 
 
 def ingest_run(
-    db_path: Path,
+    db_path: store.History,
     run: EvalRun,
     *,
-    source_path: Path | None = None,
+    source_path: Location | None = None,
     prompts_dir: Path | None = None,
     lock_timeout: float | None = None,
 ) -> bool:
@@ -255,7 +295,7 @@ def ingest_run(
 
 
 def ingest_runs(
-    db_path: Path,
+    db_path: store.History,
     runs: Iterable[EvalRun],
     *,
     prompts_dir: Path | None = None,
@@ -270,12 +310,13 @@ def ingest_runs(
     return report
 
 
-def _expand(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
+def _expand(paths: Sequence[Location]) -> list[tuple[Location, bool]]:
     """Files to read, each with whether the user named it (vs. found it in a folder)."""
-    found: list[tuple[Path, bool]] = []
+    found: list[tuple[Location, bool]] = []
     for path in paths:
         if path.is_dir():
-            found.extend((p, False) for p in sorted(path.rglob("*.json")) if p.is_file())
+            children: list[Location] = sorted(path.rglob("*.json"), key=str)
+            found.extend((p, False) for p in children if p.is_file())
         elif path.is_file():
             found.append((path, True))
         else:
@@ -283,16 +324,22 @@ def _expand(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
     return found
 
 
-def known_files(db_path: Path, *, lock_timeout: float | None = None) -> tuple[set[str], set[str]]:
+def known_files(
+    db_path: store.History, *, lock_timeout: float | None = None
+) -> tuple[set[str], set[str]]:
     """File hashes and run ids already ingested (one brief connection)."""
-    with store.writer(db_path, timeout_s=lock_timeout) as con:
-        rows = con.execute("SELECT file_sha256, run_id FROM eval_runs").fetchall()
+    if isinstance(db_path, Lake):
+        with db_path.reader() as con:
+            rows = con.execute("SELECT file_sha256, run_id FROM eval_runs").fetchall()
+    else:
+        with store.writer(db_path, timeout_s=lock_timeout) as con:
+            rows = con.execute("SELECT file_sha256, run_id FROM eval_runs").fetchall()
     return {r[0] for r in rows if r[0]}, {r[1] for r in rows}
 
 
 def ingest_paths(
-    db_path: Path,
-    paths: Sequence[Path],
+    db_path: store.History,
+    paths: Sequence[Location],
     *,
     prompts_dir: Path | None = None,
     lock_timeout: float | None = None,
@@ -342,8 +389,8 @@ def ingest_paths(
 
 
 def sync(
-    db_path: Path,
-    results_dir: Path,
+    db_path: store.History,
+    results_dir: Location,
     *,
     prompts_dir: Path | None = None,
     lock_timeout: float | None = None,

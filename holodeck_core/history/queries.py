@@ -7,7 +7,6 @@ its own safe one after the statement has passed :func:`check_select`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.errors import ConfigError
@@ -388,7 +387,9 @@ def check_select(sql: str) -> str:
     return statement.query
 
 
-def run_select(db_path: Path, sql: str, *, lock_timeout: float | None = None) -> QueryResult:
+def run_select(
+    db_path: store.History, sql: str, *, lock_timeout: float | None = None
+) -> QueryResult:
     """Run one checked SELECT on a read-only connection with external access disabled."""
     import duckdb
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from holodeck_core.history.queries import CaseFlip, compare_runs
-from holodeck_core.history.store import reader
+from holodeck_core.history.store import History, reader
 
 
-def previous_run_flips(db_path: Path, run_id: str) -> tuple[str | None, list[CaseFlip]]:
+def previous_run_flips(db_path: History, run_id: str) -> tuple[str | None, list[CaseFlip]]:
     """The previous run (same agent, same prompt body) and the cases whose status changed."""
     with reader(db_path) as con:
         row = con.execute(

@@ -1,5 +1,8 @@
 """One EvalRun flattened into Arrow tables shaped like the history tables.
 
+Column names and types are the DDL's (:func:`holodeck_core.history.schema.arrow_schema`): the
+schema has one source, and a column the DDL gains but this module does not fill is an error.
+
 Built before any connection is opened (the writer only inserts), and inserted with
 ``INSERT ... BY NAME SELECT`` from the registered Arrow table: bulk, never row by row.
 Counts and rates come from the results' statuses, not from the summary, so a HoloDeck
@@ -19,149 +22,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from holodeck_core.history import schema
 from holodeck_core.models import EvalRun, MetricResult, Status, TestResult, ToolInvocation
 from holodeck_core.naming import slugify
-
-_STR = pa.string()
-_STRS = pa.list_(pa.string())
-_TS = pa.timestamp("us")
-
-EVAL_RUNS = pa.schema(
-    [
-        ("run_id", _STR),
-        ("agent_name", _STR),
-        ("agent_slug", _STR),
-        ("prompt_version", _STR),
-        ("prompt_label", _STR),
-        ("prompt_body_hash", _STR),
-        ("prompt_source", _STR),
-        ("model_provider", _STR),
-        ("model_name", _STR),
-        ("judge_model", _STR),
-        ("trigger", _STR),
-        ("dagster_run_id", _STR),
-        ("partition_key", _STR),
-        ("started_at", _TS),
-        ("finished_at", _TS),
-        ("wall_time_ms", pa.int64()),
-        ("total_duration_ms", pa.int64()),
-        ("total_tests", pa.int32()),
-        ("passed", pa.int32()),
-        ("failed", pa.int32()),
-        ("errored", pa.int32()),
-        ("pass_rate", pa.float64()),
-        ("weighted_pass_rate", pa.float64()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("total_tokens", pa.int64()),
-        ("cost_usd", pa.float64()),
-        ("git_commit", _STR),
-        ("holodeck_version", _STR),
-        ("provenance", _STR),
-        ("cli_args", _STRS),
-        ("config_hash", _STR),
-        ("dataset_hash", _STR),
-        ("source_path", _STR),
-        ("file_sha256", _STR),
-        ("ingested_at", _TS),
-    ]
-)
-
-TEST_RESULTS = pa.schema(
-    [
-        ("run_id", _STR),
-        ("case_id", _STR),
-        ("case_index", pa.int32()),
-        ("test_name", _STR),
-        ("status", _STR),
-        ("passed", pa.bool_()),
-        ("test_input", _STR),
-        ("agent_response", _STR),
-        ("ground_truth", _STR),
-        ("execution_time_ms", pa.int64()),
-        ("errors", _STRS),
-        ("tool_calls", _STRS),
-        ("tools_matched", pa.bool_()),
-        ("turn_count", pa.int32()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("total_tokens", pa.int64()),
-        ("cost_usd", pa.float64()),
-        ("weight", pa.float64()),
-        ("tags", _STRS),
-        ("metadata", _STR),
-        ("executed_at", _TS),
-    ]
-)
-
-METRIC_RESULTS = pa.schema(
-    [
-        ("run_id", _STR),
-        ("case_id", _STR),
-        ("turn_index", pa.int32()),
-        ("metric_index", pa.int32()),
-        ("metric_name", _STR),
-        ("kind", _STR),
-        ("score", pa.float64()),
-        ("raw_score", pa.float64()),
-        ("threshold", pa.float64()),
-        ("direction", _STR),
-        ("unit", _STR),
-        ("passed", pa.bool_()),
-        ("error", _STR),
-        ("judge_model", _STR),
-        ("retry_count", pa.int32()),
-        ("evaluation_time_ms", pa.int64()),
-        ("scale", _STR),
-        ("fail_on_error", pa.bool_()),
-        ("reasoning", _STR),
-        ("details", _STR),
-    ]
-)
-
-TOOL_INVOCATIONS = pa.schema(
-    [
-        ("run_id", _STR),
-        ("case_id", _STR),
-        ("turn_index", pa.int32()),
-        ("call_index", pa.int32()),
-        ("name", _STR),
-        ("args", _STR),
-        ("result", _STR),
-        ("bytes", pa.int64()),
-        ("duration_ms", pa.int64()),
-        ("error", _STR),
-        ("call_id", _STR),
-    ]
-)
-
-PROMPT_VERSIONS = pa.schema(
-    [
-        ("agent_slug", _STR),
-        ("prompt_version", _STR),
-        ("label", _STR),
-        ("body_hash", _STR),
-        ("source", _STR),
-        ("file_path", _STR),
-        ("author", _STR),
-        ("description", _STR),
-        ("tags", _STRS),
-        ("extra", _STR),
-        ("body", _STR),
-        ("snapshot_path", _STR),
-        ("registered_at", _TS),
-        ("first_run_id", _STR),
-        ("first_seen_at", _TS),
-    ]
-)
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "eval_runs": EVAL_RUNS,
-    "test_results": TEST_RESULTS,
-    "metric_results": METRIC_RESULTS,
-    "tool_invocations": TOOL_INVOCATIONS,
-    "prompt_versions": PROMPT_VERSIONS,
-}
 
 
 @dataclass(frozen=True)
@@ -280,6 +143,107 @@ def _ms_between(start: datetime | None, end: datetime | None) -> int | None:
     return int((end - start).total_seconds() * 1000)
 
 
+TEST_COLUMNS = (
+    "run_id", "case_id", "case_index", "test_name", "status", "passed", "test_input",
+    "agent_response", "ground_truth", "execution_time_ms", "errors", "tool_calls",
+    "tools_matched", "turn_count", "prompt_tokens", "completion_tokens", "total_tokens",
+    "cost_usd", "weight", "tags", "metadata", "executed_at",
+)  # fmt: skip
+METRIC_COLUMNS = (
+    "run_id", "case_id", "turn_index", "metric_index", "metric_name", "kind", "score",
+    "raw_score", "threshold", "direction", "unit", "passed", "error", "judge_model",
+    "retry_count", "evaluation_time_ms", "scale", "fail_on_error", "reasoning", "details",
+)  # fmt: skip
+TOOL_COLUMNS = (
+    "run_id", "case_id", "turn_index", "call_index", "name", "args", "result", "bytes",
+    "duration_ms", "error", "call_id",
+)  # fmt: skip
+"""The order of the tuples :func:`build_tables` makes; types and table order come from the DDL."""
+
+
+def table_of(name: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
+    """Row tuples (in ``columns`` order) as an Arrow table of the history table ``name``, typed
+    by the DDL. A DDL column that ``columns`` lacks is an error here, not a silent NULL."""
+    target = schema.arrow_schema(name)
+    values = dict(zip(columns, zip(*rows, strict=True), strict=True)) if rows else {}
+    missing = [f.name for f in target if f.name not in columns]
+    if missing:
+        raise ValueError(f"{name}: no value built for column(s) {', '.join(missing)}")
+    return pa.Table.from_arrays(
+        [pa.array(values.get(f.name, ()), type=f.type) for f in target], schema=target
+    )
+
+
+def _case_rows(
+    run_id: str,
+    index: int,
+    case_id: str,
+    result: TestResult,
+    tokens: tuple[int | None, int | None, int | None],
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]], float | None]:
+    """One case's ``test_results`` row, its metric and tool rows, and its cost."""
+    case_metrics: list[tuple[int | None, MetricResult]] = [(None, m) for m in result.metric_results]
+    case_tools: list[tuple[int | None, ToolInvocation]] = [
+        (None, t) for t in result.tool_invocations
+    ]
+    for turn in result.turns or []:
+        case_metrics.extend((turn.turn_index, m) for m in turn.metric_results)
+        case_tools.extend((turn.turn_index, t) for t in turn.tool_invocations)
+    cost = _case_cost([m for _, m in case_metrics])
+    prompt_t, completion_t, total_t = tokens
+    status = result.status
+    test = (
+        run_id, case_id, index, result.test_name, status.value, status is Status.PASS,
+        result.test_input, result.agent_response, result.ground_truth,
+        result.execution_time_ms, list(result.errors), list(result.tool_calls),
+        result.tools_matched, len(result.turns) if result.turns is not None else None,
+        prompt_t, completion_t, total_t, cost, result.weight, list(result.tags),
+        _json_or_empty(result.metadata), utc_naive(result.timestamp),
+    )  # fmt: skip
+    metrics = [
+        (
+            run_id,
+            case_id,
+            turn_index,
+            metric_index,
+            m.metric_name,
+            m.kind,
+            m.score,
+            m.raw_score,
+            m.threshold,
+            m.direction.value,
+            m.unit,
+            m.passed,
+            m.error,
+            m.model_used,
+            m.retry_count,
+            m.evaluation_time_ms,
+            None if m.scale is None else str(m.scale),
+            m.fail_on_error,
+            m.reasoning,
+            _json_or_empty(m.details),
+        )
+        for metric_index, (turn_index, m) in enumerate(case_metrics)
+    ]
+    tools = [
+        (
+            run_id,
+            case_id,
+            turn_index,
+            call_index,
+            t.name,
+            _json(t.args),
+            _json(t.result),
+            t.bytes,
+            t.duration_ms,
+            t.error,
+            t.call_id,
+        )
+        for call_index, (turn_index, t) in enumerate(case_tools)
+    ]
+    return test, metrics, tools, cost
+
+
 def build_tables(
     run: EvalRun, source: RunSource, prompt: PromptInfo, *, now: datetime | None = None
 ) -> dict[str, pa.Table]:
@@ -292,100 +256,23 @@ def build_tables(
     case_ids = derived_case_ids(results)
     ingested_at = (now or datetime.now(UTC)).replace(tzinfo=None)
 
-    tests: dict[str, list[Any]] = {name: [] for name in TEST_RESULTS.names}
-    metrics: dict[str, list[Any]] = {name: [] for name in METRIC_RESULTS.names}
-    tools: dict[str, list[Any]] = {name: [] for name in TOOL_INVOCATIONS.names}
+    tests: list[tuple[Any, ...]] = []
+    metrics: list[tuple[Any, ...]] = []
+    tools: list[tuple[Any, ...]] = []
     case_costs: list[float] = []
     token_sums = [0, 0, 0]
     any_tokens = False
-
     for index, (case_id, result) in enumerate(zip(case_ids, results, strict=True)):
-        prompt_t, completion_t, total_t = _case_tokens(result)
-        if total_t is not None:
+        tokens = _case_tokens(result)
+        if tokens[2] is not None:
             any_tokens = True
-            token_sums[0] += prompt_t or 0
-            token_sums[1] += completion_t or 0
-            token_sums[2] += total_t
-        case_metrics: list[tuple[int | None, MetricResult]] = [
-            (None, m) for m in result.metric_results
-        ]
-        case_tools: list[tuple[int | None, ToolInvocation]] = [
-            (None, t) for t in result.tool_invocations
-        ]
-        for turn in result.turns or []:
-            case_metrics.extend((turn.turn_index, m) for m in turn.metric_results)
-            case_tools.extend((turn.turn_index, t) for t in turn.tool_invocations)
-        cost = _case_cost([m for _, m in case_metrics])
+            token_sums = [total + (n or 0) for total, n in zip(token_sums, tokens, strict=True)]
+        test, case_metrics, case_tools, cost = _case_rows(run_id, index, case_id, result, tokens)
+        tests.append(test)
+        metrics += case_metrics
+        tools += case_tools
         if cost is not None:
             case_costs.append(cost)
-        row = {
-            "run_id": run_id,
-            "case_id": case_id,
-            "case_index": index,
-            "test_name": result.test_name,
-            "status": result.status.value,
-            "passed": result.status is Status.PASS,
-            "test_input": result.test_input,
-            "agent_response": result.agent_response,
-            "ground_truth": result.ground_truth,
-            "execution_time_ms": result.execution_time_ms,
-            "errors": list(result.errors),
-            "tool_calls": list(result.tool_calls),
-            "tools_matched": result.tools_matched,
-            "turn_count": len(result.turns) if result.turns is not None else None,
-            "prompt_tokens": prompt_t,
-            "completion_tokens": completion_t,
-            "total_tokens": total_t,
-            "cost_usd": cost,
-            "weight": result.weight,
-            "tags": list(result.tags),
-            "metadata": _json_or_empty(result.metadata),
-            "executed_at": utc_naive(result.timestamp),
-        }
-        for name, value in row.items():
-            tests[name].append(value)
-        for metric_index, (turn_index, metric) in enumerate(case_metrics):
-            metric_row = {
-                "run_id": run_id,
-                "case_id": case_id,
-                "turn_index": turn_index,
-                "metric_index": metric_index,
-                "metric_name": metric.metric_name,
-                "kind": metric.kind,
-                "score": metric.score,
-                "raw_score": metric.raw_score,
-                "threshold": metric.threshold,
-                "direction": metric.direction.value,
-                "unit": metric.unit,
-                "passed": metric.passed,
-                "error": metric.error,
-                "judge_model": metric.model_used,
-                "retry_count": metric.retry_count,
-                "evaluation_time_ms": metric.evaluation_time_ms,
-                "scale": None if metric.scale is None else str(metric.scale),
-                "fail_on_error": metric.fail_on_error,
-                "reasoning": metric.reasoning,
-                "details": _json_or_empty(metric.details),
-            }
-            for name, value in metric_row.items():
-                metrics[name].append(value)
-        for call_index, (turn_index, tool) in enumerate(case_tools):
-            tool_row = {
-                "run_id": run_id,
-                "case_id": case_id,
-                "turn_index": turn_index,
-                "call_index": call_index,
-                "name": tool.name,
-                "args": _json(tool.args),
-                "result": _json(tool.result),
-                "bytes": tool.bytes,
-                "duration_ms": tool.duration_ms,
-                "error": tool.error,
-                "call_id": tool.call_id,
-            }
-            for name, value in tool_row.items():
-                tools[name].append(value)
-
     statuses = Counter(r.status for r in results)
     total = len(results)
     weight_total = sum(r.weight for r in results)
@@ -462,9 +349,11 @@ def build_tables(
         "first_seen_at": finished_at,
     }
     return {
-        "eval_runs": pa.Table.from_pylist([run_row], schema=EVAL_RUNS),
-        "test_results": pa.Table.from_pydict(tests, schema=TEST_RESULTS),
-        "metric_results": pa.Table.from_pydict(metrics, schema=METRIC_RESULTS),
-        "tool_invocations": pa.Table.from_pydict(tools, schema=TOOL_INVOCATIONS),
-        "prompt_versions": pa.Table.from_pylist([prompt_row], schema=PROMPT_VERSIONS),
+        "eval_runs": pa.Table.from_pylist([run_row], schema=schema.arrow_schema("eval_runs")),
+        "test_results": table_of("test_results", TEST_COLUMNS, tests),
+        "metric_results": table_of("metric_results", METRIC_COLUMNS, metrics),
+        "tool_invocations": table_of("tool_invocations", TOOL_COLUMNS, tools),
+        "prompt_versions": pa.Table.from_pylist(
+            [prompt_row], schema=schema.arrow_schema("prompt_versions")
+        ),
     }

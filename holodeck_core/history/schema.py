@@ -9,6 +9,7 @@ release (a version we do not know) is refused rather than guessed at.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExecutionError
@@ -16,6 +17,7 @@ from holodeck_core.history import views
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -249,3 +251,28 @@ def migrate(
             raise
         applied.append(migration.version)
     return applied
+
+
+@cache
+def _arrow_schemas() -> dict[str, pa.Schema]:
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        migrate(con)
+        tables = [
+            row[0]
+            for row in con.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
+            ).fetchall()
+        ]
+        return {t: con.sql(f"SELECT * FROM {t} LIMIT 0").to_arrow_table().schema for t in tables}
+    finally:
+        con.close()
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a history table at the latest version, read from the DDL above (the
+    one source of the schema: rows, the lake's Parquet files and their casts follow it)."""
+    return _arrow_schemas()[table]

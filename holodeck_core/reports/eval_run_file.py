@@ -11,9 +11,13 @@ import secrets
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from holodeck_core.config.project import results_dir
 from holodeck_core.models import EvalRun
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 
 def timestamp_slug(timestamp: str) -> str:
@@ -42,6 +46,18 @@ def write_new_file(folder: Path, stem: str, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
 
 
-def write_eval_run(run: EvalRun, agent_file: Path) -> Path:
+def write_new_object(folder: UPath, stem: str, text: str) -> UPath:
+    """:func:`write_new_file` on object storage: one PUT (atomic there) to a name not taken."""
+    target = folder / f"{stem}.json"
+    while target.exists():
+        target = folder / f"{stem}-{secrets.token_hex(2)}.json"
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def write_eval_run(run: EvalRun, agent_file: Path) -> Path | UPath:
     folder = results_dir(agent_file, run.report.agent_name)
-    return write_new_file(folder, timestamp_slug(run.report.timestamp), run.to_json())
+    stem = timestamp_slug(run.report.timestamp)
+    if isinstance(folder, Path):
+        return write_new_file(folder, stem, run.to_json())
+    return write_new_object(folder, stem, run.to_json())

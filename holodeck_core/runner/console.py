@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -14,6 +15,9 @@ from rich.table import Table
 
 from holodeck_core.models import EvalRun, Status, TestResult
 from holodeck_core.runner.suite import Suite
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 _STYLE = {Status.PASS: "green", Status.FAIL: "red", Status.ERROR: "yellow"}
 
@@ -76,7 +80,7 @@ class Progress:
         )
 
 
-def print_summary(run: EvalRun, path: Path, *, quiet: bool) -> None:
+def print_summary(run: EvalRun, path: Path | UPath, *, quiet: bool) -> None:
     console = Console(file=sys.stdout)
     summary = run.report.summary
     if not quiet and summary.average_scores:

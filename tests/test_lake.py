@@ -1,0 +1,265 @@
+"""The history lake (issue 19, DESIGN §7.10): Parquet files per run, the same tables and views
+as the DuckDB file, every ``history`` command on ``--lake`` / ``HOLODECK_HISTORY_URL``,
+``sync --to-lake/--from-lake``, the Dagster checks, and many writers at once."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from holodeck_core.history import schema, store
+from holodeck_core.history.failures import record_failed_run
+from holodeck_core.history.ingest import ingest_runs, prepare_run
+from holodeck_core.history.lake import Lake
+from holodeck_core.history.views import VIEWS
+from tests.test_history import HISTORY, build_history, make_run, run_cli
+
+WRITERS = 8
+RUNS_PER_WRITER = 25
+
+
+def said(text: str) -> str:
+    """Console text with rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def rows(target: store.History, sql: str) -> list[tuple[Any, ...]]:
+    with store.reader(target) as con:
+        return con.execute(sql).fetchall()
+
+
+def snapshot(target: store.History) -> dict[str, Any]:
+    """Every table (but the ingest clock) and view, sorted, with its column types."""
+    found: dict[str, Any] = {}
+    with store.reader(target) as con:
+        for name in (*schema.TABLES, "failed_runs", *VIEWS, "flaky_cases(3)"):
+            select = (
+                f"SELECT * EXCLUDE (ingested_at) FROM {name}"
+                if name == "eval_runs"
+                else (f"SELECT * FROM {name}")
+            )
+            types = [row[:2] for row in con.execute(f"DESCRIBE {select}").fetchall()]
+            found[name] = (types, sorted(map(repr, con.execute(select).fetchall())))
+    return found
+
+
+def fill(target: store.History) -> None:
+    build_history(target)  # type: ignore[arg-type]
+    record_failed_run(
+        target,
+        dagster_run_id="d-1",
+        job_name="support_bot_eval",
+        partition_key="v3",
+        trigger="nightly",
+        failed_at=datetime(2026, 1, 9, 2, tzinfo=UTC),
+        error="boom",
+    )
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    target = Lake(str(tmp_path / "lake"))
+    fill(target)
+    return target
+
+
+def test_the_lake_serves_the_same_tables_and_views_as_the_file(lake: Lake, tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+    fill(db)
+    assert snapshot(lake) == snapshot(db)
+    files = sorted(
+        p.relative_to(tmp_path / "lake").as_posix() for p in (tmp_path / "lake").rglob("*")
+    )
+    assert "eval_runs/run_id=r1.parquet" in files and "test_results/run_id=r1.parquet" in files
+    assert not [f for f in files if ".tmp-" in f]
+
+
+def test_a_run_is_invisible_until_its_eval_runs_file_exists(tmp_path: Path) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    prepared = prepare_run(make_run("PPFP", datetime(2026, 1, 1, tzinfo=UTC), run_id="half"))
+    for table in schema.TABLES:
+        if table != "eval_runs":
+            lake._put(table, "half", prepared.tables[table])
+    assert rows(lake, "SELECT count(*) FROM test_results") == [(0,)]
+    assert rows(lake, "SELECT count(*) FROM v_errors") == [(0,)]
+    assert lake.write_run("half", prepared.tables) is True
+    assert rows(lake, "SELECT count(*) FROM test_results") == [(4,)]
+    assert lake.write_run("half", prepared.tables) is False  # idempotent by run id
+    assert rows(lake, "SELECT count(*) FROM eval_runs") == [(1,)]
+
+
+def test_every_history_command_works_on_a_lake(
+    lake: Lake, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = run_cli(capsys, "runs", "--lake", lake.url, "--format", "csv")
+    assert code == 0 and len(out.strip().splitlines()) == 1 + len(HISTORY)
+    monkeypatch.setenv("HOLODECK_HISTORY_URL", lake.url)  # the same without the flag
+    code, out, _ = run_cli(capsys, "show", "r2")
+    assert code == 0 and "order-status" in out
+    code, out, _ = run_cli(capsys, "compare", "r1", "r2")
+    assert code == 1 and "REGRESSION" in out  # order-status passed in r1, fails in r2
+    code, out, _ = run_cli(
+        capsys, "sql", "SELECT count(*) AS n FROM v_regressions", "--format", "csv"
+    )
+    assert code == 0 and out.splitlines()[1] != "0"
+    code, _, err = run_cli(capsys, "sql", "SELECT * FROM read_csv('/etc/passwd')")
+    assert code == 2, err  # user SQL reads no files, on a lake too
+    code, _, err = run_cli(capsys, "sql", "DELETE FROM eval_runs")
+    assert code == 2
+    code, _, _ = run_cli(capsys, "export", "--format", "parquet", "--out", str(tmp_path / "x"))
+    assert code == 0 and (tmp_path / "x" / "test_results.parquet").is_file()
+    folder = tmp_path / "results"
+    from tests.test_history import write_run
+
+    write_run(folder, make_run("PPPP", datetime(2026, 2, 1, tzinfo=UTC), run_id="r9"))
+    code, _, err = run_cli(capsys, "sync", str(folder))
+    assert code == 0 and "synced 1 run(s)" in said(err)
+    code, _, err = run_cli(capsys, "sync", str(folder))
+    assert code == 0 and "synced 0 run(s); 1 already" in said(err)
+    assert rows(lake, "SELECT count(*) FROM eval_runs") == [(len(HISTORY) + 1,)]
+
+
+def test_sync_moves_a_history_to_a_lake_and_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "history.duckdb"
+    fill(db)
+    url = str(tmp_path / "lake")
+    code, _, err = run_cli(capsys, "sync", "--db", str(db), "--to-lake", url)
+    assert code == 0 and f"{len(HISTORY)} run(s)" in said(err)
+    code, _, err = run_cli(capsys, "sync", "--db", str(db), "--to-lake", url)
+    assert code == 0 and f"0 run(s); {len(HISTORY)} already" in said(err)
+    back = tmp_path / "back.duckdb"
+    code, _, err = run_cli(capsys, "sync", "--db", str(back), "--from-lake", url)
+    assert code == 0 and f"{len(HISTORY)} run(s)" in said(err)
+    assert snapshot(Lake(url)) == snapshot(db) == snapshot(back)
+    code, _, err = run_cli(capsys, "sync", "--db", str(db))
+    assert code == 2 and "RESULTS_DIR" in said(err)
+
+
+# --- many writers, one polling reader ----------------------------------------------------------
+
+
+def _writer(url: str, worker: int, start: Any) -> None:
+    runs = [
+        make_run(
+            "PPFP" if i % 2 else "PFPE",
+            datetime(2026, 1, 1, worker, i, tzinfo=UTC),
+            run_id=f"w{worker}-{i:02d}",
+            prompt=f"v{worker % 3}",
+        )
+        for i in range(RUNS_PER_WRITER)
+    ]
+    start.wait()
+    lake = Lake(url)
+    for run in runs:  # one run at a time, as workers finish them
+        assert ingest_runs(lake, [run]).ingested == [run.metadata.run_id]
+
+
+PARTIAL = """
+SELECT r.run_id FROM eval_runs r
+LEFT JOIN (SELECT run_id, count(*) AS n FROM test_results GROUP BY run_id) t USING (run_id)
+LEFT JOIN (SELECT run_id, count(*) AS n FROM metric_results GROUP BY run_id) m USING (run_id)
+WHERE coalesce(t.n, 0) <> r.total_tests OR coalesce(m.n, 0) <> 2 * r.total_tests - r.errored
+"""
+
+
+def _poller(url: str, start: Any, stop: Any, out: Any) -> None:
+    lake = Lake(url)
+    start.wait()
+    polls, partial, seen = 0, [], 0
+    while not stop.is_set():
+        with store.reader(lake) as con:
+            partial += [row[0] for row in con.execute(PARTIAL).fetchall()]
+            seen = max(seen, con.execute("SELECT count(*) FROM eval_runs").fetchall()[0][0])
+        polls += 1
+        time.sleep(0.05)
+    out.put((polls, partial, seen))
+
+
+def test_eight_writers_into_one_lake_lose_nothing_and_a_reader_never_sees_half_a_run(
+    tmp_path: Path,
+) -> None:
+    url = str(tmp_path / "lake")
+    context = mp.get_context("spawn")
+    start, stop, out = context.Barrier(WRITERS + 1), context.Event(), context.Queue()
+    writers = [context.Process(target=_writer, args=(url, w, start)) for w in range(WRITERS)]
+    poller = context.Process(target=_poller, args=(url, start, stop, out))
+    for process in (*writers, poller):
+        process.start()
+    for process in writers:
+        process.join(timeout=300)
+    stop.set()
+    polls, partial, seen = out.get(timeout=60)
+    poller.join(timeout=60)
+    assert [p.exitcode for p in writers] == [0] * WRITERS  # no lock error, no failure
+    assert partial == [] and polls > 1, (polls, partial)
+    total = WRITERS * RUNS_PER_WRITER
+    assert rows(Lake(url), "SELECT count(*), count(DISTINCT run_id) FROM eval_runs") == [
+        (total, total)
+    ]
+    assert rows(Lake(url), PARTIAL) == []
+    assert rows(Lake(url), "SELECT count(*) FROM test_results") == [(4 * total,)]
+    assert 0 < seen <= total
+
+
+def test_a_lake_reader_needs_no_lock_and_reads_nothing_but_parquet(lake: Lake) -> None:
+    with store.reader(lake) as one, store.reader(lake, safe=True) as two:
+        assert (
+            one.execute("SELECT count(*) FROM v_runs").fetchall()
+            == two.execute("SELECT count(*) FROM v_runs").fetchall()
+        )
+        with pytest.raises(duckdb.Error):
+            two.execute("SET enable_external_access = true")
+
+
+def test_dagster_writes_and_checks_against_a_lake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dagster as dg
+
+    from holodeck_core.testing import run_model_server
+    from holodeck_pipelines.builder import build_definitions
+    from tests.test_pipelines import RULES, make_project, materialize, register
+
+    url = str(tmp_path / "lake")
+    monkeypatch.setenv("HOLODECK_HISTORY_URL", url)
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path / "project", server.openai_base_url)
+        defs = build_definitions(project)
+        register(defs, instance)
+        first = materialize(defs, instance, "v2")
+        second = materialize(defs, instance, "v2")
+    assert first.success and second.success
+    assert not project.history_db.exists()  # everything went to the lake
+    assert rows(Lake(url), "SELECT count(*), min(partition_key) FROM eval_runs") == [(2, "v2")]
+    checks = {
+        event.asset_check_evaluation_data.check_name: event.asset_check_evaluation_data
+        for event in second.all_events
+        if event.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    assert checks["pass_rate_gate"].passed and checks["no_regression"].passed
+    previous = checks["no_regression"].metadata["previous_run_id"].value
+    [(first_run,)] = rows(
+        Lake(url), f"SELECT run_id FROM eval_runs WHERE dagster_run_id = '{first.run_id}'"
+    )
+    assert previous == first_run
+
+
+def test_files_of_an_older_release_without_a_newer_column_still_read(tmp_path: Path) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    for run_id, drop in (("new", False), ("old", True)):
+        tables = dict(prepare_run(make_run("PPFP", when, run_id=run_id)).tables)
+        if drop:  # as if written before test_results had `weight`
+            tables["test_results"] = tables["test_results"].drop_columns(["weight"])
+        lake.write_run(run_id, tables)
+    assert rows(
+        lake, "SELECT run_id, count(weight) FROM test_results GROUP BY run_id ORDER BY run_id"
+    ) == [("new", 4), ("old", 0)]

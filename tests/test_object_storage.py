@@ -1,0 +1,112 @@
+"""Object storage (issue 19): stage data, EvalRuns and the history lake in an S3 bucket, through
+the real ``s3fs``/``boto3`` clients against moto's S3 server on 127.0.0.1 (tests/services.py).
+Credentials come from the environment only and never reach a file, the bucket or Dagster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from holodeck_core.history import store
+from holodeck_core.history.lake import Lake
+from holodeck_core.testing import run_model_server
+from holodeck_pipelines.builder import build_definitions
+from tests.services import S3, s3_server
+from tests.test_history import run_cli
+from tests.test_pipelines import RULES, make_project, materialize, register
+
+BUCKET = "holodeck-scale-out"
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
+    with s3_server() as server:
+        for variable, value in server.env().items():
+            monkeypatch.setenv(variable, value)
+        server.create_bucket(BUCKET)
+        yield server
+
+
+def bucket_objects(server: S3) -> dict[str, bytes]:
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=server.endpoint_url,
+        aws_access_key_id=server.key_id,
+        aws_secret_access_key=server.secret,
+        region_name=server.region,
+    )
+    listed = client.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    return {
+        item["Key"]: client.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read()
+        for item in listed
+    }
+
+
+def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
+    tmp_path: Path, s3: S3, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url)
+        settings = (tmp_path / "holodeck.yaml").read_text()
+        (tmp_path / "holodeck.yaml").write_text(
+            settings
+            + f"artifacts_url: s3://{BUCKET}/artifacts\n"
+            + f"results_url: s3://{BUCKET}/results\n"
+            + f"history_url: s3://{BUCKET}/history\n"
+        )
+        project = type(project).discover(tmp_path)
+        defs = build_definitions(project)
+        register(defs, instance)
+        result = materialize(defs, instance, "v2")
+        assert result.success
+        events = [
+            str(record.event_log_entry)
+            for record in instance.get_records_for_run(result.run_id).records
+        ]
+    objects = bucket_objects(s3)
+    stages = {key for key in objects if key.startswith("artifacts/")}
+    assert stages == {
+        f"artifacts/geo_agent/{asset}/v2.json"
+        for asset in (
+            "processed_files",
+            "agent_responses",
+            "metric_results",
+            "report_summary",
+            "eval_history",
+        )
+    }
+    [eval_run_key] = [key for key in objects if key.startswith("results/geo-agent/")]
+    eval_run = json.loads(objects[eval_run_key])
+    assert eval_run["metadata"]["partition_key"] == "v2"
+    assert not (tmp_path / "agents" / "geo" / "results").exists()  # nothing on local disk
+    assert "history/eval_runs/run_id=" in " ".join(objects)  # the lake is in the bucket too
+    # credentials: from the environment only, never written anywhere
+    for where, text in (
+        *((key, value.decode(errors="ignore")) for key, value in objects.items()),
+        *(("dagster event", event) for event in events),
+    ):
+        assert s3.secret not in text, where
+    assert "AWS_SECRET_ACCESS_KEY" in repr(defs.resources["holodeck_io_manager"])
+
+    # a fresh DuckDB file, filled back from the bucket's EvalRuns
+    db = tmp_path / "again.duckdb"
+    code, _, err = run_cli(capsys, "sync", f"s3://{BUCKET}/results", "--db", str(db))
+    assert code == 0 and "synced 1 run(s)" in " ".join(err.split()), err
+    with store.reader(db) as con:
+        [(source, partition)] = con.execute(
+            "SELECT source_path, partition_key FROM eval_runs"
+        ).fetchall()
+    assert source == f"s3://{BUCKET}/{eval_run_key}" and partition == "v2"
+    with store.reader(Lake(f"s3://{BUCKET}/history")) as con:
+        assert con.execute("SELECT count(*), min(partition_key) FROM v_runs").fetchall() == [
+            (1, "v2")
+        ]
+    out = tmp_path / "exported"  # rebuilt from the EvalRun in the bucket
+    code, _, _ = run_cli(capsys, "export", "--format", "json", "--db", str(db), "--out", str(out))
+    assert code == 0 and json.loads(next(out.rglob("*.json")).read_text()) == eval_run
