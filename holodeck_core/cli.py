@@ -174,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = safe_message(exc)
         print(f"error: {message}" if "\n" not in message else f"error:\n{message}", file=sys.stderr)
         return int(exc.exit_code)
+    except OSError as exc:  # a full, read-only or unreachable disk: the machine, not a bug
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"error: {safe_message(exc.strerror or exc)}{where}", file=sys.stderr)
+        return ExitCode.EXECUTION
     except KeyboardInterrupt:
         if args.command != "test":
             print("interrupted", file=sys.stderr)

@@ -70,7 +70,7 @@ class ExecutionError(HolodeckError):
     exit_code = ExitCode.EXECUTION
 
 
-def safe_message(exc: BaseException) -> str:
+def safe_message(exc: BaseException | str) -> str:
     """An error's text for the console: registered secrets and credentials scrubbed,
     terminal control characters shown as escapes (an error may quote a provider's reply)."""
     from holodeck_core.redaction import redact_text

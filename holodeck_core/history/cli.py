@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.argtypes import positive_int, positive_seconds
 from holodeck_core.errors import (
     ConfigError,
     ExecutionError,
@@ -443,7 +444,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     runs = add("runs", _cmd_runs, "list runs, newest first")
     runs.add_argument("--agent", help="agent name or slug")
     runs.add_argument("--prompt-version", help="prompt version (key)")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=positive_int, default=20)
     runs.add_argument("--format", choices=("table", "csv", "json"), default="table")
 
     show = add("show", _cmd_show, "one run: summary, cases, metrics, errors")
@@ -478,14 +479,14 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument(
         "--max-rows",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_ROWS,
         metavar="N",
         help=f"fetch at most N rows (default {DEFAULT_MAX_ROWS:,})",
     )
     sql.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"stop the query after SECONDS (default {DEFAULT_TIMEOUT_S:g})",

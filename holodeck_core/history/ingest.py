@@ -8,6 +8,7 @@ hold the file lock only for the inserts themselves.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from holodeck_core.errors import ConfigError, Problem
+from holodeck_core.errors import ConfigError, ExecutionError, Problem
 from holodeck_core.history import schema, store
 from holodeck_core.history.holodeck_format import LoadedRun, NotAnEvalRun, load_run_bytes
 from holodeck_core.history.rows import (
@@ -189,7 +190,9 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             written.append(False)
             continue
         except BaseException:
-            con.execute("ROLLBACK")
+            # After a full disk DuckDB may refuse the ROLLBACK too: report the first error.
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
             raise
         present.add(prepared.run_id)
         written.append(True)
@@ -210,8 +213,13 @@ def write_batch(
     if not unique:
         return report
     runs = list(unique.values())
-    with store.writer(db_path, timeout_s=lock_timeout) as con:
-        written = write_prepared(con, runs)
+    try:
+        with store.writer(db_path, timeout_s=lock_timeout) as con:
+            written = write_prepared(con, runs)
+    except (duckdb.IOException, duckdb.FatalException, OSError) as exc:
+        raise ExecutionError(
+            f"cannot write to the history database {db_path}: {' '.join(str(exc).split())}"
+        ) from None
     for prepared, was_written in zip(runs, written, strict=True):
         (report.ingested if was_written else report.skipped).append(prepared.run_id)
     return report
@@ -275,7 +283,12 @@ def _expand(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
     found: list[tuple[Path, bool]] = []
     for path in paths:
         if path.is_dir():
-            found.extend((p, False) for p in sorted(path.rglob("*.json")) if p.is_file())
+            # a hidden ``.tmp-*.json`` is an EvalRun a killed writer never finished
+            found.extend(
+                (p, False)
+                for p in sorted(path.rglob("*.json"))
+                if p.is_file() and not p.name.startswith(".")
+            )
         elif path.is_file():
             found.append((path, True))
         else:
