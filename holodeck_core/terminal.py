@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.text import Text
 
+_WORD = re.compile(r"\S+")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -28,6 +29,22 @@ def escape_match(match: re.Match[str]) -> str:
     """The matched character written as ``\\xNN`` / ``\\uNNNN`` (for ``re.sub``)."""
     code = ord(match[0])
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """``text`` on one line of at most ``limit`` characters, control characters escaped."""
+    words: list[str] = []
+    length = -1
+    found = _WORD.finditer(text)  # only as far as the limit: a 10 MB reply costs 500
+    for word in found:
+        words.append(word[0])
+        length += len(word[0]) + 1
+        if length > limit:
+            break
+    flat = printable(" ".join(words))
+    if len(flat) > limit or next(found, None) is not None:
+        return flat[: limit - 1] + "…"
+    return flat
 
 
 def plain(text: object, style: str = "") -> Text:

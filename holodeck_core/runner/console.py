@@ -16,7 +16,7 @@ from rich.text import Text
 from holodeck_core.models import EvalRun, Status, TestResult
 from holodeck_core.redaction import redact_text
 from holodeck_core.runner.suite import Suite
-from holodeck_core.terminal import plain
+from holodeck_core.terminal import one_line, plain
 
 _STYLE = {Status.PASS: "green", Status.FAIL: "red", Status.ERROR: "yellow"}
 
@@ -71,7 +71,9 @@ class Progress:
         name = result.test_name or result.test_id
         note = " (from journal)" if resumed else ""
         reason = (
-            f": {result.errors[0]}" if result.errors and result.status is not Status.PASS else ""
+            f": {one_line(result.errors[0])}"
+            if result.errors and result.status is not Status.PASS
+            else ""
         )
         # Names and errors come from configs and providers: shown literally, keys scrubbed.
         line = Text.assemble(

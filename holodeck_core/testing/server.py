@@ -405,6 +405,7 @@ class _Fault:
     kind: FaultKind
     retry_after: float
     slow_seconds: float
+    message: str | None = None
 
 
 @dataclass
@@ -482,6 +483,7 @@ def _decide_fault(
                 f.kind,
                 g.retry_after if f.retry_after is None else f.retry_after,
                 g.slow_seconds if f.slow_seconds is None else f.slow_seconds,
+                f.message,
             )
     upto = 0
     for kind, count in g.first.items():
@@ -665,6 +667,15 @@ _ANTHROPIC_ERRORS = {
     500: "api_error",
     503: "overloaded_error",
 }
+
+
+def _echo_key(message: str, request: web.Request) -> str:
+    """``{api_key}`` / ``{api_key_masked}`` in an injected error message → the request's key."""
+    auth = request.headers.get("Authorization", "")
+    key = auth.removeprefix("Bearer ").strip() or request.headers.get("x-api-key", "")
+    key = key or request.headers.get("api-key", "")
+    masked = f"{key[:8]}{'*' * max(len(key) - 12, 0)}{key[-4:]}"
+    return message.replace("{api_key}", key).replace("{api_key_masked}", masked)
 
 
 def _error(
@@ -928,9 +939,10 @@ async def _model_call_inner(
             )
         if fault.kind in ("400", "401", "500", "503"):
             status = int(fault.kind)
-            return _error(
-                route, status, f"Injected {status} error from the holodeck loopback model server."
-            )
+            message = f"Injected {status} error from the holodeck loopback model server."
+            if fault.message is not None:
+                message = _echo_key(fault.message, request)
+            return _error(route, status, message)
         if fault.kind == "drop":
             # Close the connection without a response; aiohttp then fails to write the
             # empty response below and treats it as a client disconnection (quietly).
