@@ -3,6 +3,8 @@ subprocess with one write boundary failing, and a look at everything a run leave
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 import textwrap
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from holodeck_core.cli import main
 from tests.conftest import REPO
 
 FAULTY_CLI = textwrap.dedent("""\
@@ -51,14 +54,15 @@ def run_cli_with_fault(
 
 
 def run_cli(args: list[str]) -> subprocess.CompletedProcess[str]:
-    """``holodeck ARGS`` in a subprocess, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "holodeck_core.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
+    """``holodeck ARGS`` in this process, its output captured (a subprocess costs seconds of
+    imports; :func:`run_cli_with_fault` pays them only where a fault must be injected)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as exc:  # argparse
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def agent_yaml(
