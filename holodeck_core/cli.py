@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from holodeck_core.errors import ExitCode, HolodeckError
+from holodeck_core.errors import ExitCode, HolodeckError, safe_message
 
 Handler = Callable[[argparse.Namespace], int]
 COMMANDS_GROUP = "holodeck.commands"
@@ -183,9 +183,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except HolodeckError as exc:
-        print(f"error: {exc}" if "\n" not in str(exc) else f"error:\n{exc}", file=sys.stderr)
+        message = safe_message(exc)
+        print(f"error: {message}" if "\n" not in message else f"error:\n{message}", file=sys.stderr)
         return int(exc.exit_code)
+    except OSError as exc:  # a full, read-only or unreachable disk: the machine, not a bug
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"error: {safe_message(exc.strerror or exc)}{where}", file=sys.stderr)
+        return ExitCode.EXECUTION
     except KeyboardInterrupt:
+        if args.command != "test":
+            print("interrupted", file=sys.stderr)
+            return ExitCode.EXECUTION
         print(
             "interrupted: no EvalRun was written; finished cases are journaled, so the same "
             "command resumes (--fresh starts over)",

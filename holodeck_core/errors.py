@@ -68,3 +68,12 @@ class ExecutionError(HolodeckError):
     """The run could not proceed: infrastructure, a locked database after retries (exit 3)."""
 
     exit_code = ExitCode.EXECUTION
+
+
+def safe_message(exc: BaseException | str) -> str:
+    """An error's text for the console: registered secrets and credentials scrubbed,
+    terminal control characters shown as escapes (an error may quote a provider's reply)."""
+    from holodeck_core.redaction import redact_text
+    from holodeck_core.terminal import printable
+
+    return printable(redact_text(str(exc)))

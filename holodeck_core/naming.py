@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
+MAX_SLUG_LENGTH = 64
+"""Slugs become folder and file names (``results/<slug>/``, ``journal/<slug>/``): kept far
+below the 255-byte limit of a file name."""
 
 
 def slugify(name: str) -> str:
-    """Lowercase, runs of ``[^a-z0-9]`` become ``-``, trimmed: ``Customer Support!`` →
-    ``customer-support``. Used for results folders and file names."""
-    return _NON_ALNUM.sub("-", name.lower()).strip("-")
+    """Lowercase ASCII, runs of ``[^a-z0-9]`` become ``-``, trimmed: ``Customer Support!`` →
+    ``customer-support``. Used for results folders and file names.
+
+    Never empty for a non-empty name and at most :data:`MAX_SLUG_LENGTH` characters:
+    non-ASCII letters are transliterated (``客服助手`` → ``ke-fu-zhu-shou``); a name with no
+    letter or digit left (``🤖``, ``...``) gets a hash of itself (``n-3f2a9c01``); a long slug
+    is cut and ends with a hash of the full name, so different names stay different."""
+    from text_unidecode import unidecode
+
+    slug = _NON_ALNUM.sub("-", unidecode(name).lower()).strip("-")
+    if not name or (slug and len(slug) <= MAX_SLUG_LENGTH):
+        return slug
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    if not slug:
+        return f"n-{digest}"
+    return f"{slug[: MAX_SLUG_LENGTH - 9].rstrip('-')}-{digest}"
 
 
 def dagster_name(name: str) -> str:

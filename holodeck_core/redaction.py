@@ -6,10 +6,14 @@
 * values under secret-like keys (``api_key``, ``password``, ``secret``, ``token``,
   ``authorization``, ``connection_string``, ``x-api-key``, ``aws_secret_access_key`` ...);
 * every value of a tool's ``env`` and ``headers`` maps;
-* credentials in URLs (``https://user:pass@host`` → ``https://user:***@host``);
+* credentials in URLs (``https://user:pass@host`` → ``https://user:***@host``, a bare
+  ``https://token@host`` → ``https://***@host``) and credential-like query parameters
+  (``?api-key=…``, ``&sig=…``, ``access_token``, ``key``, ``X-Amz-Signature`` ...);
 * ``--api-key=…`` / ``--token …`` style argv and ``Bearer …`` tokens;
 * and, anywhere in any string, the value of each registered secret: a ``${VAR}`` that the
-  loader substituted into a secret field or whose name looks secret, at least 8 characters.
+  loader substituted into a secret field or whose name looks secret, a literal value of a
+  secret field, a credential found in a config URL (at least 8 characters), and any run of
+  key-like characters that is a piece of one (providers echo ``sk-abc123…wxyz``).
 """
 
 from __future__ import annotations
@@ -30,16 +34,28 @@ _SECRET_KEY = re.compile(
     r"credentials?|cookie|x_api_key|subscription_key)(_id|_value)?$"
 )
 _SECRET_VAR_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_SECRET_MAPS = frozenset({"env", "headers"})
-_URL_CREDENTIALS = re.compile(
-    r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@"
+SECRET_MAPS = frozenset({"env", "headers"})
+
+# Every pattern below runs in time linear in its input: a match may only *start* where the
+# previous character cannot belong to it (a negative lookbehind), and runs of a character
+# class are consumed possessively (``*+``), so no position is rescanned by a later start.
+_URL_USERINFO = re.compile(
+    r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*+://)"
+    r"(?P<user>[^:/@\s?#]*+)(?::(?P<password>[^@/\s?#]++))?@"
+)
+_QUERY_PARAM = re.compile(r"(?<=[?&;])(?P<name>[A-Za-z0-9_.-]++)=(?P<value>[^&#\s\"'<>]++)")
+_QUERY_SECRET_NAMES = frozenset(
+    {"key", "sig", "signature", "code", "auth", "pass", "apikey", "api_key", "access_token"}
 )
 _ARGV_SECRET = re.compile(
-    r"(?P<flag>--?[A-Za-z0-9_-]*(?:api[_-]?key|token|password|secret)[A-Za-z0-9_-]*)"
-    r"(?P<sep>=|\s+)(?P<value>[^\s\"']+)",
+    r"(?<![A-Za-z0-9_-])(?P<flag>--?(?=[A-Za-z0-9_-]*?(?:api[_-]?key|token|password|secret))"
+    r"[A-Za-z0-9_-]*+)(?P<sep>=|\s++)(?P<value>[^\s\"']++)",
     re.IGNORECASE,
 )
-_BEARER = re.compile(r"(?P<prefix>\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+_BEARER = re.compile(r"(?P<prefix>\bBearer\s++)[A-Za-z0-9._~+/=-]{8,}+", re.IGNORECASE)
+_TOKEN = re.compile(rf"(?<![A-Za-z0-9_+/-])[A-Za-z0-9_+/-]{{{MIN_SECRET_LENGTH},}}+")
+"""A run of key-like characters: a provider that echoes part of a key (``sk-abc123…wxyz``)
+echoes such a run, which is redacted when it is a piece of a registered secret."""
 
 _registered: set[str] = set()
 _lock = threading.Lock()
@@ -57,6 +73,17 @@ def is_secret_var(name: str) -> bool:
     return bool(_SECRET_VAR_NAME.search(name))
 
 
+def is_secret_query_param(name: str) -> bool:
+    """``api-key``, ``token``, ``sig``, ``access_token``, ``X-Amz-Signature``, ``key``..."""
+    normalized = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    last = normalized.rsplit("_", 1)[-1]
+    return (
+        is_secret_key(normalized)
+        or normalized in _QUERY_SECRET_NAMES
+        or last in {"signature", "sig", "credential", "key"}
+    )
+
+
 def register_secret(value: str) -> None:
     """Scrub ``value`` from everything redacted in this process from now on."""
     if len(value) >= MIN_SECRET_LENGTH:
@@ -69,15 +96,60 @@ def registered_secrets() -> frozenset[str]:
         return frozenset(_registered)
 
 
+def secrets_in_text(text: str) -> set[str]:
+    """The credentials a config string carries in plain sight: URL passwords and userinfo,
+    credential-like query parameters, ``--token x`` argv values and bearer tokens. The
+    loader registers them, so an error or reply that echoes one is scrubbed too."""
+    found: set[str] = set()
+    for match in _URL_USERINFO.finditer(text):
+        found.add(match["password"] or match["user"])
+    for match in _QUERY_PARAM.finditer(text):
+        if is_secret_query_param(match["name"]):
+            found.add(match["value"])
+    found.update(match["value"] for match in _ARGV_SECRET.finditer(text))
+    found.update(match[0][len(match["prefix"]) :] for match in _BEARER.finditer(text))
+    return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """Scrub secret values and credential patterns from free text (logs, messages, argv)."""
-    values = sorted(registered_secrets() | set(secrets), key=len, reverse=True)
+    """Scrub secret values, pieces of them and credential patterns from free text (logs,
+    messages, argv). Linear in ``len(text)`` for a given set of secrets."""
+    values = sorted(
+        (v for v in registered_secrets() | set(secrets) if len(v) >= MIN_SECRET_LENGTH),
+        key=len,
+        reverse=True,
+    )
     for value in values:
-        if len(value) >= MIN_SECRET_LENGTH and value in text:
+        if value in text:
             text = text.replace(value, REDACTED)
-    text = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
+    text = _URL_USERINFO.sub(_userinfo, text)
+    text = _QUERY_PARAM.sub(_query_param, text)
     text = _ARGV_SECRET.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
-    return _BEARER.sub(lambda m: f"{m['prefix']}{REDACTED}", text)
+    text = _BEARER.sub(lambda m: f"{m['prefix']}{REDACTED}", text)
+    if values:
+        longest = len(values[0])
+
+        def piece(match: re.Match[str]) -> str:
+            token = match[0]
+            if len(token) < longest and any(token in value for value in values):
+                return REDACTED
+            return token
+
+        text = _TOKEN.sub(piece, text)
+    return text
+
+
+def _userinfo(match: re.Match[str]) -> str:
+    """``https://user:pw@`` → ``https://user:***@``; a bare ``https://token@`` → ``***@``."""
+    if match["password"] is None:
+        return f"{match['scheme']}{REDACTED}@" if match["user"] else match[0]
+    return f"{match['scheme']}{match['user']}:{REDACTED}@"
+
+
+def _query_param(match: re.Match[str]) -> str:
+    if not is_secret_query_param(match["name"]) or match["value"] == REDACTED:
+        return match[0]
+    return f"{match['name']}={REDACTED}"
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -125,7 +197,7 @@ def _walk(value: Any, secrets: frozenset[str], key: str | None) -> Any:
     if isinstance(value, BaseModel):
         return _walk(value.model_dump(mode="json"), secrets, key)
     if isinstance(value, dict):
-        if key in _SECRET_MAPS:
+        if key in SECRET_MAPS:
             return _mask_all(value)
         return {k: _walk(v, secrets, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):

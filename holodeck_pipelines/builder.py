@@ -4,12 +4,14 @@ prompt-version sensor and nightly schedule."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import dagster as dg
 
 from holodeck_core.config.loader import load_agent
 from holodeck_core.config.project import Project
+from holodeck_core.errors import HolodeckError, safe_message
 from holodeck_core.history.lake import Lake
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
 from holodeck_pipelines.automation import (
@@ -38,12 +40,26 @@ def env_vars(variables: dict[str, str]) -> dict[str, dg.EnvVar]:
     return {field: dg.EnvVar(name) for field, name in variables.items() if os.environ.get(name)}
 
 
-def build_pipelines(project: Project) -> list[AgentPipeline]:
-    return [build_agent_pipeline(path, load_agent(path)) for path in project.agent_paths()]
+logger = logging.getLogger(__name__)
+
+
+def build_pipelines(project: Project, skipped: dict[str, str] | None = None) -> list[AgentPipeline]:
+    """The pipelines of every agent that loads; why each other agent did not goes to the log
+    and into ``skipped``: one bad agent.yaml never takes the others' definitions down."""
+    pipelines: list[AgentPipeline] = []
+    skipped = {} if skipped is None else skipped
+    for path in project.agent_paths():
+        try:
+            pipelines.append(build_agent_pipeline(path, load_agent(path)))
+        except (HolodeckError, dg.DagsterError) as exc:
+            skipped[str(path)] = safe_message(exc)
+            logger.error("holodeck: agent %s is not loaded: %s", path, skipped[str(path)])
+    return pipelines
 
 
 def build_definitions(project: Project) -> dg.Definitions:
-    pipelines = build_pipelines(project)
+    skipped: dict[str, str] = {}
+    pipelines = build_pipelines(project, skipped)
     return dg.Definitions(
         assets=[asset for pipeline in pipelines for asset in pipeline.assets],
         jobs=[pipeline.job for pipeline in pipelines],
@@ -71,4 +87,5 @@ def build_definitions(project: Project) -> dg.Definitions:
         executor=dg.multiprocess_executor
         if project.settings.executor == "multiprocess"
         else dg.in_process_executor,
+        metadata={"holodeck/skipped_agents": dg.MetadataValue.json(skipped)} if skipped else None,
     )

@@ -9,7 +9,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.errors import ExitCode, HolodeckError
+from holodeck_core.argtypes import positive_int, positive_seconds
+from holodeck_core.errors import ExecutionError, ExitCode, HolodeckError
 
 if TYPE_CHECKING:  # the models load when a command runs, not when the parser is built
     from upath import UPath
@@ -26,9 +27,11 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
     test.add_argument("agent", metavar="AGENT_YAML")
     test.add_argument("--output", "-o", type=Path, help="also write a report to this file")
     test.add_argument("--format", choices=FORMATS, help="report format (default: from --output)")
-    test.add_argument("--parallel", type=int, help="cases at once (default: execution or 32)")
-    test.add_argument("--timeout", type=float, help="seconds per model call")
-    test.add_argument("--limit", type=int, help="run only the first N cases")
+    test.add_argument(
+        "--parallel", type=positive_int, help="cases at once (default: execution or 32)"
+    )
+    test.add_argument("--timeout", type=positive_seconds, help="seconds per model call")
+    test.add_argument("--limit", type=positive_int, help="run only the first N cases")
     test.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
     test.add_argument("--prompt-version", dest="prompt_key", help="a registered prompt version")
     test.add_argument("--fresh", action="store_true", help="ignore an open resume journal")
@@ -43,9 +46,6 @@ def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.models import Trigger
     from holodeck_core.runner.suite import Suite, SuiteOptions
 
-    if args.parallel is not None and args.parallel < 1:
-        print("error: --parallel must be at least 1", file=sys.stderr)
-        return ExitCode.CONFIG
     loaded = load_agent(args.agent)
     options = SuiteOptions(
         parallel=args.parallel,
@@ -60,10 +60,11 @@ def run_test_command(args: argparse.Namespace) -> int:
     suite = Suite(loaded, options)
     threading.Thread(target=_preload_history, name="holodeck-preload", daemon=True).start()
     run = asyncio.run(_run(suite, args))
-    from holodeck_core.reports import write_eval_run
-
-    path = write_eval_run(run, loaded.file)
-    suite.finish()  # only now: until the EvalRun is on disk, the journal holds the paid work
+    path = _write_eval_run(run, suite)
+    try:
+        suite.finish()  # only now: until the EvalRun is on disk, the journal holds the paid work
+    except OSError as exc:
+        print(f"warning: the resume journal was not closed: {exc}", file=sys.stderr)
     _record_history(run, path, suite.project)
     from holodeck_core.runner.console import print_summary
 
@@ -71,9 +72,33 @@ def run_test_command(args: argparse.Namespace) -> int:
     code = exit_code(
         run.report.results, loaded.agent.evaluations.gate if loaded.agent.evaluations else None
     )
+    if suite.journal.failure is not None:  # the run is complete, the disk is not healthy
+        print(f"error: {suite.journal.failure}", file=sys.stderr)
+        code = ExitCode.worst(code, ExitCode.EXECUTION)
     if args.output:
         _write_report(run, args.output, args.format)
     return code
+
+
+def _write_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
+    """The EvalRun file, or an :class:`ExecutionError` (exit 3) saying why not (a full or
+    read-only disk) and that the journal still holds every finished case."""
+    from holodeck_core.reports import write_eval_run
+
+    try:
+        return write_eval_run(run, suite.loaded.file)
+    except OSError as exc:
+        where = exc.filename or suite.loaded.file.parent / "results"
+        kept = (
+            f"the finished cases are journaled in {suite.journal.path}, so the same command "
+            "resumes them without calling the model again"
+            if suite.journal.failure is None
+            else suite.journal.failure
+        )
+        raise ExecutionError(
+            f"the EvalRun could not be written to {where}: {exc.strerror or exc}. Free space "
+            f"or make the folder writable and rerun: {kept}"
+        ) from None
 
 
 async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:

@@ -15,7 +15,13 @@ from typing import Any
 
 from holodeck_core.config.yaml_source import YamlDocument, YamlPath
 from holodeck_core.errors import Problem
-from holodeck_core.redaction import is_secret_key, is_secret_var, register_secret
+from holodeck_core.redaction import (
+    SECRET_MAPS,
+    is_secret_key,
+    is_secret_var,
+    register_secret,
+    secrets_in_text,
+)
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -54,9 +60,23 @@ def _walk(
         return {k: _walk(v, (*path, k), doc, env, out) for k, v in value.items()}
     if isinstance(value, list):
         return [_walk(v, (*path, i), doc, env, out) for i, v in enumerate(value)]
-    if not isinstance(value, str) or "${" not in value:
+    if not isinstance(value, str):
         return value
+    key = str(path[-1]) if path else ""
+    in_map = len(path) >= 2 and str(path[-2]) in SECRET_MAPS
+    secret_field = bool(key) and (is_secret_key(key) or (in_map and is_secret_var(key)))
+    resolved_value = value if "${" not in value else _substitute(value, path, doc, env, out)
+    # However a credential got into the config (a literal `api_key: sk-...`, a URL's
+    # userinfo or `?api-key=`), its value is scrubbed from everything written later.
+    if secret_field:
+        out.secrets.add(resolved_value)
+    out.secrets |= secrets_in_text(resolved_value)
+    return resolved_value
 
+
+def _substitute(
+    value: str, path: YamlPath, doc: YamlDocument, env: Mapping[str, str], out: Substitution
+) -> str:
     secret_field = bool(path) and is_secret_key(str(path[-1]))
 
     def replace(match: re.Match[str]) -> str:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
+from holodeck_core.config.slugs import check_unique_slug
 from holodeck_core.config.yaml_source import (
     YamlDocument,
     YamlPath,
@@ -112,6 +113,7 @@ def load_agent(path: str | Path) -> LoadedAgent:
     problems = _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
     if problems:
         raise ConfigError(problems)
+    check_unique_slug(agent.name, file)
     if agent.instructions.file is not None:
         loaded.prompt = file_prompt(
             loaded.resolve(agent.instructions.file), agent.instructions.file

@@ -24,7 +24,12 @@ from holodeck_core.models.eval_run import PromptVersion
 from holodeck_core.naming import slugify
 
 KNOWN_KEYS = ("version", "author", "description", "tags")
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\+[a-f0-9]{8})?$")
+MAX_VERSION_LENGTH = 64
+KEY_PATTERN = re.compile(
+    rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_VERSION_LENGTH - 1}}}(\+[a-f0-9]{{8}})?\Z"
+)
+"""A version label or a registered key: it becomes a file name and a Dagster partition key.
+Matched with ``\\Z`` (``$`` would let ``v1\\n`` through)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,8 @@ def file_prompt(path: Path, display_path: str) -> Prompt:
                 Problem(
                     file=display_path,
                     path="version",
-                    message=f"version {label!r} must be letters, digits, '.', '_' or '-' "
+                    message=f"version {label!r} must be letters, digits, '.', '_' or '-', "
+                    f"at most {MAX_VERSION_LENGTH} characters, starting with a letter or digit "
                     "(it becomes a Dagster partition key and a file name)",
                 )
             ]

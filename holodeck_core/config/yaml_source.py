@@ -23,6 +23,14 @@ M = TypeVar("M", bound=BaseModel)
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+MAX_YAML_BYTES = 64 * 1024 * 1024
+MAX_YAML_DEPTH = 100
+MAX_YAML_NODES = 1_000_000
+"""Values a file may expand to once aliases are followed (a 1 KB "billion laughs" file
+expands to 10⁹): far above any real suite (20,000 cases are ~300,000 nodes)."""
+MAX_YAML_CHARS = 128 * 1024 * 1024
+"""Characters of scalars once aliases are followed (one big anchored string repeated)."""
+
 
 def format_path(path: YamlPath) -> str:
     """``('test_cases', 3, 'files', 0, 'pages')`` → ``test_cases[3].files[0].pages``."""
@@ -68,7 +76,10 @@ def read_yaml(file: Path, display: str | None = None) -> YamlDocument:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {file}: {exc}", file=name) from None
     try:
+        _check_bounds(text, name)
         node = yaml.compose(text, Loader=_Loader)
+        if node is not None:
+            _check_expansion(node, name)
         data = yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         raise ConfigError([_syntax_problem(name, text, exc)]) from None
@@ -81,6 +92,101 @@ def read_yaml(file: Path, display: str | None = None) -> YamlDocument:
     if problems:
         raise ConfigError(problems)
     return doc
+
+
+def _check_bounds(text: str, name: str) -> None:
+    """Size and nesting depth, from the parser's event stream: it is flat, so a file nested
+    100,000 levels deep is refused before anything recurses into it."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(
+            f"the file is {len(text):,} characters; a config may hold at most "
+            f"{MAX_YAML_BYTES:,} (split the test cases into several files)",
+            file=name,
+        )
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else None
+                raise ConfigError(
+                    [
+                        Problem(
+                            file=name,
+                            line=line,
+                            message=f"YAML nested more than {MAX_YAML_DEPTH} levels deep; "
+                            "flatten the structure",
+                        )
+                    ]
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _check_expansion(root: yaml.Node, name: str) -> None:
+    """What the document grows to once every alias is expanded, counted without expanding
+    it (each node once, memoized): bounded nodes, characters and depth, and no cycles."""
+    sizes: dict[int, tuple[int, int, int]] = {}  # id -> (nodes, characters, height)
+    active: set[int] = set()
+
+    def refuse(node: yaml.Node, message: str) -> ConfigError:
+        return ConfigError([Problem(file=name, line=node.start_mark.line + 1, message=message)])
+
+    def size(node: yaml.Node, depth: int) -> tuple[int, int, int]:
+        key = id(node)
+        known = sizes.get(key)
+        if known is None:
+            if key in active:
+                raise refuse(
+                    node,
+                    "a YAML alias refers to its own anchor (a recursive "
+                    "structure); write the value out",
+                )
+            if depth > MAX_YAML_DEPTH:
+                raise refuse(
+                    node,
+                    f"YAML aliases nest values more than {MAX_YAML_DEPTH} "
+                    "levels deep; flatten the structure",
+                )
+            active.add(key)
+            known = _measure(node, lambda child: size(child, depth + 1))
+            active.discard(key)
+            sizes[key] = known
+        nodes, chars, height = known
+        if nodes > MAX_YAML_NODES or chars > MAX_YAML_CHARS:
+            raise refuse(
+                node,
+                "YAML aliases (*name) expand this file beyond "
+                f"{MAX_YAML_NODES:,} values or {MAX_YAML_CHARS:,} characters "
+                "(a 'billion laughs' file?); use fewer aliases or write the values out",
+            )
+        if depth + height > MAX_YAML_DEPTH:
+            raise refuse(
+                node,
+                f"YAML aliases nest values more than {MAX_YAML_DEPTH} levels "
+                "deep; flatten the structure",
+            )
+        return known
+
+    size(root, 0)
+
+
+def _measure(
+    node: yaml.Node, child_size: typing.Callable[[yaml.Node], tuple[int, int, int]]
+) -> tuple[int, int, int]:
+    nodes, chars, height = 1, len(str(node.value)) if isinstance(node, yaml.ScalarNode) else 0, 0
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    for child in children:
+        child_nodes, child_chars, child_height = child_size(child)
+        nodes, chars = nodes + child_nodes, chars + child_chars
+        height = max(height, child_height + 1)
+        if nodes > MAX_YAML_NODES or chars > MAX_YAML_CHARS:
+            break  # the caller refuses it
+    return nodes, chars, height
 
 
 def _syntax_problem(name: str, text: str, exc: yaml.MarkedYAMLError) -> Problem:

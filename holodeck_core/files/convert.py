@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from holodeck_core.files.errors import FileProcessingError
 from holodeck_core.files.jobs import ConversionJob, ConversionOutput
+from holodeck_core.files.limits import unpacked_error
 
 if TYPE_CHECKING:
     from markitdown import MarkItDown
@@ -52,8 +53,11 @@ def _check_container(path: Path, job: ConversionJob) -> None:
         return
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as package:
-            names = set(package.namelist())
-        if _OOXML_PARTS[job.type] in names:
+            parts = package.infolist()
+        unpacked = sum(part.file_size for part in parts)
+        if job.max_unpacked_bytes is not None and unpacked > job.max_unpacked_bytes:
+            raise FileProcessingError(unpacked_error(unpacked, job.max_unpacked_bytes))
+        if _OOXML_PARTS[job.type] in {part.filename for part in parts}:
             return
         raise FileProcessingError(
             f"not a {_OFFICE_NAMES[job.type]}: a ZIP archive without "

@@ -10,6 +10,9 @@ from holodeck_core.models.base import StrictModel
 DEFAULT_FILE_TIMEOUT_S = 30.0
 DEFAULT_DOWNLOAD_TIMEOUT_S = 30.0
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+UNPACKED_RATIO = 10
+"""An Office (ZIP) file may unpack to at most this many times the file-size limit: a 1 MB
+``.docx`` bomb that inflates to 1 GB is refused before any parser sees it."""
 DOWNLOAD_RETRIES = 3
 """Retries after the first attempt, on transient errors only (timeouts, 429, 5xx)."""
 DOWNLOAD_BACKOFF_S = 0.5
@@ -37,6 +40,13 @@ class FileLimits(StrictModel):
                 else DEFAULT_MAX_BYTES
             ),
         )
+
+
+def unpacked_error(size: int, limit: int) -> str:
+    return (
+        f"file unpacks to {human_size(size)} ({size} bytes) of uncompressed parts, over the "
+        f"limit of {human_size(limit)} ({UNPACKED_RATIO}x the file-size limit; a ZIP bomb?)"
+    )
 
 
 def human_size(size: int) -> str:

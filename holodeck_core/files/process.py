@@ -26,6 +26,7 @@ from holodeck_core.files.limits import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_FILE_TIMEOUT_S,
     DEFAULT_MAX_BYTES,
+    UNPACKED_RATIO,
     size_error,
 )
 from holodeck_core.files.worker import WorkerPool, default_pool
@@ -219,6 +220,7 @@ def _convert(
         extension=suffix or _DEFAULT_SUFFIX[file.type] or None,
         mimetype=local.mimetype,
         url=local.url,
+        max_unpacked_bytes=settings.max_bytes * UNPACKED_RATIO,
     )
     output = pool.run(job, settings.file_timeout)
     metadata.update(output.details)

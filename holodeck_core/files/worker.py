@@ -28,13 +28,35 @@ from holodeck_core.files.jobs import ConversionJob, ConversionOutput
 from holodeck_core.models.base import StrictModel
 
 DEFAULT_STARTUP_TIMEOUT_S = 120.0
+DEFAULT_MEMORY_LIMIT_BYTES = 4 * 1024**3
+"""Address space a worker may use (``RLIMIT_AS``; ~0.6 GB once markitdown is imported): a
+file that would need more fails as a file error (``MemoryError``) instead of swapping the
+machine. ``HOLODECK_FILE_WORKER_MEMORY_MB`` overrides it."""
+MEMORY_LIMIT_ENV = "HOLODECK_FILE_WORKER_MEMORY_MB"
 DEFAULT_MAX_JOBS_PER_WORKER = 200
 _READY = "ready"
 
 
-def _worker_main(conn: Connection) -> None:
+def memory_limit_bytes() -> int:
+    configured = os.environ.get(MEMORY_LIMIT_ENV, "")
+    return int(configured) * 1024 * 1024 if configured.isdigit() else DEFAULT_MEMORY_LIMIT_BYTES
+
+
+def _cap_memory(limit: int) -> None:
+    """Cap this process's address space (soft and hard limit, so a parser cannot lift it)."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _worker_main(conn: Connection, memory_limit: int) -> None:
     """Child process: build the converter once, then answer jobs until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _cap_memory(memory_limit)
     from holodeck_core.files.convert import Converter
 
     converter = Converter()
@@ -54,11 +76,14 @@ class WorkerError(Exception):
 
 
 class _Worker:
-    def __init__(self, startup_timeout: float) -> None:
+    def __init__(self, startup_timeout: float, memory_limit: int) -> None:
         context = multiprocessing.get_context("spawn")
         parent_end, child_end = context.Pipe(duplex=True)
         self.process: SpawnProcess = context.Process(
-            target=_worker_main, args=(child_end,), name="holodeck-file-worker", daemon=True
+            target=_worker_main,
+            args=(child_end, memory_limit),
+            name="holodeck-file-worker",
+            daemon=True,
         )
         self.process.start()
         child_end.close()
@@ -136,8 +161,10 @@ class WorkerPool:
         *,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S,
         max_jobs_per_worker: int = DEFAULT_MAX_JOBS_PER_WORKER,
+        memory_limit: int | None = None,
     ) -> None:
         self.size = size or max(1, min(4, os.cpu_count() or 1))
+        self._memory_limit = memory_limit or memory_limit_bytes()
         self._startup_timeout = startup_timeout
         self._max_jobs = max_jobs_per_worker
         self._slots = threading.BoundedSemaphore(self.size)
@@ -164,7 +191,7 @@ class WorkerPool:
                 return worker
             worker.kill()
         self._count("started")
-        return _Worker(self._startup_timeout)
+        return _Worker(self._startup_timeout, self._memory_limit)
 
     def _give_back(self, worker: _Worker) -> None:
         if self._closed or not worker.alive or worker.jobs >= self._max_jobs:

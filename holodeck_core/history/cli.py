@@ -15,7 +15,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.errors import ConfigError, ExecutionError, ExitCode, HolodeckError
+from holodeck_core.argtypes import positive_int, positive_seconds
+from holodeck_core.errors import (
+    ConfigError,
+    ExecutionError,
+    ExitCode,
+    HolodeckError,
+    safe_message,
+)
+from holodeck_core.history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S
+from holodeck_core.terminal import plain
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -125,9 +134,9 @@ def _print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> 
 
     table = Table(show_lines=False)
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(plain(column), overflow="fold")
     for row in rows:
-        table.add_row(*(_cell(v) for v in row))
+        table.add_row(*(plain(_cell(v)) for v in row))
     _out().print(table)
     _err().print(f"{len(rows)} row(s)")
 
@@ -163,7 +172,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     ):
         table.add_column(column)
     for r in runs:
-        table.add_row(
+        cells = (
             _short(r["run_id"]),
             str(r["finished_at"])[:19],
             r["agent_slug"],
@@ -175,6 +184,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
             _num(r["total_tokens"]),
             _usd(r["cost_usd"]),
         )
+        table.add_row(*map(plain, cells))
     _out().print(table)
     return ExitCode.OK
 
@@ -203,7 +213,7 @@ def _render_detail(detail: RunDetail, only_failures: bool) -> None:
         ("dataset hash", str(run["dataset_hash"] or "-")),
         ("source", str(run["source_path"] or "-")),
     ):
-        head.add_row(label, value)
+        head.add_row(label, plain(value))
     console = _out()
     console.print(head)
     by_case: dict[str, list[str]] = {}
@@ -220,12 +230,12 @@ def _render_detail(detail: RunDetail, only_failures: bool) -> None:
             continue
         style = {"PASS": "green", "FAIL": "red", "ERROR": "magenta"}[case["status"]]
         cases.add_row(
-            case["case_id"],
-            f"[{style}]{case['status']}[/]",
-            _num(case["execution_time_ms"]),
-            _num(case["total_tokens"]),
-            ", ".join(by_case.get(case["case_id"], [])),
-            "; ".join(case["errors"] or []),
+            plain(case["case_id"]),
+            plain(case["status"], style),
+            plain(_num(case["execution_time_ms"])),
+            plain(_num(case["total_tokens"])),
+            plain(", ".join(by_case.get(case["case_id"], []))),
+            plain("; ".join(case["errors"] or [])),
         )
     console.print(cases)
 
@@ -252,28 +262,33 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _render_comparison(result: Comparison) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = _out()
     for side, run in (("A", result.a), ("B", result.b)):
-        console.print(
-            f"[bold]{side}[/] {_short(run['run_id'])}  {run['agent_slug']}  prompt "
+        line = (
+            f" {_short(run['run_id'])}  {run['agent_slug']}  prompt "
             f"{run['prompt_version']}  {str(run['finished_at'])[:19]}  pass "
             f"{_pct(run['pass_rate'])} ({run['passed']}/{run['total_tests']})  tokens "
             f"{_num(run['total_tokens'])}  cost {_usd(run['cost_usd'])}"
         )
+        console.print(Text.assemble(plain(side, "bold"), plain(line)))
     if result.flips:
         flips = Table(title=f"case flips ({len(result.flips)})")
         for column in ("case", "name", "A", "B", "change"):
             flips.add_column(column, overflow="fold")
         for flip in result.flips:
             change = (
-                "[red]REGRESSION[/]"
+                plain("REGRESSION", "red")
                 if flip.regression
-                else "[green]fixed[/]"
+                else plain("fixed", "green")
                 if flip.status_b == "PASS"
-                else "changed"
+                else plain("changed")
             )
-            flips.add_row(flip.case_id, flip.test_name or "", flip.status_a, flip.status_b, change)
+            flips.add_row(
+                *map(plain, (flip.case_id, flip.test_name or "", flip.status_a, flip.status_b)),
+                change,
+            )
         console.print(flips)
     else:
         console.print("no case changed status")
@@ -284,14 +299,19 @@ def _render_comparison(result: Comparison) -> None:
         for m in result.metrics:
             delta = "-" if m.delta is None else f"{m.delta:+.4g}"
             metrics.add_row(
-                m.metric_name,
-                m.unit or "0-1",
-                f"{m.n_a}/{m.n_b}",
-                "-" if m.mean_a is None else f"{m.mean_a:.4g}",
-                "-" if m.mean_b is None else f"{m.mean_b:.4g}",
-                f"[red]{delta}[/]" if m.worse else delta,
-                _pct(m.pass_rate_a),
-                _pct(m.pass_rate_b),
+                *map(
+                    plain,
+                    (
+                        m.metric_name,
+                        m.unit or "0-1",
+                        f"{m.n_a}/{m.n_b}",
+                        "-" if m.mean_a is None else f"{m.mean_a:.4g}",
+                        "-" if m.mean_b is None else f"{m.mean_b:.4g}",
+                    ),
+                ),
+                plain(delta, "red" if m.worse else ""),
+                plain(_pct(m.pass_rate_a)),
+                plain(_pct(m.pass_rate_b)),
             )
         console.print(metrics)
     tokens = "-" if result.tokens_delta is None else f"{result.tokens_delta:+,}"
@@ -302,12 +322,16 @@ def _render_comparison(result: Comparison) -> None:
         f"{_pct(result.common_pass_rate_b)}); tokens {tokens}; cost {cost}"
     )
     if result.is_regression:
-        console.print("[bold red]REGRESSION[/]: " + "; ".join(result.reasons))
+        console.print(
+            Text.assemble(plain("REGRESSION", "bold red"), plain(": " + "; ".join(result.reasons)))
+        )
     else:
         console.print("[bold green]no regression[/]")
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from rich.text import Text
+
     from holodeck_core.history import queries, store
 
     if not 0.0 <= args.max_drop <= 1.0:
@@ -317,7 +341,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         run_b = queries.resolve_run(con, args.run_b)
         result = queries.compare_runs(con, run_a, run_b, max_drop=args.max_drop)
     for warning in result.warnings:
-        _err().print(f"[yellow]warning:[/] {warning}")
+        _err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
     if args.format == "json":
         import json
 
@@ -330,15 +354,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_sql(args: argparse.Namespace) -> int:
     from holodeck_core.history import queries
 
-    result = queries.run_select(_db(args), args.query, lock_timeout=args.lock_timeout)
+    result = queries.run_select(
+        _db(args),
+        args.query,
+        lock_timeout=args.lock_timeout,
+        max_rows=args.max_rows,
+        timeout_s=args.timeout,
+    )
     _print_rows(result.columns, result.rows, args.format)
+    if result.truncated:
+        _err().print(
+            f"note: only the first {args.max_rows:,} rows are shown; add LIMIT/WHERE to the "
+            "query or raise --max-rows",
+            markup=False,
+        )
     return ExitCode.OK
 
 
 def _report_ingest(verb: str, report: Any) -> int:
     _err().print(
         f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in the history"
-        + (f"; {len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else "")
+        + (f"; {len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else ""),
+        markup=False,
     )
     if report.problems:
         raise ConfigError(report.problems)
@@ -409,7 +446,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         prompt_version=args.prompt_version,
         lock_timeout=args.lock_timeout,
     )
-    _err().print(f"wrote {len(report.written)} file(s) to {args.out}")
+    _err().print(plain(f"wrote {len(report.written)} file(s) to {args.out}"))
     if report.problems:
         raise ExecutionError("\n".join(p.render() for p in report.problems))
     return ExitCode.OK
@@ -453,7 +490,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     runs = add("runs", _cmd_runs, "list runs, newest first")
     runs.add_argument("--agent", help="agent name or slug")
     runs.add_argument("--prompt-version", help="prompt version (key)")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=positive_int, default=20)
     runs.add_argument("--format", choices=("table", "csv", "json"), default="table")
 
     show = add("show", _cmd_show, "one run: summary, cases, metrics, errors")
@@ -486,6 +523,20 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     )
     sql.add_argument("query", metavar="QUERY")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument(
+        "--max-rows",
+        type=positive_int,
+        default=DEFAULT_MAX_ROWS,
+        metavar="N",
+        help=f"fetch at most N rows (default {DEFAULT_MAX_ROWS:,})",
+    )
+    sql.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop the query after SECONDS (default {DEFAULT_TIMEOUT_S:g})",
+    )
 
     sync = add(
         "sync",
@@ -526,8 +577,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except HolodeckError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {safe_message(exc)}", file=sys.stderr)
         return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return ExitCode.EXECUTION
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ hold the file lock only for the inserts themselves.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from holodeck_core.errors import ConfigError, Problem
+from holodeck_core.errors import ConfigError, ExecutionError, Problem
 from holodeck_core.history import schema, store
 from holodeck_core.history.holodeck_format import LoadedRun, NotAnEvalRun, load_run_bytes
 from holodeck_core.history.lake import Lake
@@ -226,7 +227,9 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             written.append(False)
             continue
         except BaseException:
-            con.execute("ROLLBACK")
+            # After a full disk DuckDB may refuse the ROLLBACK too: report the first error.
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
             raise
         present.add(prepared.run_id)
         written.append(True)
@@ -247,11 +250,16 @@ def write_batch(
     if not unique:
         return report
     runs = list(unique.values())
-    if isinstance(db_path, Lake):
-        written = db_path.write_runs([(run.run_id, run.tables) for run in runs])
-    else:
-        with store.writer(db_path, timeout_s=lock_timeout) as con:
-            written = write_prepared(con, runs)
+    try:
+        if isinstance(db_path, Lake):
+            written = db_path.write_runs([(run.run_id, run.tables) for run in runs])
+        else:
+            with store.writer(db_path, timeout_s=lock_timeout) as con:
+                written = write_prepared(con, runs)
+    except (duckdb.IOException, duckdb.FatalException, OSError) as exc:
+        raise ExecutionError(
+            f"cannot write to the history database {db_path}: {' '.join(str(exc).split())}"
+        ) from None
     for prepared, was_written in zip(runs, written, strict=True):
         (report.ingested if was_written else report.skipped).append(prepared.run_id)
     return report
@@ -315,8 +323,9 @@ def _expand(paths: Sequence[Location]) -> list[tuple[Location, bool]]:
     found: list[tuple[Location, bool]] = []
     for path in paths:
         if path.is_dir():
+            # a hidden ``.tmp-*.json`` is an EvalRun a killed writer never finished
             children: list[Location] = sorted(path.rglob("*.json"), key=str)
-            found.extend((p, False) for p in children if p.is_file())
+            found.extend((p, False) for p in children if p.is_file() and not p.name.startswith("."))
         elif path.is_file():
             found.append((path, True))
         else:

@@ -11,6 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from holodeck_core.errors import ConfigError
 from holodeck_core.history import store
+from holodeck_core.history.sql import (
+    DEFAULT_MAX_ROWS,
+    DEFAULT_TIMEOUT_S,
+    QueryResult,
+    check_bounds,
+    run_bounded,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -352,12 +359,6 @@ def compare_runs(
 # --------------------------------------------------------------------------- sql
 
 
-@dataclass
-class QueryResult:
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-
-
 def check_select(sql: str) -> str:
     """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Parsed by DuckDB
     itself, before any database is opened, so a refused statement cannot touch it."""
@@ -388,16 +389,16 @@ def check_select(sql: str) -> str:
 
 
 def run_select(
-    db_path: store.History, sql: str, *, lock_timeout: float | None = None
+    db_path: store.History,
+    sql: str,
+    *,
+    lock_timeout: float | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> QueryResult:
-    """Run one checked SELECT on a read-only connection with external access disabled."""
-    import duckdb
-
+    """Run one checked SELECT on a read-only connection with external access disabled,
+    bounded in rows and time (see :mod:`holodeck_core.history.sql`)."""
     query = check_select(sql)
+    check_bounds(max_rows, timeout_s)
     with store.reader(db_path, timeout_s=lock_timeout, safe=True) as con:
-        try:
-            cursor = con.execute(query)
-            columns = [d[0] for d in cursor.description or []]
-            return QueryResult(columns=columns, rows=cursor.fetchall())
-        except duckdb.Error as exc:
-            raise ConfigError(f"history sql: {' '.join(str(exc).split())}") from None
+        return run_bounded(con, query, max_rows=max_rows, timeout_s=timeout_s)

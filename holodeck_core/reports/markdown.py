@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from holodeck_core.models import ExpectedTool, MetricResult, Status, TestReport, TestResult
+from holodeck_core.terminal import one_line
 
 _ICONS = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "⚠️"}
 _WORDS = {Status.PASS: "PASSED", Status.FAIL: "FAILED", Status.ERROR: "ERROR"}
@@ -11,7 +12,7 @@ _WORDS = {Status.PASS: "PASSED", Status.FAIL: "FAILED", Status.ERROR: "ERROR"}
 def render_markdown(report: TestReport) -> str:
     summary = report.summary
     lines = [
-        f"# Test Report: {report.agent_name}",
+        f"# Test Report: {one_line(report.agent_name)}",
         "",
         f"**Date**: {report.timestamp}",
         f"**HoloDeck Version**: {report.holodeck_version}",
@@ -29,7 +30,7 @@ def render_markdown(report: TestReport) -> str:
         average = summary.average_scores.get(name)
         rate = summary.metric_pass_rates.get(name)
         lines.append(
-            f"| {name} | {'—' if average is None else f'{average:.2f}'} | "
+            f"| {_cell(name)} | {'—' if average is None else f'{average:.2f}'} | "
             f"{'—' if rate is None else f'{rate:.0%}'} | {summary.metrics_errored.get(name, 0)} |"
         )
     lines += ["", "## Test Results", ""]
@@ -39,21 +40,22 @@ def render_markdown(report: TestReport) -> str:
 
 
 def _result(number: int, result: TestResult) -> list[str]:
-    name = result.test_name or result.test_id or f"case {number}"
+    name = one_line(result.test_name or result.test_id or f"case {number}")
     lines = [
         f"### {_ICONS[result.status]} Test {number}: {name} ({_WORDS[result.status]})",
         "",
-        f"**Input**: {_one_line(result.test_input)}",
-        f"**Response**: {_one_line(result.agent_response or '(none)')}",
+        f"**Input**: {one_line(result.test_input)}",
+        f"**Response**: {one_line(result.agent_response or '(none)')}",
     ]
     if result.tool_calls or result.expected_tools:
-        called = ", ".join(result.tool_calls) or "none"
+        called = one_line(", ".join(result.tool_calls)) or "none"
         if result.tools_matched is None:
             verdict = ""
         else:
             verdict = " ✅ (matched expected)" if result.tools_matched else " ❌ (expected: "
             if not result.tools_matched:
-                verdict += ", ".join(_expected(e) for e in result.expected_tools or []) + ")"
+                expected = ", ".join(_expected(e) for e in result.expected_tools or [])
+                verdict += one_line(expected) + ")"
         lines.append(f"**Tools Called**: {called}{verdict}")
     lines.append(f"**Execution Time**: {result.execution_time_ms / 1000:.1f}s")
     metrics = list(result.metric_results) + [
@@ -64,7 +66,7 @@ def _result(number: int, result: TestResult) -> list[str]:
         lines += [f"- {_metric(m)}" for m in metrics]
     if result.errors:
         lines += ["", "**Errors**:"]
-        lines += [f"- {_one_line(error)}" for error in result.errors]
+        lines += [f"- {one_line(error)}" for error in result.errors]
     return [*lines, ""]
 
 
@@ -78,15 +80,15 @@ def _expected(item: str | ExpectedTool) -> str:
 
 def _metric(metric: MetricResult) -> str:
     if metric.error is not None:
-        return f"{metric.metric_name}: error: {_one_line(metric.error)} ⚠️"
+        return f"{one_line(metric.metric_name)}: error: {one_line(metric.error)} ⚠️"
     value = metric.score if metric.score is not None else metric.raw_score
     shown = "—" if value is None else f"{value:.2f}"
     if metric.unit:
         shown += f" {metric.unit}"
     threshold = "" if metric.threshold is None else f" / {metric.threshold:.2f}"
-    return f"{metric.metric_name}: {shown}{threshold} {'✅' if metric.passed else '❌'}"
+    return f"{one_line(metric.metric_name)}: {shown}{threshold} {'✅' if metric.passed else '❌'}"
 
 
-def _one_line(text: str, limit: int = 500) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+def _cell(text: str) -> str:
+    """A table cell: one line, ``|`` escaped so it cannot split the row."""
+    return one_line(text).replace("|", "\\|")

@@ -12,9 +12,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
+from rich.text import Text
 
 from holodeck_core.models import EvalRun, Status, TestResult
+from holodeck_core.redaction import redact_text
 from holodeck_core.runner.suite import Suite
+from holodeck_core.terminal import one_line, plain
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -30,6 +33,7 @@ class Progress:
         self.quiet = quiet
         self.verbose = verbose
         self.total = len(suite.cases)
+        self.secrets = suite.loaded.secrets
         self.live = self.console.is_terminal and not quiet
         self._bar: RichProgress | None = None
         self._task: TaskID | None = None
@@ -71,13 +75,17 @@ class Progress:
         name = result.test_name or result.test_id
         note = " (from journal)" if resumed else ""
         reason = (
-            f": {result.errors[0]}" if result.errors and result.status is not Status.PASS else ""
+            f": {one_line(result.errors[0])}"
+            if result.errors and result.status is not Status.PASS
+            else ""
         )
-        self.console.print(
-            f"[{_STYLE[result.status]}]{result.status.value:<5}[/] {name}{note}{reason}",
-            highlight=False,
-            soft_wrap=True,
+        # Names and errors come from configs and providers: shown literally, keys scrubbed.
+        line = Text.assemble(
+            plain(f"{result.status.value:<5}", _STYLE[result.status]),
+            " ",
+            plain(redact_text(f"{name}{note}{reason}", self.secrets)),
         )
+        self.console.print(line, highlight=False, soft_wrap=True)
 
 
 def print_summary(run: EvalRun, path: Path | UPath, *, quiet: bool) -> None:
@@ -85,7 +93,7 @@ def print_summary(run: EvalRun, path: Path | UPath, *, quiet: bool) -> None:
     summary = run.report.summary
     if not quiet and summary.average_scores:
         table = Table(
-            title=f"{run.report.agent_name} · prompt {run.metadata.prompt_version.version}"
+            title=plain(f"{run.report.agent_name} · prompt {run.metadata.prompt_version.version}")
         )
         for column in ("metric", "avg score", "pass rate", "errors"):
             table.add_column(column)
@@ -93,7 +101,7 @@ def print_summary(run: EvalRun, path: Path | UPath, *, quiet: bool) -> None:
             average = summary.average_scores.get(name)
             rate = summary.metric_pass_rates.get(name)
             table.add_row(
-                name,
+                plain(name),
                 "—" if average is None else f"{average:.3f}",
                 "—" if rate is None else f"{rate:.0%}",
                 str(summary.metrics_errored.get(name, 0)),
@@ -105,4 +113,4 @@ def print_summary(run: EvalRun, path: Path | UPath, *, quiet: bool) -> None:
         f"of {summary.total_tests} ({summary.pass_rate:.1f}% pass rate) in {wall:.1f}s",
         highlight=False,
     )
-    console.print(f"EvalRun: {path}", highlight=False, soft_wrap=True)
+    console.print(plain(f"EvalRun: {path}"), highlight=False, soft_wrap=True)

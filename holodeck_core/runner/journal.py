@@ -3,20 +3,32 @@
 ``<HOLODECK_HOME>/journal/<agent slug>/<suite fingerprint>.jsonl``, local disk only. A run
 reuses entries whose case fingerprint matches; only cases without an error are written. A
 run that finishes with no transient error closes the journal, so the next run starts fresh.
+
+Two runs of the same suite at once pay for each case once: a case is *claimed* (a lock on
+one byte of ``<fingerprint>.lock``, chosen by the case fingerprint) while it runs, and a run
+that waited for a claim first looks whether the other run journaled that case meanwhile.
+
+A journal that cannot be written (a full or read-only disk) never aborts the run: what was
+appended stays, later cases are not journaled, and :attr:`Journal.failure` says why.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
 import os
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import BinaryIO
 
 from pydantic import ValidationError
 
 from holodeck_core.naming import slugify
 from holodeck_core.redaction import redact
 from holodeck_core.runner.case_run import CaseRun
+
+_LOCK_SLOTS = 1 << 30
 
 
 class Journal:
@@ -29,38 +41,89 @@ class Journal:
     ) -> None:
         self.path = root / slugify(agent_name) / f"{suite_fingerprint}.jsonl"
         self.secrets = secrets
+        self.failure: str | None = None
+        """Why appending stopped (ENOSPC, a read-only disk...), once it did."""
         self._lock = threading.Lock()
+        self._entries: dict[str, CaseRun] = {}
+        self._offset = 0
+        self._done = self.path.with_suffix(".jsonl.done")
+        self._done_at_load: tuple[int, int] | None = None
+        self._lock_fd: int | None = None
 
     def load(self) -> dict[str, CaseRun]:
         """Entries of the open journal by case fingerprint. A torn last line (a crash while
         writing) is ignored."""
-        if not self.path.is_file():
-            return {}
-        entries: dict[str, CaseRun] = {}
-        for line in self.path.read_bytes().splitlines():
-            try:
-                run = CaseRun.model_validate_json(line)
-            except (ValidationError, UnicodeDecodeError):
-                continue  # a line torn by a crash: that case simply runs again
-            entries[run.fingerprint] = run
-        return entries
+        self._done_at_load = _identity(self._done)
+        self._entries, self._offset = {}, 0
+        self._read_new()
+        return dict(self._entries)
+
+    def finished(self, fingerprint: str) -> CaseRun | None:
+        """The entry of ``fingerprint`` if this or another run journaled it since
+        :meth:`load`, including a run that closed the journal meanwhile."""
+        with self._lock:
+            self._read_new()
+            if fingerprint not in self._entries:
+                done = _identity(self._done)
+                if done is not None and done != self._done_at_load:  # closed since load
+                    self._done_at_load = done
+                    with contextlib.suppress(OSError):
+                        self._entries.update(_parse(self._done.read_bytes()))
+            return self._entries.get(fingerprint)
+
+    def _read_new(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except OSError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits
+        self._offset += len(complete)
+        self._entries.update(_parse(complete))
+
+    @contextlib.asynccontextmanager
+    async def claim(self, fingerprint: str) -> AsyncIterator[None]:
+        """Hold ``fingerprint``'s claim: a concurrent run of the same suite waits here."""
+        fd = await asyncio.to_thread(self._lock_file)
+        if fd is None:  # no lock file possible (read-only disk): run unclaimed
+            yield
+            return
+        slot = int(fingerprint[:15], 16) % _LOCK_SLOTS if fingerprint else 0
+        await asyncio.to_thread(fcntl.lockf, fd, fcntl.LOCK_EX, 1, slot)
+        try:
+            yield
+        finally:
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, slot)
+
+    def _lock_file(self) -> int | None:
+        with self._lock:
+            if self._lock_fd is None:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    lock_path = self.path.with_suffix(".lock")
+                    self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+                except OSError:
+                    return None
+            return self._lock_fd
 
     def append(self, run: CaseRun) -> None:
         """Append one finished case (redacted: the journal is on disk too) and fsync."""
-        if run.error is not None:
+        if run.error is not None or self.failure is not None:
             return
         line = redact(run, self.secrets).model_dump_json() + "\n"
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a+b") as handle:
-                if handle.tell() and not _ends_with_newline(handle):
-                    handle.write(b"\n")  # after a torn line, start a fresh one
-                handle.write(line.encode("utf-8"))
-                handle.flush()
-                os.fsync(handle.fileno())
+            try:
+                append_line(self.path, line.encode("utf-8"))
+            except OSError as exc:
+                self.failure = (
+                    f"cannot write the resume journal {self.path}: {exc.strerror or exc}; "
+                    "cases finished after this were not journaled"
+                )
 
     def close(self) -> None:
         """The run finished: keep the entries as ``.done`` for inspection, start fresh next."""
+        self._release()
         if self.path.exists():
             self.path.replace(self.path.with_suffix(".jsonl.done"))
 
@@ -69,7 +132,42 @@ class Journal:
         if self.path.exists():
             self.path.replace(self.path.with_suffix(".jsonl.discarded"))
 
+    def _release(self) -> None:
+        with self._lock:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
-def _ends_with_newline(handle: BinaryIO) -> bool:
-    handle.seek(-1, os.SEEK_END)
-    return handle.read(1) == b"\n"
+
+def append_line(path: Path, data: bytes) -> None:
+    """The journal's write boundary: append ``data`` as one line, after a torn one if the
+    last write was cut short, and fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+b") as handle:
+        if handle.tell():
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")  # after a torn line, start a fresh one
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` is (inode, mtime), or None if there is none."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
+def _parse(data: bytes) -> dict[str, CaseRun]:
+    entries: dict[str, CaseRun] = {}
+    for line in data.splitlines():
+        try:
+            run = CaseRun.model_validate_json(line)
+        except (ValidationError, UnicodeDecodeError):
+            continue  # a line torn by a crash: that case simply runs again
+        entries[run.fingerprint] = run
+    return entries

@@ -180,11 +180,15 @@ class Suite:
         fingerprint = self.case_fingerprints[case.id or ""]
         runtime = self.runtime
         cached = (self._journaled or {}).get(fingerprint)
+        if cached is None:
+            # another run of this suite may be on this case: wait for it, then reuse its work
+            async with self.journal.claim(fingerprint):
+                cached = await asyncio.to_thread(self.journal.finished, fingerprint)
+                if cached is None:
+                    run = await runtime.executor.run(case, fingerprint)
+                    await asyncio.to_thread(self.journal.append, run)  # fsync off the loop
         if cached is not None:
             run = cached.model_copy(update={"resumed": True})
-        else:
-            run = await runtime.executor.run(case, fingerprint)
-            await asyncio.to_thread(self.journal.append, run)  # fsync off the event loop
         self.runs[run.case_id] = run
         return run
 

@@ -142,6 +142,9 @@ class FaultSpec(_Strict):
     """Seconds in the ``Retry-After`` header of a 429 (default: ``faults.retry_after``)."""
     slow_seconds: float | None = Field(default=None, gt=0.0)
     """How long a ``slow`` fault waits before answering (default: ``faults.slow_seconds``)."""
+    message: str | None = None
+    """The error message of a 400/401/500/503; ``{api_key}`` and ``{api_key_masked}``
+    (``sk-abc12…wxyz``) echo the request's key, as real providers do."""
 
     @field_validator("kind", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ from holodeck_core.testing.server.requests import (
 from holodeck_core.testing.server.responses import (
     MODEL_IDS,
     chat_body,
+    echo_key,
     error_response,
     hid,
     messages_body,
@@ -124,9 +125,10 @@ async def _model_call_inner(
             )
         if fault.kind in ("400", "401", "500", "503"):
             status = int(fault.kind)
-            return error_response(
-                route, status, f"Injected {status} error from the holodeck loopback model server."
-            )
+            message = f"Injected {status} error from the holodeck loopback model server."
+            if fault.message is not None:
+                message = echo_key(fault.message, request)
+            return error_response(route, status, message)
         if fault.kind == "drop":
             # Close the connection without a response; aiohttp then fails to write the
             # empty response below and treats it as a client disconnection (quietly).

@@ -24,6 +24,7 @@ class Fault:
     kind: FaultKind
     retry_after: float
     slow_seconds: float
+    message: str | None = None
 
 
 @dataclass
@@ -101,6 +102,7 @@ def _decide_fault(
                 f.kind,
                 g.retry_after if f.retry_after is None else f.retry_after,
                 g.slow_seconds if f.slow_seconds is None else f.slow_seconds,
+                f.message,
             )
     upto = 0
     for kind, count in g.first.items():

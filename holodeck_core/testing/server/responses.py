@@ -81,6 +81,15 @@ _ANTHROPIC_ERRORS = {
 }
 
 
+def echo_key(message: str, request: web.Request) -> str:
+    """``{api_key}`` / ``{api_key_masked}`` in an injected error message → the request's key."""
+    auth = request.headers.get("Authorization", "")
+    key = auth.removeprefix("Bearer ").strip() or request.headers.get("x-api-key", "")
+    key = key or request.headers.get("api-key", "")
+    masked = f"{key[:8]}{'*' * max(len(key) - 12, 0)}{key[-4:]}"
+    return message.replace("{api_key}", key).replace("{api_key_masked}", masked)
+
+
 def error_response(
     route: str, status: int, message: str, headers: Mapping[str, str] | None = None
 ) -> web.Response:

@@ -1,0 +1,71 @@
+"""Running a user's checked SELECT within bounds: at most ``max_rows`` rows are fetched (the
+result streams, so ``SELECT * FROM range(10000000000)`` costs ``max_rows`` rows, not 17 GB) and
+the statement is interrupted after ``timeout_s`` seconds."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from holodeck_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
+
+DEFAULT_MAX_ROWS = 10_000
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool = False
+    """More rows exist than ``max_rows``; only the first ``max_rows`` are in ``rows``."""
+
+
+def check_bounds(max_rows: int, timeout_s: float) -> None:
+    if max_rows < 1:
+        raise ConfigError(f"--max-rows must be at least 1 (got {max_rows})")
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigError(f"--timeout must be a positive number of seconds (got {timeout_s})")
+
+
+def run_bounded(
+    con: duckdb.DuckDBPyConnection, query: str, *, max_rows: int, timeout_s: float
+) -> QueryResult:
+    """``query``'s first ``max_rows`` rows; :class:`ConfigError` (exit 2) when it errors or
+    outlives ``timeout_s``; ``KeyboardInterrupt`` (no traceback at the CLI) on Ctrl-C."""
+    import duckdb
+
+    check_bounds(max_rows, timeout_s)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        con.interrupt()
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        cursor = con.execute(query)
+        columns = [d[0] for d in cursor.description or []]
+        rows = cursor.fetchmany(max_rows + 1)
+    except duckdb.InterruptException:
+        if not expired.is_set():
+            raise KeyboardInterrupt from None  # Ctrl-C reached DuckDB first
+        raise ConfigError(
+            f"history sql: the query was stopped after {timeout_s:g}s (--timeout); narrow it "
+            "with WHERE or LIMIT, or allow more time with --timeout SECONDS"
+        ) from None
+    except KeyboardInterrupt:
+        con.interrupt()
+        raise
+    except duckdb.Error as exc:
+        raise ConfigError(f"history sql: {' '.join(str(exc).split())}") from None
+    finally:
+        timer.cancel()
+    return QueryResult(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)
