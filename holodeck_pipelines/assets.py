@@ -302,7 +302,7 @@ def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
         "prompt_version": run.metadata.prompt_version.version,
         "run_id": run.metadata.run_id or "",
         "eval_run_path": dg.MetadataValue.path(path),
-        "report": dg.MetadataValue.md(render_markdown(run.report)),
+        "report": dg.MetadataValue.md(render_markdown(run)),
     }
     if summary.cost_usd is not None:
         metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
