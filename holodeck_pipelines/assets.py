@@ -18,7 +18,8 @@ from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import previous_run_flips
-from holodeck_core.models import EvalRun, Status, Trigger
+from holodeck_core.models import EvalRun, Status, TestResult, Trigger
+from holodeck_core.models.results import all_metric_results
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
 from holodeck_core.reports import render_markdown
@@ -182,7 +183,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 context,
                 f"{result.judge_transient_failures} judge calls failed transiently after "
                 "retries; rerun the partition to finish scoring",
-                [(r.test_id or "", r.errors[0]) for r in result.results if r.errors],
+                metric_errors(result.results),
                 metadata,
             )
         context.add_output_metadata(metadata)
@@ -347,6 +348,16 @@ def stage_failure(
             ),
         },
     )
+
+
+def metric_errors(results: list[TestResult]) -> list[tuple[str, str]]:
+    """Each case whose metrics could not all run, with the first metric error."""
+    found = []
+    for result in results:
+        errors = [f"{m.metric_name}: {m.error}" for m in all_metric_results(result) if m.error]
+        if errors:
+            found.append((result.test_id or "", errors[0]))
+    return found
 
 
 def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:

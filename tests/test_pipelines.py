@@ -17,6 +17,7 @@ import pytest
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import request_key, run_model_server
+from holodeck_pipelines.assets import trigger_of
 from holodeck_pipelines.builder import build_definitions
 
 RULES: dict[str, Any] = {
@@ -29,7 +30,13 @@ RULES: dict[str, Any] = {
 
 
 def make_project(
-    root: Path, base_url: str, *, cases: int = 4, gate: float = 0.5, extra_versions: int = 0
+    root: Path,
+    base_url: str,
+    *,
+    cases: int = 4,
+    gate: float = 0.5,
+    extra_versions: int = 0,
+    metrics: str = "[{type: standard, metric: equality}]",
 ) -> Project:
     agent = root / "agents" / "geo"
     (agent / "prompts").mkdir(parents=True)
@@ -52,7 +59,7 @@ def make_project(
             instructions: {{file: prompts/v1.md, variants: [{", ".join(variants)}]}}
             evaluations:
               gate: {{min_pass_rate: {gate}}}
-              metrics: [{{type: standard, metric: equality}}]
+              metrics: {metrics}
             test_cases:
             """)
         + case_yaml
@@ -209,6 +216,46 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
     assert "Steps failed" not in error  # Dagster's generic message; ours names the cases
     assert error.startswith("geo_agent__agent_responses: prompt version v2: 1 cases failed")
     assert "- c3: " in error
+
+
+def test_a_judge_outage_fails_the_scoring_step_naming_cases_and_metric(tmp_path: Path) -> None:
+    judge_down = {**RULES, "rules": [{"match": {"user": "# Task"}, "fault": {"kind": "503"}}]}
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        judge = (
+            f'{{provider: openai, name: judge, endpoint: "{server.openai_base_url}", '
+            "api_key: sk-judge-123456}"
+        )
+        geval = (
+            f"[{{type: geval, name: Brief, criteria: 'short answer', model: {judge}, "
+            "evaluation_params: [actual_output]}]"
+        )
+        project = make_project(tmp_path, server.openai_base_url, cases=2, metrics=geval)
+        defs = build_definitions(project)
+        register(defs, instance)
+        server.set_rules({**judge_down, "rules": [*judge_down["rules"], *RULES["rules"]]})
+        result = materialize(defs, instance, "v1")
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "geo_agent__metric_results"
+    user = failure.step_failure_data.user_failure_data
+    assert user is not None and user.description is not None
+    assert "judge calls failed transiently after retries" in user.description
+    assert "- c0: Brief: " in user.description and "- c1: Brief: " in user.description
+    rows = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
+    assert [r.data["case"] for r in rows] == ["c0", "c1"]
+
+
+@pytest.mark.parametrize(
+    ("tags", "trigger"),
+    [
+        ({}, "manual"),  # launched from the UI: Dagster adds no tag
+        ({"dagster/backfill": "abc"}, "backfill"),
+        ({"dagster/schedule_name": "geo_agent_nightly"}, "nightly"),
+        ({"dagster/sensor_name": "geo_agent_prompt_versions"}, "sensor"),
+        ({"holodeck/trigger": "nightly", "dagster/backfill": "abc"}, "nightly"),
+    ],
+)
+def test_trigger_comes_from_the_run_tags(tags: dict[str, str], trigger: str) -> None:
+    assert trigger_of(tags).value == trigger
 
 
 def test_a_partition_without_a_snapshot_fails_at_once_naming_the_versions(tmp_path: Path) -> None:
