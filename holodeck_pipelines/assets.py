@@ -6,7 +6,8 @@ the history write with the run's checks.
 Every asset is a thin wrapper over ``holodeck_core.commands.stages``."""
 
 import asyncio
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,11 @@ from holodeck_core.commands.stages import (
 )
 from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.config.project import location
+from holodeck_core.errors import ConfigError
 from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import previous_run_flips
-from holodeck_core.models import EvalRun, Status, Trigger
+from holodeck_core.models import EvalRun, Status, TestResult, Trigger
+from holodeck_core.models.results import all_metric_results
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
 from holodeck_core.reports import render_markdown
@@ -41,8 +44,9 @@ TRIGGER_TAG = "holodeck/trigger"
 MAX_FAILING_ROWS = 50
 
 
-def trigger_of(context: dg.AssetExecutionContext) -> Trigger:
-    tags = context.run.tags
+def trigger_of(tags: Mapping[str, str]) -> Trigger:
+    """What started a run, from its tags: ours where we launched it, else Dagster's own
+    (a backfill, a schedule, a sensor); a run launched by hand in the UI has none."""
     if TRIGGER_TAG in tags:
         return Trigger(tags[TRIGGER_TAG])
     if "dagster/backfill" in tags:
@@ -86,13 +90,22 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     ) -> Suite:
         options = SuiteOptions(
             prompt_key=context.partition_key,
-            trigger=trigger_of(context),
+            trigger=trigger_of(context.run.tags),
             dagster_run_id=context.run.run_id,
             partition_key=context.partition_key,
             cli_args=[f"dagster:{context.job_def.name}"],
             api_keys=keys.fallbacks() if keys else {},
         )
-        return Suite(load_agent(agent_file), options, project=project.project())
+        try:
+            return Suite(load_agent(agent_file), options, project=project.project())
+        except ConfigError as exc:
+            # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
+            # retry can fix that, so fail at once and say which versions exist
+            raise dg.Failure(
+                description=redact_text(str(exc)),
+                metadata={"partition": context.partition_key},
+                allow_retries=False,
+            ) from None
 
     @dg.asset(
         name="processed_files",
@@ -135,13 +148,15 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             "total_tokens": sum(usage),
             "model_calls": int(str(result.scheduler.get("calls", 0))),
         }
-        failing = result.transient_failures
+        failing = [(run.case_id, run.error or "") for run in result.runs if run.transient]
         if failing:
             # §6.8: finished cases are journaled; fail so a retry or UI rerun resumes.
-            raise dg.Failure(
-                description=f"{len(failing)} cases failed transiently after retries "
-                f"({', '.join(failing[:10])}); rerun the partition to resume",
-                metadata=metadata,
+            raise stage_failure(
+                context,
+                f"{len(failing)} cases failed transiently after retries; rerun the partition "
+                "to resume (finished cases are journaled)",
+                failing,
+                metadata,
             )
         context.add_output_metadata(metadata)
         return result
@@ -165,10 +180,12 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         metadata = {status.value.lower(): statuses.count(status) for status in Status}
         if result.judge_transient_failures:
             # §6.8: successful judge answers are cached, so a rerun pays only for the rest
-            raise dg.Failure(
-                description=f"{result.judge_transient_failures} judge calls failed transiently "
-                "after retries; rerun the partition to finish scoring",
-                metadata=metadata,
+            raise stage_failure(
+                context,
+                f"{result.judge_transient_failures} judge calls failed transiently after "
+                "retries; rerun the partition to finish scoring",
+                metric_errors(result.results),
+                metadata,
             )
         context.add_output_metadata(metadata)
         return result
@@ -177,7 +194,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         name="report_summary",
         kinds={"python", "json"},
         description=f"{loaded.agent.name}: the run's TestReport and summary, written as an "
-        "EvalRun file (results/<slug>/<timestamp>.json) before anything else.",
+        "EvalRun file (`results/<slug>/<timestamp>.json`) before anything else.",
         **common,
     )
     def report_summary(
@@ -197,24 +214,16 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         description=f"{loaded.agent.name}: the EvalRun appended to the DuckDB history "
         "(one short transaction, idempotent by run id), with the run's checks.",
         pool=HISTORY_POOL,
-        check_specs=[
-            dg.AssetCheckSpec(
-                "pass_rate_gate",
-                asset=dg.AssetKey([name, "eval_history"]),
-                description="The pass rate and error count meet evaluations.gate.",
-            ),
-            dg.AssetCheckSpec(
-                "no_regression",
-                asset=dg.AssetKey([name, "eval_history"]),
-                description="No case that passed in the previous run of this prompt version "
-                "fails or errors now.",
-            ),
-            dg.AssetCheckSpec(
-                "no_errored_cases",
-                asset=dg.AssetKey([name, "eval_history"]),
-                description="Every case could be evaluated (no ERROR status).",
-            ),
-        ],
+        check_specs=partitioned_checks(
+            dg.AssetKey([name, "eval_history"]),
+            partitions,
+            {
+                "pass_rate_gate": "The pass rate and error count meet evaluations.gate.",
+                "no_regression": "No case that passed in the previous run of this prompt "
+                "version fails or errors now.",
+                "no_errored_cases": "Every case could be evaluated (no ERROR status).",
+            },
+        ),
         **common,
     )
     def eval_history(
@@ -232,6 +241,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             prompts_dir=project.project().prompts_dir,
         )
         summary = run.report.summary
+        partition = context.partition_key
         gate = check_gate(
             summary, loaded.agent.evaluations.gate if loaded.agent.evaluations else None
         )
@@ -241,7 +251,11 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 passed=gate.passed,
                 severity=dg.AssetCheckSeverity.ERROR,
                 description=gate.description,
-                metadata={"pass_rate": summary.pass_rate / 100, "errored": summary.errored},
+                metadata={
+                    "pass_rate": summary.pass_rate / 100,
+                    "errored": summary.errored,
+                    "gate": gate.rule,
+                },
             ),
         ]
         previous, flips = previous_run_flips(history.path, run_id)
@@ -274,7 +288,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             report_summary,
             metadata={"run_id": run_id, "newly_ingested": written, "db": str(history.path)},
         )
-        yield from checks
+        yield from (in_partition(check, partition) for check in checks)
 
     return AgentPipeline(
         agent_file=agent_file,
@@ -290,36 +304,69 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     )
 
 
-def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
-    """Numbers the UI plots across materializations, the Markdown report, failing cases."""
-    summary = run.report.summary
-    metadata: dict[str, Any] = {
-        "pass_rate": dg.MetadataValue.float(summary.pass_rate / 100),
-        "passed": summary.passed,
-        "failed": summary.failed,
-        "errored": summary.errored,
-        "wall_time_s": dg.MetadataValue.float((summary.wall_time_ms or 0) / 1000),
-        "total_tokens": summary.token_usage.total_tokens if summary.token_usage else 0,
-        "prompt_version": run.metadata.prompt_version.version,
-        "run_id": run.metadata.run_id or "",
-        "eval_run_path": dg.MetadataValue.path(path),
-        "report": dg.MetadataValue.md(render_markdown(run.report)),
-    }
-    if summary.cost_usd is not None:
-        metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
-    for metric, score in summary.average_scores.items():
-        metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
-    failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
-    metadata["failing_cases"] = dg.MetadataValue.table(
+def partitioned_checks(
+    asset: dg.AssetKey, partitions: dg.PartitionsDefinition, descriptions: dict[str, str]
+) -> list[dg.AssetCheckSpec]:
+    """Checks evaluated per partition (prompt version), so each version's gate keeps its own
+    result (a preview feature of Dagster 1.13: its warning is expected here)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return [
+            dg.AssetCheckSpec(check, asset=asset, description=text, partitions_def=partitions)
+            for check, text in descriptions.items()
+        ]
+
+
+def in_partition(check: dg.AssetCheckResult, partition: str) -> dg.AssetCheckResult:
+    """The result with its prompt version named in the description and the metadata, for the
+    pages that list check results without their partition."""
+    return dg.AssetCheckResult(
+        check_name=check.check_name,
+        passed=check.passed,
+        severity=check.severity,
+        description=f"prompt version {partition}: {check.description}",
+        metadata={"partition": partition, **check.metadata},
+    )
+
+
+def stage_failure(
+    context: dg.AssetExecutionContext,
+    reason: str,
+    failing: list[tuple[str, str]],
+    metadata: dict[str, Any],
+) -> dg.Failure:
+    """A step failure that says which cases failed and why, where the partition and backfill
+    pages show it (the description) and as a table (the metadata)."""
+    lines = [f"- {case}: {redact_text(why)[:200]}" for case, why in failing[:10]]
+    more = [f"- … and {len(failing) - 10} more"] if len(failing) > 10 else []
+    return dg.Failure(
+        description="\n".join([f"prompt version {context.partition_key}: {reason}", *lines, *more]),
+        metadata={
+            **metadata,
+            "partition": context.partition_key,
+            "failing_cases": case_table(
+                [(case, "ERROR", why) for case, why in failing[:MAX_FAILING_ROWS]]
+            ),
+        },
+    )
+
+
+def metric_errors(results: list[TestResult]) -> list[tuple[str, str]]:
+    """Each case whose metrics could not all run, with the first metric error."""
+    found = []
+    for result in results:
+        errors = [f"{m.metric_name}: {m.error}" for m in all_metric_results(result) if m.error]
+        if errors:
+            found.append((result.test_id or "", errors[0]))
+    return found
+
+
+def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
+    """Cases as a (case, status, reason) table; reasons are redacted and cut to 200 chars."""
+    return dg.MetadataValue.table(
         records=[
-            dg.TableRecord(
-                {
-                    "case": r.test_id or "",
-                    "status": r.status.value,
-                    "reason": (r.errors[0] if r.errors else "below threshold")[:200],
-                }
-            )
-            for r in failing
+            dg.TableRecord({"case": case, "status": status, "reason": redact_text(why)[:200]})
+            for case, status, why in rows
         ],
         schema=dg.TableSchema(
             columns=[
@@ -328,5 +375,33 @@ def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
                 dg.TableColumn("reason", "string"),
             ]
         ),
+    )
+
+
+def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
+    """Numbers the UI plots across materializations, the Markdown report, failing cases."""
+    summary = run.report.summary
+    metadata: dict[str, Any] = {"pass_rate": dg.MetadataValue.float(summary.pass_rate / 100)}
+    if summary.cost_usd is not None:
+        metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
+    metadata |= {
+        "passed": summary.passed,
+        "failed": summary.failed,
+        "errored": summary.errored,
+        "wall_time_s": dg.MetadataValue.float((summary.wall_time_ms or 0) / 1000),
+        "total_tokens": summary.token_usage.total_tokens if summary.token_usage else 0,
+        "prompt_version": run.metadata.prompt_version.version,
+        "run_id": run.metadata.run_id or "",
+        "eval_run_path": dg.MetadataValue.path(path),
+        "report": dg.MetadataValue.md(render_markdown(run)),
+    }
+    for metric, score in summary.average_scores.items():
+        metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
+    failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
+    metadata["failing_cases"] = case_table(
+        [
+            (r.test_id or "", r.status.value, r.errors[0] if r.errors else "below threshold")
+            for r in failing
+        ]
     )
     return metadata

@@ -10,7 +10,7 @@ from holodeck_core.config.loader import load_agent
 from holodeck_core.config.prompts import PromptStore
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.models import Trigger
-from holodeck_pipelines.assets import TRIGGER_TAG, AgentPipeline
+from holodeck_pipelines.assets import TRIGGER_TAG, AgentPipeline, trigger_of
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
 
 
@@ -103,8 +103,21 @@ def failed_runs_sensor(context: dg.RunFailureSensorContext, history: RunHistory)
         dagster_run_id=run.run_id,
         job_name=run.job_name,
         partition_key=run.tags.get("dagster/partition"),
-        trigger=run.tags.get(TRIGGER_TAG)
-        or ("nightly" if "dagster/schedule_name" in run.tags else None),
+        trigger=trigger_of(run.tags).value,
         failed_at=datetime.now(UTC),
-        error=context.failure_event.message,
+        error=failure_reason(context),
     )
+
+
+def failure_reason(context: dg.RunFailureSensorContext) -> str | None:
+    """Why the run failed: each failed step's own description (which cases, why), not
+    Dagster's generic "Steps failed" (kept only when no step failed, e.g. a crashed run)."""
+    reasons = []
+    for event in context.get_step_failure_events():
+        data = event.step_failure_data
+        user = data.user_failure_data
+        text = user.description if user and user.description else None
+        if text is None and data.error is not None:
+            text = data.error.message.strip()
+        reasons.append(f"{event.step_key}: {text or 'failed'}")
+    return "\n".join(reasons) or context.failure_event.message

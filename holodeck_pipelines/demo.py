@@ -73,7 +73,7 @@ def run_demo(root: Path) -> int:
         "  .venv/bin/holodeck history runs\n"
         f"  .venv/bin/holodeck model-server --port {DEMO_PORT} --script "
         f"{rules_file.relative_to(project.root)} &   # for reruns from the UI\n"
-        f"  DAGSTER_HOME={project.root} .venv/bin/dagster dev -h 127.0.0.1 -w workspace.yaml"
+        f"  DAGSTER_HOME={project.root} .venv/bin/dg dev -h 127.0.0.1"
         "   # the same runs, partitions, sensor and schedule at http://127.0.0.1:3000"
     )
     return 0

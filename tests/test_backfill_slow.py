@@ -490,7 +490,9 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         assert [e["stepKey"] for e in failures] == [f"{AGENT}__agent_responses"], failures
         assert len(retries) == 2, retries  # RetryPolicy(max_retries=2): three attempts
         cause = str(failures[0]["error"]["cause"])
-        assert "2 cases failed transiently after retries (c4, c5)" in cause, failures
+        # the step failure names the prompt version, the failing cases and why
+        assert "prompt version v3: 2 cases failed transiently after retries" in cause, failures
+        assert "- c4: server_error 503" in cause and "- c5: server_error 503" in cause
 
         # 2. the outage is over; re-execute the backfill from failure
         server.set_rules(HEALTHY)

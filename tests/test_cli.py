@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
+import dagster as dg
 import jsonschema
 import pytest
 import yaml
@@ -49,10 +50,28 @@ def test_cli_start_up_does_not_import_heavy_libraries() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_dagster_definitions_import() -> None:
-    from holodeck_pipelines.definitions import defs
+def test_the_workspace_code_location_serves_the_example_agent() -> None:
+    """What `dg dev` (pyproject's [tool.dg]) and `dagster dev -w workspace.yaml` load."""
+    import tomllib
 
-    assert defs is not None
-    assert (REPO / "workspace.yaml").is_file() and (REPO / "dagster.yaml").is_file()
-    assert "holodeck_pipelines.definitions" in (REPO / "workspace.yaml").read_text()
-    assert Path(REPO / ".ci" / "run").read_text().strip().endswith("make test")
+    [entry] = yaml.safe_load((REPO / "workspace.yaml").read_text())["load_from"]
+    dg_project = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dg"]["project"]
+    module = entry["python_module"]["module_name"]
+    assert module == dg_project["code_location_target_module"]
+    assert entry["python_module"]["location_name"] == dg_project["code_location_name"]
+    defs = importlib.import_module(module).defs
+    graph = defs.resolve_asset_graph()
+    history = graph.get(dg.AssetKey(["acme_support", "eval_history"]))
+    assert history.group_name == "acme_support"
+    assert history.owners == ["team:acme_support_team"]  # the example's author, not our name
+    assert {key.name for key in history.check_keys} == {
+        "pass_rate_gate",
+        "no_regression",
+        "no_errored_cases",
+    }
+    assert defs.resolve_job_def("acme_support_eval").partitions_def is not None
+    assert defs.resolve_schedule_def("acme_support_nightly").cron_schedule == "0 2 * * *"
+    assert {s.name for s in defs.sensors or []} == {  # type: ignore[union-attr]
+        "acme_support_prompt_versions",
+        "holodeck_failed_runs",
+    }

@@ -16,7 +16,9 @@ import duckdb
 import pytest
 
 from holodeck_core.config.project import Project
+from holodeck_core.models import EvalRun
 from holodeck_core.testing import request_key, run_model_server
+from holodeck_pipelines.assets import trigger_of
 from holodeck_pipelines.builder import build_definitions
 
 RULES: dict[str, Any] = {
@@ -29,7 +31,13 @@ RULES: dict[str, Any] = {
 
 
 def make_project(
-    root: Path, base_url: str, *, cases: int = 4, gate: float = 0.5, extra_versions: int = 0
+    root: Path,
+    base_url: str,
+    *,
+    cases: int = 4,
+    gate: float = 0.5,
+    extra_versions: int = 0,
+    metrics: str = "[{type: standard, metric: equality}]",
 ) -> Project:
     agent = root / "agents" / "geo"
     (agent / "prompts").mkdir(parents=True)
@@ -52,7 +60,7 @@ def make_project(
             instructions: {{file: prompts/v1.md, variants: [{", ".join(variants)}]}}
             evaluations:
               gate: {{min_pass_rate: {gate}}}
-              metrics: [{{type: standard, metric: equality}}]
+              metrics: {metrics}
             test_cases:
             """)
         + case_yaml
@@ -73,10 +81,15 @@ def register(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
 
 
 def materialize(
-    defs: dg.Definitions, instance: dg.DagsterInstance, key: str
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    key: str,
+    tags: dict[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     job = defs.resolve_job_def("geo_agent_eval")
-    return job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+    return job.execute_in_process(
+        partition_key=key, instance=instance, raise_on_error=False, tags=tags
+    )
 
 
 def history_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
@@ -84,14 +97,26 @@ def history_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
         return con.execute(sql).fetchall()
 
 
-def test_partitions_materialize_into_duckdb_with_checks(tmp_path: Path) -> None:
+def test_partitions_materialize_into_duckdb_with_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("version: test-1\nmodels: {m: {input: 1000000, output: 2000000}}\n")
+    monkeypatch.setenv("HOLODECK_PRICES", str(prices))  # $1 a prompt token, $2 a completion
     with run_model_server(RULES) as server, dg.instance_for_test() as instance:
         project = make_project(tmp_path, server.openai_base_url)
         defs = build_definitions(project)
         assert register(defs, instance) == ["v1", "v2"]
         v1 = materialize(defs, instance, "v1")
         v2 = materialize(defs, instance, "v2")
+        gate_key = dg.AssetCheckKey(dg.AssetKey(["geo_agent", "eval_history"]), "pass_rate_gate")
+        per_partition = {
+            info.partition_key: info.latest_execution_status.value
+            for info in instance.event_log_storage.get_asset_check_partition_info([gate_key])
+        }
     assert v1.success and v2.success
+    # each prompt version keeps its own gate result: v2 passing does not hide v1 failing
+    assert per_partition == {"v1": "FAILED", "v2": "SUCCEEDED"}
     rows = history_rows(
         project, "SELECT partition_key, pass_rate, trigger FROM eval_runs ORDER BY partition_key"
     )
@@ -107,11 +132,27 @@ def test_partitions_materialize_into_duckdb_with_checks(tmp_path: Path) -> None:
     }
     assert checks[("pass_rate_gate", "v1")] is False  # 0% is under the 50% gate
     assert checks[("pass_rate_gate", "v2")] is True
+    [v1_gate] = [
+        e.asset_check_evaluation_data
+        for e in v1.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
+    ]
+    assert v1_gate.partition == "v1"
+    assert v1_gate.description == "prompt version v1: pass rate 0.0% is under the gate's 50.0%"
+    assert v1_gate.metadata["partition"].value == "v1"
+    assert v1_gate.metadata["gate"].value == "min_pass_rate 50%"
     evalruns = sorted((tmp_path / "agents" / "geo" / "results" / "geo-agent").glob("*.json"))
     assert len(evalruns) == 2
     materialization = instance_metadata(v2, "report_summary")
     assert materialization["pass_rate"].value == 1.0
     assert "score/equality" in materialization
+    run = EvalRun.model_validate_json(evalruns[1].read_text())
+    usage = run.report.summary.token_usage
+    assert usage is not None and usage.total_tokens > 0
+    expected_cost = usage.prompt_tokens + 2 * usage.completion_tokens
+    assert list(materialization)[:2] == ["pass_rate", "cost_usd"]  # cost beside pass_rate
+    assert materialization["cost_usd"].value == pytest.approx(expected_cost)
     assert "sk-test-123456" not in evalruns[0].read_text()
 
 
@@ -136,10 +177,17 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         project = make_project(tmp_path, server.openai_base_url)
         defs = build_definitions(project)
         register(defs, instance)
-        first = materialize(defs, instance, "v2")
+        first = materialize(defs, instance, "v2", tags={"dagster/backfill": "abcdefgh"})
         assert not first.success  # §6.8: transient errors after retries fail the asset
-        failure = [e for e in first.all_events if e.event_type_value == "STEP_FAILURE"]
-        assert "failed transiently" in str(failure[0].event_specific_data)
+        [failure] = [e for e in first.all_events if e.event_type_value == "STEP_FAILURE"]
+        # the partition and backfill pages show the step failure: which cases, and why
+        user = failure.step_failure_data.user_failure_data
+        assert user is not None and user.description is not None
+        assert user.description.startswith("prompt version v2: 1 cases failed transiently")
+        assert "- c3: " in user.description and "503" in user.description
+        [row] = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
+        assert row.data["case"] == "c3" and "503" in row.data["reason"]
+        assert user.metadata["partition"].value == "v2"
         run_failure = next(e for e in first.all_events if e.event_type_value == "PIPELINE_FAILURE")
         context = dg.build_run_status_sensor_context(
             sensor_name="holodeck_failed_runs",
@@ -162,10 +210,71 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         > before[request_key("chat", "capital of France (3)?")]
     )
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
-    [(job, partition, error)] = history_rows(
-        project, "SELECT job_name, partition_key, error FROM failed_runs"
+    [(job, partition, trigger, error)] = history_rows(
+        project, "SELECT job_name, partition_key, trigger, error FROM failed_runs"
     )
-    assert (job, partition) == ("geo_agent_eval", "v2") and error
+    assert (job, partition, trigger) == ("geo_agent_eval", "v2", "backfill")
+    assert "Steps failed" not in error  # Dagster's generic message; ours names the cases
+    assert error.startswith("geo_agent__agent_responses: prompt version v2: 1 cases failed")
+    assert "- c3: " in error
+
+
+def test_a_judge_outage_fails_the_scoring_step_naming_cases_and_metric(tmp_path: Path) -> None:
+    judge_down = {**RULES, "rules": [{"match": {"user": "# Task"}, "fault": {"kind": "503"}}]}
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        judge = (
+            f'{{provider: openai, name: judge, endpoint: "{server.openai_base_url}", '
+            "api_key: sk-judge-123456}"
+        )
+        geval = (
+            f"[{{type: geval, name: Brief, criteria: 'short answer', model: {judge}, "
+            "evaluation_params: [actual_output]}]"
+        )
+        project = make_project(tmp_path, server.openai_base_url, cases=2, metrics=geval)
+        defs = build_definitions(project)
+        register(defs, instance)
+        server.set_rules({**judge_down, "rules": [*judge_down["rules"], *RULES["rules"]]})
+        result = materialize(defs, instance, "v1")
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "geo_agent__metric_results"
+    user = failure.step_failure_data.user_failure_data
+    assert user is not None and user.description is not None
+    assert "judge calls failed transiently after retries" in user.description
+    assert "- c0: Brief: " in user.description and "- c1: Brief: " in user.description
+    rows = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
+    assert [r.data["case"] for r in rows] == ["c0", "c1"]
+
+
+@pytest.mark.parametrize(
+    ("tags", "trigger"),
+    [
+        ({}, "manual"),  # launched from the UI: Dagster adds no tag
+        ({"dagster/backfill": "abc"}, "backfill"),
+        ({"dagster/schedule_name": "geo_agent_nightly"}, "nightly"),
+        ({"dagster/sensor_name": "geo_agent_prompt_versions"}, "sensor"),
+        ({"holodeck/trigger": "nightly", "dagster/backfill": "abc"}, "nightly"),
+    ],
+)
+def test_trigger_comes_from_the_run_tags(tags: dict[str, str], trigger: str) -> None:
+    assert trigger_of(tags).value == trigger
+
+
+def test_a_partition_without_a_snapshot_fails_at_once_naming_the_versions(tmp_path: Path) -> None:
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url)
+        defs = build_definitions(project)
+        register(defs, instance)
+        instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v9"])  # the UI's "Add"
+        result = materialize(defs, instance, "v9")
+        calls = server.stats()["total_calls"]
+    assert not result.success and calls == 0
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "geo_agent__processed_files"  # the first step, no retries
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    user = failure.step_failure_data.user_failure_data
+    assert user is not None and user.description is not None
+    assert "prompt version 'v9' is not registered" in user.description
+    assert "(registered: v1, v2)" in user.description
 
 
 def _materialize_in_process(root: str, key: str, home: str) -> bool:
@@ -253,6 +362,10 @@ def test_definitions_are_grouped_partitioned_and_described(tmp_path: Path) -> No
     assert graph.get(dg.AssetKey(["geo_agent", "eval_history"])).pools == {"history_db"}
     checks = {key.name for key in graph.asset_check_keys}
     assert checks == {"pass_rate_gate", "no_regression", "no_errored_cases"}
+    # Markdown in the UI: a bare <slug>/<timestamp> renders as "results//.json"
+    summary = graph.get(dg.AssetKey(["geo_agent", "report_summary"])).description or ""
+    assert "(`results/<slug>/<timestamp>.json`)" in summary
+    assert "<" not in summary.replace("`results/<slug>/<timestamp>.json`", "")
 
 
 def test_only_the_stages_that_call_models_open_a_runtime(

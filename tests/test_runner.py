@@ -403,3 +403,46 @@ def test_retrieval_context_comes_from_retrieval_tools(tmp_path: Path) -> None:
     assert from_tool.status is Status.PASS  # the kb tool's result was the retrieval context
     assert from_case.status is Status.FAIL  # the case's own retrieval_context wins
     assert code == 1
+
+
+def test_test_prints_derived_id_warnings_and_the_gate_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = """\
+    - name: same name
+      input: capital of France?
+      ground_truth: paris
+    - name: same name
+      input: who won?
+      ground_truth: nobody
+    """
+    with run_model_server(RULES) as server:
+        agent = write_agent(
+            tmp_path, "openai", server.openai_base_url, cases, "  gate: {min_pass_rate: 0.8}\n"
+        )
+        code = main(["test", str(agent), "-q"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "derived id 'same-name' is taken; using 'same-name-2'" in err
+    assert "gate (min_pass_rate 80%): FAILED: pass rate 50.0% is under the gate's 80.0%" in out
+
+
+def test_markdown_report_names_engine_prompt_and_model_with_units_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    latency = "    - {type: standard, metric: latency, threshold: 60000}\n"
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, CASES, latency)
+        main(["test", str(agent), "-o", str(tmp_path / "report.md")])
+    out = capsys.readouterr().out
+    markdown = (tmp_path / "report.md").read_text()
+    assert "**Engine**: holodeck-pipelines 0.1.0" in markdown
+    assert "HoloDeck Version" not in markdown  # that was our own version under HoloDeck's name
+    assert "**Prompt Version**: auto-" in markdown  # an inline prompt's derived label
+    assert "**Model**: openai test-model" in markdown
+    assert "| Metric | Average | Unit | Pass Rate | Errors |" in markdown
+    rows = {r.split("|")[1].strip(): r.split("|") for r in markdown.splitlines() if "|" in r}
+    assert rows["latency"][3].strip() == "ms" and rows["equality"][3].strip() == "score 0-1"
+    assert float(rows["equality"][2]) == 0.75  # 3 of 4 answers equal (one calls a wrong tool)
+    console_latency = next(line for line in out.splitlines() if "latency" in line)
+    assert "ms" in console_latency  # the console table has the unit column too

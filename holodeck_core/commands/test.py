@@ -47,6 +47,8 @@ def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.runner.suite import Suite, SuiteOptions
 
     loaded = load_agent(args.agent)
+    for warning in loaded.warnings:  # the ones `holodeck validate` prints (derived-id collisions)
+        print(f"warning: {warning}", file=sys.stderr)
     options = SuiteOptions(
         parallel=args.parallel,
         timeout=args.timeout,
@@ -68,10 +70,9 @@ def run_test_command(args: argparse.Namespace) -> int:
     _record_history(run, path, suite.project)
     from holodeck_core.runner.console import print_summary
 
-    print_summary(run, path, quiet=args.quiet)
-    code = exit_code(
-        run.report.results, loaded.agent.evaluations.gate if loaded.agent.evaluations else None
-    )
+    gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
+    print_summary(run, path, quiet=args.quiet, gate=gate)
+    code = exit_code(run.report.results, gate)
     if suite.journal.failure is not None:  # the run is complete, the disk is not healthy
         print(f"error: {suite.journal.failure}", file=sys.stderr)
         code = ExitCode.worst(code, ExitCode.EXECUTION)
@@ -152,7 +153,7 @@ def _write_report(run: EvalRun, output: Path, fmt: str | None) -> None:
     chosen = fmt or {".md": "markdown", ".xml": "junit"}.get(output.suffix, "json")
     try:
         if chosen == "markdown":
-            text = render_markdown(run.report)
+            text = render_markdown(run)
         elif chosen == "junit":
             text = render_junit(run.report)
         else:

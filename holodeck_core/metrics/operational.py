@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from holodeck_core.metrics.base import EvalContext, MetricError, MetricInput, Score
 from holodeck_core.metrics.registry import REGISTRY, ThresholdPolicy
 from holodeck_core.models.evaluation import StandardMetric
+from holodeck_core.models.results import TokenUsage
 
 PRICES_ENV = "HOLODECK_PRICES"
 _SNAPSHOT_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
@@ -40,6 +41,15 @@ class ModelPrice(BaseModel):
     output: float = Field(ge=0.0)
     cache_read: float | None = Field(None, ge=0.0)
     cache_write: float | None = Field(None, ge=0.0)
+
+    def charge(self, usage: TokenUsage) -> float:
+        """``usage`` at these rates, in USD per ``per_tokens`` tokens."""
+        total = usage.prompt_tokens * self.input + usage.completion_tokens * self.output
+        if self.cache_read is not None:
+            total += usage.cache_read_tokens * self.cache_read
+        if self.cache_write is not None:
+            total += usage.cache_creation_tokens * self.cache_write
+        return total
 
 
 class PriceTable(BaseModel):
@@ -60,11 +70,27 @@ class PriceTable(BaseModel):
             return base, self.models[base]
         return None
 
+    def cost_usd(self, model: str, usage: TokenUsage) -> float | None:
+        """USD for ``usage`` at ``model``'s rates; None for a model the table lacks."""
+        found = self.lookup(model)
+        return None if found is None else found[1].charge(usage) / self.per_tokens
+
 
 @functools.cache
 def packaged_price_table() -> PriceTable:
     text = resources.files("holodeck_core.metrics").joinpath("prices.yaml").read_text("utf-8")
     return PriceTable.model_validate(yaml.safe_load(text))
+
+
+def run_cost_usd(model: str, usage: TokenUsage | None) -> float | None:
+    """The agent's token usage over a run, priced; None when unknown (no usage, a model the
+    price table lacks, an unreadable ``HOLODECK_PRICES``: the ``cost`` metric reports why)."""
+    if usage is None:
+        return None
+    try:
+        return load_price_table().cost_usd(model, usage)
+    except MetricError:
+        return None
 
 
 def load_price_table(override: Path | None = None) -> PriceTable:
@@ -125,14 +151,9 @@ def cost(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score
         )
     key, price = found
     usage = inputs.token_usage
-    total = usage.prompt_tokens * price.input + usage.completion_tokens * price.output
-    if price.cache_read is not None:
-        total += usage.cache_read_tokens * price.cache_read
-    if price.cache_write is not None:
-        total += usage.cache_creation_tokens * price.cache_write
     return Score(
         score=None,
-        raw_score=total / table.per_tokens,
+        raw_score=price.charge(usage) / table.per_tokens,
         details={
             "price_table_version": table.version,
             "model": inputs.model,

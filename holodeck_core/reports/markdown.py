@@ -2,36 +2,62 @@
 
 from __future__ import annotations
 
-from holodeck_core.models import ExpectedTool, MetricResult, Status, TestReport, TestResult
+from collections import defaultdict
+
+from holodeck_core.models import EvalRun, ExpectedTool, MetricResult, Status, TestReport, TestResult
+from holodeck_core.models.results import all_metric_results
 from holodeck_core.terminal import one_line
 
+ENGINE = "holodeck-pipelines"
+"""The engine that ran the suite; ``holodeck_version`` holds its version (seed 000's field)."""
+SCORE_UNIT = "score 0-1"
 _ICONS = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "⚠️"}
 _WORDS = {Status.PASS: "PASSED", Status.FAIL: "FAILED", Status.ERROR: "ERROR"}
+_DIGITS = {"ms": 0, "USD": 4}
 
 
-def render_markdown(report: TestReport) -> str:
+def metric_units(report: TestReport) -> defaultdict[str, str]:
+    """Each metric's unit (``ms``, ``USD``), else a normalized score in 0-1."""
+    units: defaultdict[str, str] = defaultdict(lambda: SCORE_UNIT)
+    for result in report.results:
+        for metric in all_metric_results(result):
+            if metric.unit:
+                units[metric.metric_name] = metric.unit
+    return units
+
+
+def format_average(average: float | None, unit: str) -> str:
+    return "—" if average is None else f"{average:.{_DIGITS.get(unit, 3)}f}"
+
+
+def render_markdown(run: EvalRun) -> str:
+    report, meta = run.report, run.metadata
     summary = report.summary
+    model = meta.agent_config.model
     lines = [
         f"# Test Report: {one_line(report.agent_name)}",
         "",
         f"**Date**: {report.timestamp}",
-        f"**HoloDeck Version**: {report.holodeck_version}",
+        f"**Engine**: {ENGINE} {report.holodeck_version}",
+        f"**Prompt Version**: {meta.prompt_version.version}",
+        f"**Model**: {model.provider.value} {model.name}",
         f"**Tests**: {summary.passed} passed, {summary.failed} failed, {summary.errored} errored "
         f"({summary.pass_rate:.0f}% pass rate)",
         f"**Duration**: {(summary.wall_time_ms or summary.total_duration_ms) / 1000:.1f}s",
         "",
         "## Summary",
         "",
-        "| Metric | Avg Score | Pass Rate | Errors |",
-        "|--------|-----------|-----------|--------|",
+        "| Metric | Average | Unit | Pass Rate | Errors |",
+        "|--------|---------|------|-----------|--------|",
     ]
     names = sorted({*summary.metrics_evaluated, *summary.metrics_errored})
+    units = metric_units(report)
     for name in names:
-        average = summary.average_scores.get(name)
         rate = summary.metric_pass_rates.get(name)
         lines.append(
-            f"| {_cell(name)} | {'—' if average is None else f'{average:.2f}'} | "
-            f"{'—' if rate is None else f'{rate:.0%}'} | {summary.metrics_errored.get(name, 0)} |"
+            f"| {_cell(name)} | {format_average(summary.average_scores.get(name), units[name])} | "
+            f"{units[name]} | {'—' if rate is None else f'{rate:.0%}'} | "
+            f"{summary.metrics_errored.get(name, 0)} |"
         )
     lines += ["", "## Test Results", ""]
     for number, result in enumerate(report.results, start=1):

@@ -14,8 +14,10 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from holodeck_core.models import EvalRun, Status, TestResult
+from holodeck_core.models import EvalRun, Gate, Status, TestResult
 from holodeck_core.redaction import redact_text
+from holodeck_core.reports.markdown import format_average, metric_units
+from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite
 from holodeck_core.terminal import one_line, plain
 
@@ -88,21 +90,25 @@ class Progress:
         self.console.print(line, highlight=False, soft_wrap=True)
 
 
-def print_summary(run: EvalRun, path: Path | UPath, *, quiet: bool) -> None:
+def print_summary(
+    run: EvalRun, path: Path | UPath, *, quiet: bool, gate: Gate | None = None
+) -> None:
     console = Console(file=sys.stdout)
     summary = run.report.summary
     if not quiet and summary.average_scores:
         table = Table(
             title=plain(f"{run.report.agent_name} · prompt {run.metadata.prompt_version.version}")
         )
-        for column in ("metric", "avg score", "pass rate", "errors"):
+        for column in ("metric", "average", "unit", "pass rate", "errors"):
             table.add_column(column)
+        units = metric_units(run.report)
         for name in sorted({*summary.metrics_evaluated, *summary.metrics_errored}):
             average = summary.average_scores.get(name)
             rate = summary.metric_pass_rates.get(name)
             table.add_row(
                 plain(name),
-                "—" if average is None else f"{average:.3f}",
+                format_average(average, units[name]),
+                units[name],
                 "—" if rate is None else f"{rate:.0%}",
                 str(summary.metrics_errored.get(name, 0)),
             )
@@ -113,4 +119,6 @@ def print_summary(run: EvalRun, path: Path | UPath, *, quiet: bool) -> None:
         f"of {summary.total_tests} ({summary.pass_rate:.1f}% pass rate) in {wall:.1f}s",
         highlight=False,
     )
+    if gate is not None:
+        console.print(plain(check_gate(summary, gate).line), highlight=False, soft_wrap=True)
     console.print(plain(f"EvalRun: {path}"), highlight=False, soft_wrap=True)

@@ -25,6 +25,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
+from holodeck_core.metrics.operational import run_cost_usd
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
@@ -279,7 +280,7 @@ class Suite:
             agent_name=agent.name,
             agent_config_path=self.loaded.display,
             results=results,
-            summary=ReportSummary.from_results(results, wall_time_ms=wall_ms),
+            summary=self._summary(results, wall_ms),
             timestamp=now_iso(),
             holodeck_version=__version__,
             environment={"parallel": self.parallel, "llm_timeout_s": self.timeout},
@@ -314,6 +315,11 @@ class Suite:
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
+
+    def _summary(self, results: list[TestResult], wall_ms: int) -> ReportSummary:
+        summary = ReportSummary.from_results(results, wall_time_ms=wall_ms)
+        model = self.loaded.agent.model.name
+        return summary.model_copy(update={"cost_usd": run_cost_usd(model, summary.token_usage)})
 
     def scheduler_stats(self) -> dict[str, object]:
         return self._runtime.scheduler_stats() if self._runtime is not None else {}

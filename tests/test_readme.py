@@ -1,0 +1,208 @@
+"""The README as a new user meets it: its commands run as written in a fresh checkout, do
+what they say, and leave `git status` clean; the package builds without warnings."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+BIN = Path(sys.executable).parent
+README_PORT = 18080  # the port the README's commands use; the tests substitute a free one
+
+
+def bash_blocks(section: str) -> list[str]:
+    """The ```bash blocks of one README section (up to the next heading)."""
+    text = (REPO / "README.md").read_text()
+    body = text.split(f"\n{section}\n", 1)[1]
+    body = re.split(r"\n#{1,6} ", body, maxsplit=1)[0]
+    return re.findall(r"```bash\n(.*?)```", body, flags=re.S)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def fresh_checkout(tmp_path: Path) -> Path:
+    """The working tree's tracked files, committed in a new repository (as after a clone)."""
+    root = tmp_path / "checkout"
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        source = REPO / name.decode()
+        if source.is_file():  # a tracked file deleted in the working tree is gone
+            target = root / name.decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "clone"], cwd=root, check=True)
+    return root
+
+
+def user_env(port: int) -> dict[str, str]:
+    """A shell as the README assumes: no test isolation variables, the model on ``port``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLODECK_", "DAGSTER_HOME"))}
+    return {**env, "HOLODECK_MODEL_ENDPOINT": f"http://127.0.0.1:{port}/v1"}
+
+
+def as_run_here(command: str, port: int) -> str:
+    return command.replace(".venv/bin/", f"{BIN}/").replace(str(README_PORT), str(port))
+
+
+def untracked(root: Path) -> list[str]:
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return status.stdout.splitlines()
+
+
+def test_using_it_commands_work_as_written_and_leave_git_status_clean(tmp_path: Path) -> None:
+    root = fresh_checkout(tmp_path)
+    port = free_port()
+    lines = [line for block in bash_blocks("## Using it") for line in block.splitlines() if line]
+    script = []
+    for line in lines:
+        script.append(as_run_here(line, port))
+        if "model-server" in line:  # a person waits a moment; a script waits for the port
+            script.append(
+                f"for _ in $(seq 200); do (: </dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
+                "sleep 0.1; done"
+            )
+        else:
+            script.append('echo "[exit $?]"')
+    proc = subprocess.Popen(
+        ["bash", "-c", "\n".join(script)],
+        cwd=root,
+        env=user_env(port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so a hung command is stopped with everything it started
+    )
+    stdout, stderr = finish(proc, signal.SIGKILL, timeout=300)
+    codes = [int(code) for code in re.findall(r"^\[exit (\d+)\]$", stdout, flags=re.M)]
+    commands = [line for line in lines if "model-server" not in line]
+    assert list(zip(commands, codes, strict=True)) == list(
+        zip(
+            commands,
+            # validate, schema, test v1 (its gate fails), test v2, rescore, register, list,
+            # kill; history runs, V1=, V2=, show, compare (v2 improves on v1), sql, sync
+            [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            strict=True,
+        )
+    ), stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert "gate (min_pass_rate 80%, max_errors 0): FAILED" in stdout
+    assert json.loads((root / "agent.schema.json").read_text())["title"]
+    assert "**Prompt Version**: v2" in (root / ".holodeck" / "report.md").read_text()
+    assert untracked(root) == []
+
+
+@pytest.mark.slow
+def test_dg_dev_as_written_serves_the_project_and_leaves_git_status_clean(
+    tmp_path: Path,
+) -> None:
+    root = fresh_checkout(tmp_path)
+    [block] = bash_blocks("### Dagster")
+    [command] = [line for line in block.splitlines() if " dev " in line]
+    assert "dg dev" in command  # what Dagster 1.13 recommends over `dagster dev`
+    web_port = free_port()
+    command = as_run_here(command.split("#")[0], web_port) + f" -p {web_port}"
+    proc = subprocess.Popen(
+        ["bash", "-c", f"exec env {command}"],
+        cwd=root,
+        env=user_env(free_port()),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{web_port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, "dg dev did not start"
+            try:
+                urllib.request.urlopen(f"{url}/server_info", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        query = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
+        workspace = graphql(url, query)["workspaceOrError"]["locationEntries"]
+        graphql(url, "mutation { setNuxSeen }")  # what dismissing the UI's welcome writes
+    finally:
+        output = finish(proc, signal.SIGINT, timeout=60)[0]
+    assert workspace == [{"name": "holodeck_pipelines", "loadStatus": "LOADED"}]
+    assert "SupersessionWarning" not in output and "Traceback" not in output
+    assert (root / ".nux" / "nux.yaml").is_file()
+    assert untracked(root) == []
+
+
+def finish(proc: subprocess.Popen[str], sig: signal.Signals, timeout: float) -> tuple[str, str]:
+    """Send ``sig`` (SIGINT: stop; SIGKILL: only on timeout) and collect the output; whatever
+    is left of the session after ``timeout`` is killed."""
+    if sig is not signal.SIGKILL:
+        proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = "", ""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the session's leftovers (a background server)
+    if proc.returncode is None:
+        more = proc.communicate()
+        out, err = out + (more[0] or ""), err + (more[1] or "")
+    return out, err or ""
+
+
+def graphql(url: str, query: str) -> dict[str, object]:
+    request = urllib.request.Request(
+        f"{url}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer = json.loads(response.read())
+    assert "errors" not in answer, answer
+    return dict(answer["data"])
+
+
+def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None:
+    """`make demo`'s install printed setuptools' `project.license` warning three times."""
+    root = fresh_checkout(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), "."],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    output = proc.stdout + proc.stderr
+    assert "BuildBackendWarning" not in output, output[-3000:]
+    assert "deprecat" not in output.lower(), output[-3000:]
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        assert "License-Expression: MIT" in archive.read(metadata).decode()
