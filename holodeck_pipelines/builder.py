@@ -12,7 +12,6 @@ import dagster as dg
 from holodeck_core.config.loader import load_agent
 from holodeck_core.config.project import Project
 from holodeck_core.errors import HolodeckError, safe_message
-from holodeck_core.history.lake import Lake
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
 from holodeck_pipelines.automation import (
     failed_runs_sensor,
@@ -78,7 +77,7 @@ def build_definitions(project: Project) -> dg.Definitions:
             "keys": ModelProviderKeys(**env_vars(KEY_VARIABLES)),
             "history": RunHistory(
                 db_path=str(project.history_db),
-                lake_url=str(project.history) if isinstance(project.history, Lake) else None,
+                lake_url=project.history_url,
             ),
             "holodeck_io_manager": PydanticJsonIOManager(
                 base_url=project.artifacts_url, **env_vars(STORAGE_VARIABLES)

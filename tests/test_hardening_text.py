@@ -53,8 +53,8 @@ def assert_linear(function: Callable[[str], object], unit: str, size: int) -> No
     assert t_large < 12 * t_small, (repr(unit), t_small, t_large)
 
 
-def report_with(text: str) -> TestReport:
-    """A report whose every free-text field holds ``text``."""
+def run_with(text: str) -> EvalRun:
+    """A run whose report's every free-text field holds ``text``."""
     run = make_run()
     result = run.report.results[0].model_copy(
         update={
@@ -69,7 +69,12 @@ def report_with(text: str) -> TestReport:
             ],
         }
     )
-    return run.report.model_copy(update={"agent_name": f"agent {text}", "results": [result]})
+    report = run.report.model_copy(update={"agent_name": f"agent {text}", "results": [result]})
+    return run.model_copy(update={"report": report})
+
+
+def report_with(text: str) -> TestReport:
+    return run_with(text).report
 
 
 def console_lines(text: str) -> str:
@@ -115,7 +120,7 @@ def test_junit_and_markdown_are_well_formed_for_any_text(text: str) -> None:
     report = report_with(text)
     root = ET.fromstring(render_junit(report).encode("utf-8"))  # raises if not well-formed
     assert root.find("testsuite/testcase") is not None
-    markdown = render_markdown(report)
+    markdown = render_markdown(run_with(text))
     assert "\x1b" not in markdown and "\x07" not in markdown
     headings = [line for line in markdown.splitlines() if line.startswith("### ")]
     assert len(headings) == 1  # a newline in the name cannot start another section
@@ -139,7 +144,7 @@ def test_markup_in_data_is_shown_literally(text: str) -> None:
     "writer",
     [
         lambda t: render_junit(report_with(t)),
-        lambda t: render_markdown(report_with(t)),
+        lambda t: render_markdown(run_with(t)),
         console_lines,
         redact_text,
     ],

@@ -365,8 +365,9 @@ def test_the_journal_is_scoped_by_the_server_identity(uvx: Path, tmp_path: Path)
         async def go() -> tuple[dict[str, Any], Path]:
             await suite.open_tools()
             try:
-                assert suite.toolbox is not None
-                return suite.toolbox.identities()[0], suite.journal.path
+                toolbox = suite.runtime.toolbox
+                assert toolbox is not None
+                return toolbox.identities()[0], suite.journal.path
             finally:
                 await suite.aclose()
 

@@ -3,6 +3,7 @@ answered by the loopback model through the suite's scheduler, tokens counted in 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,11 @@ def test_the_tool_model_overlays_the_agent_model_and_is_part_of_its_identity(
         tmp_path, "http://127.0.0.1:9/v1", prompt_tool(f"template: '{TEMPLATE}'", model)
     )
     suite = Suite(load_agent(agent))
-    assert suite.toolbox is not None
-    [runtime] = suite.toolbox.runtimes
+    toolbox = suite.runtime.toolbox
+    assert toolbox is not None
+    [runtime] = toolbox.runtimes
     identity = runtime.identity()
+    asyncio.run(suite.aclose())
     assert identity["model"]["name"] == "loopback-judge" and identity["model"]["temperature"] == 0.1
     assert identity["model"]["provider"] == "openai" and len(identity["template"]) == 64
 

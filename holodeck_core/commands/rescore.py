@@ -39,6 +39,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
     from holodeck_core.history.ingest import ingest_run
+    from holodeck_core.history.lake import project_history
     from holodeck_core.reports import write_eval_run
     from holodeck_core.runner.console import print_summary
 
@@ -54,7 +55,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     run = asyncio.run(_rescore(original, loaded, project))
     path = write_eval_run(run, loaded.file)
     try:
-        ingest_run(project.history, run, source_path=path, prompts_dir=project.prompts_dir)
+        ingest_run(project_history(project), run, source_path=path, prompts_dir=project.prompts_dir)
     except HolodeckError as exc:  # the EvalRun file is the source of truth
         print(f"warning: the run history was not updated: {exc}", file=sys.stderr)
     print_summary(run, path, quiet=False)

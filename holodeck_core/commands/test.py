@@ -172,10 +172,11 @@ def _record_history(run: EvalRun, path: Path | UPath, project: Project) -> None:
     """Append the run to the DuckDB history. Best effort: the EvalRun file is the source of
     truth, and `holodeck history sync` ingests it later if the database is busy."""
     from holodeck_core.history.ingest import ingest_run
+    from holodeck_core.history.lake import project_history
 
     try:
         ingest_run(
-            project.history,
+            project_history(project),
             run,
             source_path=path,
             prompts_dir=project.prompts_dir,

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
     from upath import UPath
 
-    from holodeck_core.history.lake import Lake
-
     Location: TypeAlias = Path | UPath
     """A file or folder on local disk or on object storage."""
 
@@ -27,6 +25,9 @@ RESULTS_URL_ENV = "HOLODECK_RESULTS_URL"
 
 PROJECT_FILE = "holodeck.yaml"
 DEFAULT_HOME = ".holodeck"
+
+
+LAKE_ENV = "HOLODECK_HISTORY_URL"  # a history lake instead of the DuckDB file (§7.10)
 
 
 class ProjectSettings(StrictModel):
@@ -99,13 +100,11 @@ class Project:
         return self.home / "history.duckdb"
 
     @property
-    def history(self) -> Path | Lake:
-        """The history: a lake when ``HOLODECK_HISTORY_URL`` or ``history_url`` is set
-        (DESIGN §7.10), else the DuckDB file :attr:`history_db`."""
-        from holodeck_core.history.lake import LAKE_ENV, Lake
-
-        url = os.environ.get(LAKE_ENV) or self.settings.history_url
-        return Lake(url) if url else self.history_db
+    def history_url(self) -> str | None:
+        """A history lake's URL when ``HOLODECK_HISTORY_URL`` or ``history_url`` is set
+        (DESIGN §7.10); None means the DuckDB file :attr:`history_db`. The history package
+        turns it into a store (:func:`holodeck_core.history.lake.project_history`)."""
+        return os.environ.get(LAKE_ENV) or self.settings.history_url
 
     @property
     def prompts_dir(self) -> Path:

@@ -53,15 +53,15 @@ LOCK_HELP = (
 
 def _db(args: argparse.Namespace) -> History:
     """The history to use: ``--lake``, else ``--db``, else the project's (DESIGN §7.10)."""
-    if args.lake is not None:
-        from holodeck_core.history.lake import Lake
+    from holodeck_core.history.lake import Lake, project_history
 
+    if args.lake is not None:
         return Lake(args.lake)
     if args.db is not None:
         return Path(args.db).expanduser()
     from holodeck_core.config.project import Project
 
-    return Project.discover().history
+    return project_history(Project.discover())
 
 
 def _location(value: str) -> Any:

@@ -25,9 +25,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from holodeck_core.config.project import LAKE_ENV, Project
 from holodeck_core.errors import ConfigError, ExecutionError
 from holodeck_core.history import schema
 
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from fsspec import AbstractFileSystem
 
-LAKE_ENV = "HOLODECK_HISTORY_URL"
 COMMIT_TABLE = "eval_runs"
 FAILED_RUNS = "failed_runs"
 _PREFIX = "run_id="
@@ -238,3 +239,9 @@ def _column_types(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
     ).fetchall():
         types.setdefault(table, {})[column] = kind
     return types
+
+
+def project_history(project: Project) -> Path | Lake:
+    """The project's history: its lake when a URL is set, else its DuckDB file."""
+    url = project.history_url
+    return Lake(url) if url else project.history_db

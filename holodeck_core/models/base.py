@@ -24,6 +24,15 @@ Secret = Annotated[SecretStr, PlainSerializer(_serialize_secret, return_type=str
 only be read with ``get_secret_value()`` and never reaches a file by accident."""
 
 
+def digest(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value`` (fingerprints, cache keys, identities)."""
+    import hashlib
+    import json
+
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def json_bytes(value: Any) -> int:
     """Size of ``value`` as JSON, the way HoloDeck measures ``ToolInvocation.bytes``."""
     import json

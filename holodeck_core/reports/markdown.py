@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from holodeck_core.models import EvalRun, ExpectedTool, MetricResult, Status, TestReport, TestResult
-from holodeck_core.models.results import all_metric_results
+from holodeck_core.metrics.units import format_average, metric_units
+from holodeck_core.models import EvalRun, ExpectedTool, MetricResult, Status, TestResult
 from holodeck_core.terminal import one_line
 
 ENGINE = "holodeck-pipelines"
 """The engine that ran the suite; ``holodeck_version`` holds its version (seed 000's field)."""
-SCORE_UNIT = "score 0-1"
 _ICONS = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "⚠️"}
 _WORDS = {Status.PASS: "PASSED", Status.FAIL: "FAILED", Status.ERROR: "ERROR"}
-_DIGITS = {"ms": 0, "USD": 4}
-
-
-def metric_units(report: TestReport) -> defaultdict[str, str]:
-    """Each metric's unit (``ms``, ``USD``), else a normalized score in 0-1."""
-    units: defaultdict[str, str] = defaultdict(lambda: SCORE_UNIT)
-    for result in report.results:
-        for metric in all_metric_results(result):
-            if metric.unit:
-                units[metric.metric_name] = metric.unit
-    return units
-
-
-def format_average(average: float | None, unit: str) -> str:
-    return "—" if average is None else f"{average:.{_DIGITS.get(unit, 3)}f}"
 
 
 def render_markdown(run: EvalRun) -> str:

@@ -7,19 +7,13 @@ case  = suite + the case's input or turns + file content hashes + tool code and 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.models import FunctionTool, TestCaseModel
+from holodeck_core.models.base import digest
 from holodeck_core.redaction import redact
-
-
-def digest(value: Any) -> str:
-    """sha256 of the canonical JSON of ``value``."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def dataset_hash(cases: list[TestCaseModel]) -> str:

@@ -36,6 +36,7 @@ from holodeck_core.models import (
     TestResult,
     Trigger,
 )
+from holodeck_core.models.base import digest
 from holodeck_core.redaction import redact, redact_argv
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
@@ -168,7 +169,7 @@ class Suite:
             assert runtime.toolbox is not None
             identities = runtime.toolbox.identities()
             if identities:
-                self.journal_key = f"{self.suite_fingerprint}-{fp.digest(identities)[:12]}"
+                self.journal_key = f"{self.suite_fingerprint}-{digest(identities)[:12]}"
                 self._load_journal()
 
     @property
