@@ -31,6 +31,8 @@ from common import (
     write_agent,
 )
 
+from holodeck_core.models.agent import DEFAULT_PARALLEL_TEST_CASES
+
 DAGSTER_RUN = textwrap.dedent("""\
     import sys
     from pathlib import Path
@@ -95,8 +97,9 @@ def main() -> int:
                     print(f"  {kind:<8} run {attempt + 1}: {timed.wall:.2f} s", flush=True)
     cli, dagster = median(cli_times), median(dagster_times)
     print(
-        f"\n{args.cases} cases, latency {args.latency:g} s, default parallelism (8); "
-        f"ideal {ideal(args.cases, 8, args.latency):.2f} s"
+        f"\n{args.cases} cases, latency {args.latency:g} s, default parallelism "
+        f"({DEFAULT_PARALLEL_TEST_CASES}); "
+        f"ideal {ideal(args.cases, DEFAULT_PARALLEL_TEST_CASES, args.latency):.2f} s"
     )
     print(f"  holodeck test : median {fmt(cli)} s ({runs_text(cli_times)})")
     print(

@@ -3,7 +3,9 @@
     .venv/bin/python bench/startup.py [--repeat 7] [--peer bench/.peer-venv] [--peer-repeat 3]
 
 Times (a subprocess each, spawn to exit, median of ``--repeat`` runs after one unrecorded
-warm-up run) ``holodeck --help`` and ``holodeck validate examples/acme-support/agent.yaml``, and
+warm-up run) ``holodeck --help``, ``holodeck validate examples/acme-support/agent.yaml`` and
+``holodeck test`` of a one-case suite against a loopback server answering at once (the CLI's
+own overhead: start-up, the run's bookkeeping, the EvalRun file and the history write), and
 with ``--peer`` HoloDeck 0.7.1's ``holodeck --version``. The last line holds the ratios
 (``help/1s`` is the issue's "under 1 s" target; ``ours/peer`` below 1 means ours is faster).
 """
@@ -67,6 +69,18 @@ def main(argv: list[str] | None = None) -> int:
             args.repeat,
             args.timeout,
         )
+        rules = Path(tmp) / "rules.yaml"
+        rules.write_text(c.RULES_YAML, encoding="utf-8")
+        with c.ModelServer(rules, 0.0, log=Path(tmp) / "server.log") as server:
+            agent = c.write_agent(Path(tmp) / "one-case", 1)
+            test_env = {**env, c.ENDPOINT_VAR: server.openai_base_url}
+            test_walls = time_command(
+                "ours: holodeck test (1 case, L=0)",
+                [ours, "test", str(agent), "-q", "--fresh"],
+                test_env,
+                args.repeat,
+                args.timeout,
+            )
         peer_walls: list[float] = []
         if peer:
             peer_walls = time_command(
@@ -80,18 +94,20 @@ def main(argv: list[str] | None = None) -> int:
     help_s = c.median(help_walls) if help_walls else None
     validate_s = c.median(validate_walls) if validate_walls else None
     peer_s = c.median(peer_walls) if peer_walls else None
+    test_s = c.median(test_walls) if test_walls else None
     verdict = "n/a" if help_s is None else ("met" if help_s < 1.0 else "NOT met")
     print(f"target (issue 9): holodeck --help under 1 s: {c.fmt(help_s, 3)} s -> {verdict}")
     print(
         c.ratio_line(
             [
                 ("ours-help/1s", help_s),
+                ("ours-test-overhead/0.5s", c.ratio(test_s, 0.5)),
                 ("ours-help/peer-version", c.ratio(help_s, peer_s)),
                 ("ours-validate/peer-version", c.ratio(validate_s, peer_s)),
             ]
         )
     )
-    return 0 if help_walls and validate_walls else 1
+    return 0 if help_walls and validate_walls and test_walls else 1
 
 
 if __name__ == "__main__":

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import subprocess
 import sys
+from importlib.metadata import entry_points
 
 import dagster as dg
 import jsonschema
 import pytest
 import yaml
 
-from holodeck_core.cli import main
+from holodeck_core.cli import COMMANDS_GROUP, build_parser, main
 from tests.conftest import REPO, corpus_path
 
 
@@ -34,6 +36,21 @@ def test_example_validates(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(REPO / "examples" / "acme-support" / "agent.yaml")]) == 0
     out = capsys.readouterr().out
     assert "prompt:   v1, v2 (file)" in out
+
+
+def commands_of(parser: argparse.ArgumentParser) -> set[str]:
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(sub.choices)
+
+
+def test_the_demo_command_is_registered_by_the_pipelines_entry_point() -> None:
+    """holodeck_core never imports holodeck_pipelines: the demo comes in through the
+    ``holodeck.commands`` entry point, skipped for a built-in command's start-up."""
+    [demo] = [e for e in entry_points(group=COMMANDS_GROUP) if e.name == "demo"]
+    assert demo.value == "holodeck_pipelines.commands:add_demo_parser"
+    assert "demo" in commands_of(build_parser())
+    assert "demo" not in commands_of(build_parser(plugins=False))
+    assert {"test", "rescore", "history", "validate"} <= commands_of(build_parser(plugins=False))
 
 
 def test_cli_start_up_does_not_import_heavy_libraries() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -645,6 +646,25 @@ def test_disabled_metrics_are_not_run() -> None:
     assert [r.metric_name for r in results] == ["on"] and calls == ["on"]
     assert evaluate_metric(std("bleu", enabled=False), MetricInput()) is None
     assert asyncio.run(aevaluate_metrics([std("bleu", enabled=False)], MetricInput())) == []
+
+
+def test_synchronous_metrics_run_off_the_event_loop() -> None:
+    """A CPU-bound metric (METEOR's corpus load, a user's grader) must not stall the model
+    calls in flight on the loop: sync metrics run on the metric thread."""
+    threads: list[str] = []
+    registry = MetricRegistry()
+
+    @registry.metric("equality", kind="standard", requires=())
+    def where(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
+        threads.append(threading.current_thread().name)
+        return Score(score=1.0)
+
+    async def score() -> list[Any]:
+        return await aevaluate_metrics([std("equality")], MetricInput(), registry=registry)
+
+    [result] = asyncio.run(score())
+    assert result.passed is True
+    assert threads and threads[0].startswith("holodeck-metric")
 
 
 def test_missing_ground_truth_is_an_error_result() -> None:

@@ -60,7 +60,6 @@ def run_test_command(args: argparse.Namespace) -> int:
         cli_args=sys.argv[1:],
     )
     suite = Suite(loaded, options)
-    threading.Thread(target=_preload_history, name="holodeck-preload", daemon=True).start()
     run = asyncio.run(_run(suite, args))
     path = _write_eval_run(run, suite)
     try:
@@ -107,6 +106,8 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
 
     try:
         await suite.open_tools()  # before Progress: the tools' identities pick the journal
+        # only now, with the SDKs imported: a concurrent import would delay the first call
+        threading.Thread(target=_preload_history, name="holodeck-preload", daemon=True).start()
         with Progress(suite, quiet=args.quiet, verbose=args.verbose) as progress:
             results = await suite.run_all(progress.case_done)
         return suite.eval_run(results)

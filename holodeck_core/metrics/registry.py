@@ -1,35 +1,18 @@
 """The one metric registry, the evaluation entry points and metric precedence.
 
-Every metric, deterministic or judged, is a :class:`MetricSpec`: a small function plus what
-it declares (kind, needed inputs, unit, whether its score is bounded 0-1, how a missing
-threshold is read). :func:`evaluate_metrics` (sync) and :func:`aevaluate_metrics` (async)
-turn specs into :class:`~holodeck_core.models.results.MetricResult` objects with the same
-rules for all of them:
+Every metric is a :class:`MetricSpec`: a function plus what it declares (kind, inputs, unit,
+bounded 0-1 or not, how a missing threshold is read). :func:`evaluate_metrics` and
+:func:`aevaluate_metrics` turn specs into ``MetricResult`` objects by the same rules: disabled
+metrics produce no result; a missing input, a :class:`MetricError` or any exception becomes an
+error result (``passed`` ``None``, or ``False`` with ``fail_on_error``), never aborting
+another metric; bounded scores are 0-1 with ``raw_score`` kept, latency and cost keep their
+unit in ``raw_score`` and their thresholds are maxima.
 
-* ``enabled: false`` metrics are not run and produce no result.
-* A missing input (e.g. no ground truth), a :class:`MetricError` or any other exception
-  becomes an error result: ``passed`` is ``None``, or ``False`` with ``fail_on_error: true``
-  (the runner then marks the case ERROR). One metric never aborts another.
-* ``score`` is 0-1 for bounded metrics with ``raw_score`` kept; latency and cost keep their
-  unit (ms, USD) in ``raw_score``, have no ``score``, and their thresholds are maxima.
-
-**Plugging in an LLM-judge metric** (G-Eval, RAG, legacy 1-5 metrics): write an ``async def``
-taking ``(metric, inputs, context)`` and returning a :class:`Score`, and register it::
-
-    @REGISTRY.metric("faithfulness", kind="rag", requires=("actual_output", "retrieval_context"),
-                     policy=ThresholdPolicy.DEFAULT, default_threshold=0.5)
-    async def faithfulness(metric: RAGMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
-        judge = ctx.services["judge"]          # or a typed EvalContext subclass
-        ...
-        return Score(score=verdict, raw_score=raw, reasoning=why, model_used=judge.model,
-                     retry_count=retries)
-
-Keys are ``(kind, name)``: standard metrics by ``metric`` (``"groundedness"``…), RAG by
-``metric_type``, G-Eval as ``("geval", "geval")``, code graders as ``("code", "code")``.
-The judge metric owns its retries (``retry_on_failure``) and per-call ``timeout_ms`` and
-reports them via ``Score.retry_count`` / ``MetricError(retry_count=...)``. Async metrics run
-only under :func:`aevaluate_metrics`; the sync entry point records an error for them.
-Legacy 1-5 metrics return ``Score(score=(s - 1) / 4, raw_score=s)``.
+**Plugging in a metric**: a function ``(metric, inputs, context) -> Score`` (async for
+judges, which the scheduler retries with ``retry_on_failure`` as the budget), registered by
+``@REGISTRY.metric(name, kind=..., requires=..., policy=..., default_threshold=...)`` (see
+``judge_metrics.py``); keys are ``(kind, name)``. Thresholds are checked when the config is
+built (:mod:`holodeck_core.models.evaluation`). Sync metrics run on one worker thread.
 """
 
 from __future__ import annotations
@@ -39,6 +22,7 @@ import inspect
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -60,6 +44,7 @@ MetricFn = Callable[[Any, MetricInput, EvalContext], Score | Awaitable[Score]]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _FLOAT_SLACK = 1e-9
+_SYNC_METRICS = ThreadPoolExecutor(1, thread_name_prefix="holodeck-metric")  # nltk: 1 thread
 NO_THRESHOLD_NOTE = "no threshold set: the score is recorded and passes when it is above 0"
 
 
@@ -255,7 +240,8 @@ def _evaluate_sync(
             )
         outcome = spec.fn(metric, _prepared(metric, spec, inputs), ctx)
         if inspect.isawaitable(outcome):
-            _close(outcome)
+            if callable(close := getattr(outcome, "close", None)):
+                close()  # a coroutine never awaited
             raise MetricError(f"metric {metric.display_name!r} returned an awaitable")
         return _result(metric, spec, inputs, outcome, start)
     except ResponseRejected as rejected:
@@ -271,7 +257,12 @@ async def _evaluate_async(
     spec = reg.resolve(metric)
     try:
         spec = _check(metric, spec, inputs)
-        outcome = spec.fn(metric, _prepared(metric, spec, inputs), ctx)
+        prepared = _prepared(metric, spec, inputs)
+        if spec.is_async:
+            outcome = spec.fn(metric, prepared, ctx)
+        else:  # CPU-bound (BLEU, METEOR, graders): off the loop, so calls in flight go on
+            loop = asyncio.get_running_loop()
+            outcome = await loop.run_in_executor(_SYNC_METRICS, spec.fn, metric, prepared, ctx)
         if inspect.isawaitable(outcome):
             outcome = await outcome
         return _result(metric, spec, inputs, outcome, start)
@@ -279,12 +270,6 @@ async def _evaluate_async(
         return _rejected_result(metric, spec, inputs, rejected, start)
     except Exception as exc:  # one metric never aborts the others
         return _error_result(metric, spec, exc, start)
-
-
-def _close(awaitable: Awaitable[Any]) -> None:
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()
 
 
 def _check(metric: AnyMetric, spec: MetricSpec | None, inputs: MetricInput) -> MetricSpec:
