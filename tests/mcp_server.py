@@ -15,8 +15,10 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mcp.server.fastmcp import FastMCP
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
 
 
 def _count_call() -> None:
@@ -31,6 +33,8 @@ def _count_call() -> None:
 
 
 def build(port: int) -> FastMCP:
+    from mcp.server.fastmcp import FastMCP  # here: --exit-at-start and --hang act at once
+
     server = FastMCP("holodeck-test-server", host="127.0.0.1", port=port, log_level="WARNING")
 
     @server.tool()

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
@@ -100,6 +101,7 @@ MATERIALIZE = """
 import sys
 from pathlib import Path
 import dagster as dg
+import pytest
 from holodeck_core.config.project import Project
 from holodeck_pipelines.builder import build_definitions
 from tests.test_pipelines import materialize, register
@@ -110,6 +112,7 @@ with dg.instance_for_test() as instance:
 """
 
 
+@pytest.mark.slow  # the same stdin EOF as test_a_killed_or_interrupted_cli_leaves_no_server_behind
 def test_a_killed_dagster_step_leaves_no_server_behind(uvx: Path, tmp_path: Path) -> None:  # noqa: F811
     root = tmp_path / "project"
     with run_model_server({"default": {"reply": "late", "latency": 120}}) as server:

@@ -184,16 +184,17 @@ def test_a_missing_env_file_is_a_config_error(
 
 
 @pytest.mark.parametrize(
-    ("flag", "reason"),
+    ("flag", "timeout", "reason"),
     [
-        ("--exit-at-start", "exited during the MCP handshake"),
-        ("--hang", "no answer to the MCP handshake within 2 s"),
+        ("--exit-at-start", 60, "exited during the MCP handshake"),
+        ("--hang", 2, "no answer to the MCP handshake within 2 s"),
     ],
 )
 def test_a_server_that_cannot_start_stops_the_run_with_its_redacted_stderr(
-    uvx: Path, capsys: pytest.CaptureFixture[str], flag: str, reason: str
+    uvx: Path, capsys: pytest.CaptureFixture[str], flag: str, timeout: int, reason: str
 ) -> None:
-    tool = stdio_tool(flag, extra=f", timeout: 2, env: {{MCP_TEST_STDERR: 'key {CANARY}'}}")
+    env = f"{{MCP_TEST_STDERR: 'key {CANARY}'}}"
+    tool = stdio_tool(flag, extra=f", timeout: {timeout}, env: {env}")
     with run_model_server(RULES) as server:
         agent = write_agent(uvx, server.openai_base_url, tool, "- {input: add two and three}\n")
         code = main(["test", str(agent)])
