@@ -4,7 +4,8 @@
 [--exit-at-start]``. Environment: ``MCP_TEST_STATE`` (a file counting calls across restarts) and
 ``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_UPGRADED`` (a file:
 while it exists the server offers one more tool, an "upgraded" server), ``MCP_TEST_STDERR``
-(written to stderr at start), ``MCP_TEST_CRASH_FLAG`` (a file: ``add`` with ``a == 13`` removes it
+(written to stderr at start), ``MCP_TEST_STARTS`` (a file: one line per start),
+``MCP_TEST_CRASH_FLAG`` (a file: ``add`` with ``a == 13`` removes it
 and kills the server, a one-off outage)."""
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ def main() -> None:
     args = parser.parse_args()
     if os.environ.get("MCP_TEST_STDERR"):
         print(os.environ["MCP_TEST_STDERR"], file=sys.stderr, flush=True)
+    if os.environ.get("MCP_TEST_STARTS"):
+        with open(os.environ["MCP_TEST_STARTS"], "a") as starts:
+            starts.write(f"{os.getpid()}\n")
     if args.exit_at_start:
         print("fatal: cannot start", file=sys.stderr, flush=True)
         sys.exit(1)
