@@ -1,12 +1,14 @@
 """A real MCP server for the tests, written with the SDK's FastMCP.
 
-``python tests/mcp_server.py [--transport stdio|streamable-http|sse|websocket] [--port P] [--hang]
-[--exit-at-start]``. Environment: ``MCP_TEST_STATE`` (a file counting calls across restarts) and
-``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_UPGRADED`` (a file:
-while it exists the server offers one more tool, an "upgraded" server), ``MCP_TEST_STDERR``
-(written to stderr at start), ``MCP_TEST_STARTS`` (a file: one line per start),
-``MCP_TEST_CRASH_FLAG`` (a file: ``add`` with ``a == 13`` removes it
-and kills the server, a one-off outage)."""
+``python tests/mcp_server.py [--transport stdio|streamable-http|sse|websocket] [--port P]
+[--hang] [--exit-at-start]``. Environment (files are paths):
+
+- ``MCP_TEST_STATE``: a file counting calls across restarts; ``MCP_TEST_CRASH_ON``: the
+  process exits on these call numbers (comma-separated);
+- ``MCP_TEST_UPGRADED``: while this file exists the server offers one more tool (an upgrade);
+- ``MCP_TEST_STDERR``: written to stderr at start; ``MCP_TEST_STARTS``: a line per start;
+- ``MCP_TEST_CRASH_FLAG``: ``add`` with ``a == 13`` removes this file and kills the server
+  (a one-off outage)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def _count_call() -> None:
     path = Path(state)
     calls = int(path.read_text() or 0) + 1 if path.exists() else 1
     path.write_text(str(calls))
-    if str(calls) == os.environ.get("MCP_TEST_CRASH_ON"):
+    if str(calls) in os.environ.get("MCP_TEST_CRASH_ON", "").split(","):
         os._exit(3)
 
 
