@@ -1,11 +1,14 @@
 """A real MCP server for the tests, written with the SDK's FastMCP.
 
-``python tests/mcp_server.py [--transport stdio|streamable-http|sse|websocket] [--port P] [--hang]
-[--exit-at-start]``. Environment: ``MCP_TEST_STATE`` (a file counting calls across restarts) and
-``MCP_TEST_CRASH_ON`` (the process exits on that call number), ``MCP_TEST_UPGRADED`` (a file:
-while it exists the server offers one more tool, an "upgraded" server), ``MCP_TEST_STDERR``
-(written to stderr at start), ``MCP_TEST_CRASH_FLAG`` (a file: ``add`` with ``a == 13`` removes it
-and kills the server, a one-off outage)."""
+``python tests/mcp_server.py [--transport stdio|streamable-http|sse|websocket] [--port P]
+[--hang] [--exit-at-start]``. Environment (files are paths):
+
+- ``MCP_TEST_STATE``: a file counting calls across restarts; ``MCP_TEST_CRASH_ON``: the
+  process exits on these call numbers (comma-separated);
+- ``MCP_TEST_UPGRADED``: while this file exists the server offers one more tool (an upgrade);
+- ``MCP_TEST_STDERR``: written to stderr at start; ``MCP_TEST_STARTS``: a line per start;
+- ``MCP_TEST_CRASH_FLAG``: ``add`` with ``a == 13`` removes this file and kills the server
+  (a one-off outage)."""
 
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mcp.server.fastmcp import FastMCP
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
 
 
 def _count_call() -> None:
@@ -26,11 +31,13 @@ def _count_call() -> None:
     path = Path(state)
     calls = int(path.read_text() or 0) + 1 if path.exists() else 1
     path.write_text(str(calls))
-    if str(calls) == os.environ.get("MCP_TEST_CRASH_ON"):
+    if str(calls) in os.environ.get("MCP_TEST_CRASH_ON", "").split(","):
         os._exit(3)
 
 
 def build(port: int) -> FastMCP:
+    from mcp.server.fastmcp import FastMCP  # here: --exit-at-start and --hang act at once
+
     server = FastMCP("holodeck-test-server", host="127.0.0.1", port=port, log_level="WARNING")
 
     @server.tool()
@@ -103,6 +110,9 @@ def main() -> None:
     args = parser.parse_args()
     if os.environ.get("MCP_TEST_STDERR"):
         print(os.environ["MCP_TEST_STDERR"], file=sys.stderr, flush=True)
+    if os.environ.get("MCP_TEST_STARTS"):
+        with open(os.environ["MCP_TEST_STARTS"], "a") as starts:
+            starts.write(f"{os.getpid()}\n")
     if args.exit_at_start:
         print("fatal: cannot start", file=sys.stderr, flush=True)
         sys.exit(1)

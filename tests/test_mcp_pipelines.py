@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
@@ -46,7 +47,8 @@ def make_project(root: Path, base_url: str, crash_flag: Path) -> Project:
             tools:
               - {{type: mcp, name: calc, description: Calculator, command: uvx,
                  args: [./mcp_server.py],
-                 env: {{MCP_TEST_CRASH_FLAG: '{crash_flag}', API_TOKEN: {CANARY}}}}}
+                 env: {{MCP_TEST_CRASH_FLAG: '{crash_flag}', API_TOKEN: {CANARY},
+                       MCP_TEST_STARTS: '{root / "starts"}'}}}}
             evaluations:
               metrics: [{{type: standard, metric: equality}}]
             test_cases:
@@ -91,6 +93,8 @@ def test_a_partition_with_an_mcp_tool_materializes_and_resumes_after_a_server_cr
         assert calls[request_key("chat", f"add two and three ({a})")] == 2
     assert calls[request_key("chat", "add thirteen")] == 3  # the crashed call, then a full retry
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
+    starts = (root / "starts").read_text().split()
+    assert len(starts) == 3  # attempt 1 and its restart, attempt 2: no other stage opened one
     assert logs and not [entry for entry in logs if CANARY in entry]  # metadata, logs: redacted
     assert CANARY.encode() not in project.history_db.read_bytes()
     assert server_pids(root) == []  # each attempt of the step closed its server
@@ -100,6 +104,7 @@ MATERIALIZE = """
 import sys
 from pathlib import Path
 import dagster as dg
+import pytest
 from holodeck_core.config.project import Project
 from holodeck_pipelines.builder import build_definitions
 from tests.test_pipelines import materialize, register
@@ -110,6 +115,7 @@ with dg.instance_for_test() as instance:
 """
 
 
+@pytest.mark.slow  # the same stdin EOF as test_a_killed_or_interrupted_cli_leaves_no_server_behind
 def test_a_killed_dagster_step_leaves_no_server_behind(uvx: Path, tmp_path: Path) -> None:  # noqa: F811
     root = tmp_path / "project"
     with run_model_server({"default": {"reply": "late", "latency": 120}}) as server:

@@ -24,6 +24,7 @@ from holodeck_core.config.loader import load_agent
 from holodeck_core.models import EvalRun, Status, ToolInvocation
 from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import request_key, run_model_server
+from holodeck_core.tools.runtime import ToolCrashedError
 from tests.conftest import REPO
 
 SERVER = REPO / "tests" / "mcp_server.py"
@@ -184,16 +185,17 @@ def test_a_missing_env_file_is_a_config_error(
 
 
 @pytest.mark.parametrize(
-    ("flag", "reason"),
+    ("flag", "timeout", "reason"),
     [
-        ("--exit-at-start", "exited during the MCP handshake"),
-        ("--hang", "no answer to the MCP handshake within 2 s"),
+        ("--exit-at-start", 60, "exited during the MCP handshake"),
+        ("--hang", 2, "no answer to the MCP handshake within 2 s"),
     ],
 )
 def test_a_server_that_cannot_start_stops_the_run_with_its_redacted_stderr(
-    uvx: Path, capsys: pytest.CaptureFixture[str], flag: str, reason: str
+    uvx: Path, capsys: pytest.CaptureFixture[str], flag: str, timeout: int, reason: str
 ) -> None:
-    tool = stdio_tool(flag, extra=f", timeout: 2, env: {{MCP_TEST_STDERR: 'key {CANARY}'}}")
+    env = f"{{MCP_TEST_STDERR: 'key {CANARY}'}}"
+    tool = stdio_tool(flag, extra=f", timeout: {timeout}, env: {env}")
     with run_model_server(RULES) as server:
         agent = write_agent(uvx, server.openai_base_url, tool, "- {input: add two and three}\n")
         code = main(["test", str(agent)])
@@ -410,3 +412,30 @@ def test_validate_tells_real_tools_from_mocked_ones(
     out = capsys.readouterr().out
     assert "run for real: testsrv" in out and "mocked: kb" in out
     assert "load_prompts is not supported" in out
+
+
+def test_a_server_is_restarted_once_only(uvx: Path, tmp_path: Path) -> None:
+    env = f"{{MCP_TEST_STATE: '{tmp_path / 'calls'}', MCP_TEST_CRASH_ON: '2,3'}}"
+    agent = write_agent(
+        uvx, "http://127.0.0.1:9/v1", stdio_tool(extra=f", env: {env}"), "- {input: hi}\n"
+    )
+    suite = Suite(load_agent(agent))
+
+    async def calls() -> list[str]:
+        await suite.open_tools()
+        assert suite.toolbox is not None
+        [runtime] = suite.toolbox.runtimes
+        outcomes = []
+        try:
+            for _ in range(4):
+                try:
+                    outcomes.append(str((await runtime.call("add", {"a": 1, "b": 1})).result))
+                except ToolCrashedError as exc:
+                    outcomes.append("down" if "restarted once already" in str(exc) else "died")
+                outcomes.append(str(len(server_pids(uvx))))
+        finally:
+            await suite.aclose()
+        return outcomes
+
+    # ok; died and restarted (a live server); died again, not restarted; no server, no call
+    assert asyncio.run(calls()) == ["2", "1", "died", "1", "died", "0", "down", "0"]

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -145,7 +146,9 @@ class Connection:
             )
         from mcp.client.websocket import websocket_client
 
-        return websocket_client(p.url)
+        with warnings.catch_warnings():  # deprecated by the SDK (not in the MCP spec), still served
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return websocket_client(p.url)
 
 
 @asynccontextmanager

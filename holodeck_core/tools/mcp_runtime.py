@@ -68,7 +68,9 @@ class MCPRuntime:
     async def call(self, function: str, arguments: dict[str, Any]) -> ToolOutput:
         connected, generation = self._connected, self._generation
         if connected is None:
-            raise ToolCrashedError(f"{self._where}: the MCP server is not running (it died twice)")
+            raise ToolCrashedError(
+                f"{self._where}: the MCP server is down (it died and was restarted once already)"
+            )
         timeout = self.params.request_timeout
         try:
             result = await connected.session.call_tool(
@@ -86,6 +88,8 @@ class MCPRuntime:
             raise ToolCrashedError(
                 f"{self._where}: lost the MCP server ({type(exc).__name__})"
             ) from None
+        except Exception as exc:  # e.g. structured content that breaks the tool's schema
+            return ToolOutput(error=redact_text(f"{type(exc).__name__}: {exc}", self._secrets))
         return tool_output(result, retrieval=self._tool.is_retrieval)
 
     async def aclose(self) -> None:
