@@ -37,6 +37,11 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")
     for warning in loaded.warnings:
         print(f"  warning:  {warning}")
+    if any(t.type in ("vectorstore", "hierarchical_document") for t in agent.tools or []):
+        from holodeck_core.tools.retrieval.settings import check_retrieval
+
+        for note in check_retrieval(agent):
+            print(f"  note:     {note}")
     return ExitCode.OK
 
 

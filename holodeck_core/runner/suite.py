@@ -137,6 +137,7 @@ class Suite:
                     cache_dir=self.project.home / "cache",
                     secrets=frozenset(loaded.secrets),
                     timeout=self.timeout,
+                    embedding_provider=agent.embedding_provider,
                 ),
             )
             if agent.tools
@@ -341,6 +342,7 @@ class Suite:
                 "suite_fingerprint": self.suite_fingerprint,
                 "scheduler": scheduler or self.scheduler_stats(),
                 "system_fingerprints": fingerprints,
+                **({"tools": self.toolbox.provenance()} if self.toolbox else {}),
                 **self.judges.provenance(),
             },
         )
