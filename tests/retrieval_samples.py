@@ -80,13 +80,13 @@ def prepare_sample(agent_file: Path, dest: Path, server_url: str) -> tuple[Path,
     """A writable copy of the sample in ``dest`` with every model endpoint at the loopback
     server; returns the copied agent.yaml and the names of its retrieval tools."""
     shutil.copytree(agent_file.parent, dest)
+    if not (dest / "data").exists():  # financial-assistant/claude uses openai's data/
+        shutil.copytree(agent_file.parent.parent / "openai" / "data", dest / "data")
     for path in [dest, *dest.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     doc = yaml.safe_load((dest / "agent.yaml").read_text())
-    cases_file = doc.get("test_cases_file")
-    if cases_file and not (dest / cases_file).exists():  # the claude variant shares openai's
-        shutil.copy(agent_file.parent.parent / "openai" / cases_file, dest / cases_file)
-    blocks = [doc["model"], (doc.get("evaluations") or {}).get("model"), doc.get("embedding_provider")]
+    evaluations = doc.get("evaluations") or {}
+    blocks = [doc["model"], evaluations.get("model"), doc.get("embedding_provider")]
     tools = doc.get("tools") or []
     for tool in tools:
         blocks += [tool.get("context_model"), tool.get("reranker_model")]

@@ -33,6 +33,9 @@ CONVERTED_SUFFIXES = {
 }
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | frozenset(CONVERTED_SUFFIXES)
 RECORD_SUFFIXES = frozenset({".json", ".jsonl", ".csv"})
+SOURCE_CONVERSION_TIMEOUT_S = 600.0
+"""Sources are converted once per content (the file cache keeps them), so a long PDF gets
+far more time than a test case's attachment."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +119,13 @@ def read_documents(
             FileInput(path=str(f.path), type=CONVERTED_SUFFIXES[f.path.suffix.lower()])
             for f in converted
         ]
-        for file, out in zip(
-            converted, process_files(inputs, base_dir=base_dir, cache_dir=cache_dir), strict=True
-        ):
+        outputs = process_files(
+            inputs,
+            base_dir=base_dir,
+            cache_dir=cache_dir,
+            file_timeout=SOURCE_CONVERSION_TIMEOUT_S,
+        )
+        for file, out in zip(converted, outputs, strict=True):
             if out.error:
                 raise ConfigError(f"{where}.source: {file.display}: {out.error}")
             texts[file.path] = out.markdown_content
