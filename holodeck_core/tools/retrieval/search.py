@@ -8,7 +8,9 @@
 * exact: chunks that contain the query, or one of its quoted phrases, verbatim (case-folded),
   ranked by how often; HoloDeck 0.7.1 accepts ``exact_weight`` but has no such leg;
 * hybrid: weighted reciprocal-rank fusion, ``Σ wᵢ / (rrf_k + rankᵢ)``, normalised so that a
-  chunk ranked first by every leg scores 1.0 (HoloDeck's normalisation)."""
+  chunk ranked first by every leg scores 1.0 (HoloDeck's normalisation); a leg that found
+  nothing drops out of the weights, as HoloDeck falls back to semantic scores when BM25 finds
+  nothing."""
 
 from __future__ import annotations
 
@@ -76,7 +78,7 @@ def max_normalized(ranked: Ranked) -> Ranked:
 
 
 def reciprocal_rank_fusion(legs: Sequence[Ranked], weights: Sequence[float], k: int) -> Ranked:
-    pairs = [(leg, w) for leg, w in zip(legs, weights, strict=True) if w > 0]
+    pairs = [(leg, w) for leg, w in zip(legs, weights, strict=True) if w > 0 and leg]
     total = sum(w for _, w in pairs)
     if total <= 0:
         return []
