@@ -69,7 +69,7 @@ def rules_for(tools: list[str]) -> dict[str, Any]:
     ]
     agent = {
         "name": "agent-searches",
-        "match": {"user": r"(?s)^(?!# Task:)(.+)", "tool_result": False},
+        "match": {"user": r"(?s)^(?!# Task:)(.+)"},
         "tool_calls": [{"name": f"{t}_search", "arguments": {"query": "$1"}} for t in tools],
         "reply": "From the documents: {tool_results}",
     }

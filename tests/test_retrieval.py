@@ -46,7 +46,7 @@ def tool_of(kind: str = "vectorstore", **fields: Any) -> dict[str, Any]:
 
 def search_rule(query: str, tool: str = "kb") -> dict[str, Any]:
     return {
-        "match": {"user": f"(?s)^(?!# Task:)(.*{query}.*)", "tool_result": False},
+        "match": {"user": f"(?s)^(?!# Task:)(.*{query}.*)"},
         "tool_calls": [{"name": f"{tool}_search", "arguments": {"query": "$1"}}],
         "reply": "{tool_result}",
     }
