@@ -40,8 +40,11 @@ def _validate(args: argparse.Namespace) -> int:
     if any(t.type in ("vectorstore", "hierarchical_document") for t in agent.tools or []):
         from holodeck_core.tools.retrieval.settings import check_retrieval
 
-        for note in check_retrieval(agent):
+        notes, warnings = check_retrieval(agent)
+        for note in notes:
             print(f"  note:     {note}")
+        for warning in warnings:
+            print(f"  warning:  {warning}")
     return ExitCode.OK
 
 

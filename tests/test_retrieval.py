@@ -431,7 +431,7 @@ def test_validate_names_the_substituted_database_once(
     assert out.count("served by an embedded index") == 1
     assert "the connection_string of legislation_search is accepted, redacted and not used" in out
     assert "http://localhost:8000" not in out
-    assert "extract_definitions / extract_cross_references of legislation_search" in out
+    assert "warning:  extract_definitions / extract_cross_references of legislation_sea" in out
     assert "embedding_provider" not in out.split("ignored:")[-1]
 
 

@@ -18,7 +18,7 @@ from holodeck_core.tools.retrieval.embeddings import Vectors
 from holodeck_core.tools.retrieval.index import Chunk, Index
 from holodeck_core.tools.retrieval.llm_steps import LLMStep, contextualize, rerank
 from holodeck_core.tools.retrieval.runtime import RetrievalRuntime
-from holodeck_core.tools.retrieval.sources import SourceFile, read_documents
+from holodeck_core.tools.retrieval.sources import SourceFile
 from holodeck_core.tools.retrieval.store import KeyValueStore
 from holodeck_core.tools.runtime import ToolContext
 
@@ -102,13 +102,7 @@ class HierarchicalRuntime(RetrievalRuntime):
 
     async def make_chunks(self, files: list[SourceFile]) -> list[Chunk]:
         t = self.tool
-        documents = await asyncio.to_thread(
-            read_documents,
-            files,
-            base_dir=self.context.base_dir,
-            cache_dir=self.context.cache_dir / "files",
-            where=self.where,
-        )
+        documents = await self.documents(files)
         chunks: list[Chunk] = []
         for doc in documents:
             pieces = self._pieces(doc.text)

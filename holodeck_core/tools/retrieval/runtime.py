@@ -17,7 +17,12 @@ from holodeck_core.models import RetrievedChunk, TokenUsage
 from holodeck_core.tools.retrieval.embeddings import Embedder, EmbedStats, Vectors
 from holodeck_core.tools.retrieval.index import Chunk, Index, index_key
 from holodeck_core.tools.retrieval.settings import RetrievalTool, embedding_spec
-from holodeck_core.tools.retrieval.sources import SourceFile, source_files
+from holodeck_core.tools.retrieval.sources import (
+    Document,
+    SourceFile,
+    read_documents,
+    source_files,
+)
 from holodeck_core.tools.retrieval.store import KeyValueStore
 from holodeck_core.tools.runtime import ToolContext, ToolCrashedError, ToolOutput, ToolStartError
 
@@ -68,6 +73,16 @@ class RetrievalRuntime(ABC):
     @abstractmethod
     def format(self, query: str, results: list[tuple[Chunk, float]]) -> str:
         """The result text the model reads, as HoloDeck formats it."""
+
+    async def documents(self, files: list[SourceFile]) -> list[Document]:
+        """The sources as text (markitdown in its workers, off the event loop)."""
+        return await asyncio.to_thread(
+            read_documents,
+            files,
+            base_dir=self.context.base_dir,
+            cache_dir=self.context.cache_dir / "files",
+            where=self.where,
+        )
 
     @property
     def needs_query_vector(self) -> bool:

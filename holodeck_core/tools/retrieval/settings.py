@@ -93,10 +93,10 @@ def live_retrieval_tools(agent: Agent) -> list[tuple[int, RetrievalTool]]:
     ]
 
 
-def check_retrieval(agent: Agent) -> list[str]:
+def check_retrieval(agent: Agent) -> tuple[list[str], list[str]]:
     """Raise the config errors of the agent's retrieval tools (before any model call) and
-    return the notes ``validate`` prints: substituted databases and keyword indexes, named
-    once, and HoloDeck options this engine ignores."""
+    return what ``validate`` prints: notes (substituted databases and keyword indexes, named
+    once) and warnings (HoloDeck options this engine ignores)."""
     tools = live_retrieval_tools(agent)
     for index, tool in tools:
         embedding_spec(
@@ -138,9 +138,10 @@ def check_retrieval(agent: Agent) -> list[str]:
         if isinstance(t, HierarchicalDocumentTool)
         and (t.extract_definitions or t.extract_cross_references)
     ]
+    warnings: list[str] = []
     if extracting:
-        notes.append(
+        warnings.append(
             f"extract_definitions / extract_cross_references of {', '.join(extracting)} "
             "are ignored by this engine (no definition or cross-reference index yet)"
         )
-    return notes
+    return notes, warnings

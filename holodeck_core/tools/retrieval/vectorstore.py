@@ -15,7 +15,7 @@ from holodeck_core.tools.retrieval.embeddings import Vectors
 from holodeck_core.tools.retrieval.index import Chunk, Index
 from holodeck_core.tools.retrieval.runtime import RetrievalRuntime
 from holodeck_core.tools.retrieval.search import semantic
-from holodeck_core.tools.retrieval.sources import SourceFile, read_documents, read_records
+from holodeck_core.tools.retrieval.sources import SourceFile, read_records
 
 DEFAULT_CHUNK_SIZE = 512
 DEFAULT_CHUNK_OVERLAP = 50
@@ -65,13 +65,7 @@ class VectorstoreRuntime(RetrievalRuntime):
                 )
                 for r in records
             ]
-        documents = await asyncio.to_thread(
-            read_documents,
-            files,
-            base_dir=self.context.base_dir,
-            cache_dir=self.context.cache_dir / "files",
-            where=self.where,
-        )
+        documents = await self.documents(files)
         options = self.options()
         return [
             Chunk(id=f"{doc.source}#{n}", text=piece.text, source=doc.source)
