@@ -51,11 +51,14 @@ def rules_for(tools: list[str]) -> dict[str, Any]:
             "match": {"user": "^# Task: judge the relevance of statements"},
             "json": _verdicts(None, "yes"),
         },
-        {
-            "name": "judge-precision",
-            "match": {"user": "^# Task: judge ranked context nodes"},
-            "json": _verdicts(None, "yes"),
-        },
+        *(  # one verdict per retrieved node: the prompt states how many it expects
+            {
+                "name": f"judge-precision-{n}",
+                "match": {"user": rf"^# Task: judge ranked context nodes[\s\S]*\({n} verdicts\)"},
+                "json": _verdicts(None, "yes" if n % 2 else "no", n),
+            }
+            for n in range(1, 40)
+        ),
         {
             "name": "judge-recall",
             "match": {"user": "^# Task: attribute the expected output"},
