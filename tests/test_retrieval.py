@@ -459,3 +459,30 @@ def test_loopback_embeddings_route_carries_lexical_similarity() -> None:
         stats = server.stats()
         assert stats["by_route"]["embeddings"] == 4 and stats["faults"] == {"400": 1}
         assert stats["by_path"]["/openai/deployments/dep/embeddings"] == 1
+
+
+def test_embeddings_outage_fails_the_dagster_partition_after_journaling(tmp_path: Path) -> None:
+    import dagster as dg
+
+    from holodeck_core.config.project import Project
+    from holodeck_pipelines.builder import build_definitions
+    from tests.test_pipelines import materialize, register
+
+    folder = tmp_path / "agents" / "geo"
+    folder.mkdir(parents=True)
+    write_docs(folder)
+    rules = {"rules": [search_rule("returns")]}
+    outage = {"match": {"route": "embeddings", "user": r"\(3\)"}, "fault": {"kind": "503"}}
+    cases = [{"name": f"c{i}", "input": f"returns ({i})?"} for i in range(4)]
+    with run_model_server({"rules": [outage, *rules["rules"]]}) as server:
+        agent = write_agent(folder, server, [tool_of(source="docs")], cases=cases)
+        agent.write_text(agent.read_text().replace("retrieval-test", "Geo Agent"))
+        (tmp_path / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
+        defs = build_definitions(Project.discover(tmp_path))
+        with dg.instance_for_test() as instance:
+            [key] = register(defs, instance)
+            assert not materialize(defs, instance, key).success
+            chat = server.stats()["by_route"]["chat"]
+            server.set_rules(rules)
+            assert materialize(defs, instance, key).success
+            assert server.stats()["by_route"]["chat"] == chat + 2  # only case 3 ran again
