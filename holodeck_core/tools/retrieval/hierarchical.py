@@ -51,6 +51,7 @@ class HierarchicalRuntime(RetrievalRuntime):
         self._steps: KeyValueStore | None = None
         self._llm: dict[str, LLMStep] = {}
         self._keyword: legs.KeywordIndex | None = None
+        self._folded: list[str] = []
 
     @property
     def needs_query_vector(self) -> bool:
@@ -133,6 +134,7 @@ class HierarchicalRuntime(RetrievalRuntime):
     def prepare(self, index: Index) -> None:
         if self.tool.search_mode == "semantic":
             return
+        self._folded = [legs.fold(c.text) for c in index.chunks]
         self._keyword = legs.KeywordIndex(
             [
                 " ".join(
@@ -165,7 +167,7 @@ class HierarchicalRuntime(RetrievalRuntime):
                 [
                     legs.semantic(self.index.vectors, vector, pool),
                     self._keyword.search(query, pool),
-                    legs.exact([c.text for c in self.index.chunks], query, pool),
+                    legs.exact(self._folded, query, pool),
                 ],
                 [t.semantic_weight, t.keyword_weight, t.exact_weight],
                 t.rrf_k,

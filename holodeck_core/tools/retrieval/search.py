@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from holodeck_core.tools.retrieval.embeddings import Vectors
 
@@ -34,7 +36,16 @@ def semantic(matrix: Vectors, query: Vectors, limit: int) -> Ranked:
     if matrix.shape[0] == 0:
         return []
     scores = np.clip(matrix @ query, 0.0, 1.0)
-    order = np.argsort(-scores, kind="stable")[:limit]
+    return _top(scores, limit)
+
+
+def _top(scores: npt.NDArray[Any], limit: int) -> Ranked:
+    """The ``limit`` best (index, score) pairs, best first (ties by index)."""
+    if limit < len(scores):
+        candidates = np.argpartition(-scores, limit - 1)[:limit]
+        order = candidates[np.lexsort((candidates, -scores[candidates]))]
+    else:
+        order = np.argsort(-scores, kind="stable")
     return [(int(i), float(scores[i])) for i in order]
 
 
@@ -53,17 +64,20 @@ class KeywordIndex:
         tokens = tokenize(query)
         if not tokens or self._size == 0:
             return []
-        scores = self._bm25.get_scores(tokens)
-        order = np.argsort(-scores, kind="stable")[:limit]
-        return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
+        return [(i, s) for i, s in _top(self._bm25.get_scores(tokens), limit) if s > 0]
 
 
-def exact(texts: Sequence[str], query: str, limit: int) -> Ranked:
+def fold(text: str) -> str:
+    """Lowercase with runs of whitespace made one space: what the exact leg compares."""
+    return " ".join(text.lower().split())
+
+
+def exact(folded_texts: Sequence[str], query: str, limit: int) -> Ranked:
+    """``folded_texts`` are the chunks' :func:`fold`, computed once per index."""
     phrases = [a or b for a, b in _QUOTED.findall(query)] or [query]
-    needles = [" ".join(p.lower().split()) for p in phrases if p.strip()]
+    needles = [fold(p) for p in phrases if p.strip()]
     counts: list[tuple[int, float]] = []
-    for i, text in enumerate(texts):
-        folded = " ".join(text.lower().split())
+    for i, folded in enumerate(folded_texts):
         hits = sum(folded.count(n) for n in needles)
         if hits:
             counts.append((i, float(hits)))
