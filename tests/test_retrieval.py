@@ -339,6 +339,12 @@ BAD = [
         "tools[0] (kb).id_field: 'sku' is absent from 1 of 2 records in rows.json",
     ),
     ("scanned pdf", {"source": "scan.pdf"}, "tools[0] (kb).source: scan.pdf: no text extracted"),
+    ("glob", {"source": "docs/*.pdf"}, "tools[0] (kb).source: the glob 'docs/*.pdf' matches no"),
+    (
+        "vector_field",
+        {"source": "rows.json", "id_field": "id", "vector_field": "body"},
+        "tools[0] (kb).vector_field: 'body' is in no record of rows.json (fields: id, sku, t)",
+    ),
 ]
 
 
