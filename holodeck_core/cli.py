@@ -56,6 +56,14 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")
     for warning in loaded.warnings:
         print(f"  warning:  {warning}")
+    if any(t.type in ("vectorstore", "hierarchical_document") for t in agent.tools or []):
+        from holodeck_core.tools.retrieval.settings import check_retrieval
+
+        notes, warnings = check_retrieval(agent)
+        for note in notes:
+            print(f"  note:     {note}")
+        for warning in warnings:
+            print(f"  warning:  {warning}")
     return ExitCode.OK
 
 

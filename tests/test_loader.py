@@ -74,7 +74,7 @@ def test_financial_sample_loads_multi_turn_cases_and_frontmatter_version(
     tool = loaded.agent.tools[0] if loaded.agent.tools else None
     assert isinstance(tool, FunctionTool)
     assert loaded.resolve(tool.file) == agent.parent / "tools" / "financial_tools.py"
-    assert "embedding_provider" in loaded.agent.ignored_blocks()
+    assert "embedding_provider" not in loaded.agent.ignored_blocks()
 
 
 def write(folder: Path, name: str, text: str) -> Path:

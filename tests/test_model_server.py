@@ -489,7 +489,7 @@ def test_models_list_for_both_sdks_and_unknown_route() -> None:
         page = aclient.models.list()
         assert [m.id for m in page.data] == ids
         with pytest.raises(openai.NotFoundError):
-            client.embeddings.create(model="m", input="x")
+            client.moderations.create(input="x")
         assert chat_text(client, "anything") == "I don't know."
 
 

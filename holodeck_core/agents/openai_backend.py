@@ -18,23 +18,27 @@ from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
 
 
+def openai_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI:
+    """The official SDK client for ``model``'s endpoint (OpenAI, Azure OpenAI, or Ollama's
+    OpenAI-compatible route), with the SDK's own retries off: the scheduler retries."""
+    if model.provider is ProviderEnum.AZURE_OPENAI:
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=model.endpoint or "",
+            api_key=api_key,
+            api_version=model.api_version or DEFAULT_AZURE_API_VERSION,
+            max_retries=0,
+        )
+    endpoint = model.endpoint
+    if model.provider is ProviderEnum.OLLAMA:
+        endpoint = (endpoint or DEFAULT_OLLAMA_ENDPOINT).rstrip("/")
+        endpoint = endpoint if endpoint.endswith("/v1") else f"{endpoint}/v1"
+    return openai.AsyncOpenAI(api_key=api_key, base_url=endpoint, max_retries=0)
+
+
 class OpenAIChatClient:
     def __init__(self, model: LLMProvider, api_key: str) -> None:
         self.model = model
-        self._client: openai.AsyncOpenAI
-        if model.provider is ProviderEnum.AZURE_OPENAI:
-            self._client = openai.AsyncAzureOpenAI(
-                azure_endpoint=model.endpoint or "",
-                api_key=api_key,
-                api_version=model.api_version or DEFAULT_AZURE_API_VERSION,
-                max_retries=0,
-            )
-        else:
-            endpoint = model.endpoint
-            if model.provider is ProviderEnum.OLLAMA:
-                endpoint = (endpoint or DEFAULT_OLLAMA_ENDPOINT).rstrip("/")
-                endpoint = endpoint if endpoint.endswith("/v1") else f"{endpoint}/v1"
-            self._client = openai.AsyncOpenAI(api_key=api_key, base_url=endpoint, max_retries=0)
+        self._client = openai_sdk_client(model, api_key)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -150,6 +150,12 @@ class ToolBox:
         """Each open runtime's identity, for the case fingerprint (§7.4)."""
         return [runtime.identity() for runtime in self._runtimes]
 
+    def provenance(self) -> list[dict[str, Any]]:
+        """What runtimes report about opening (an index built or reused, what embedding it
+        cost), for the EvalRun."""
+        reports = (getattr(r, "provenance", None) for r in self._runtimes)
+        return [report() for report in reports if callable(report)]
+
     async def aclose(self) -> None:
         """Stop every runtime; safe to call twice and after a failed :meth:`open`."""
         runtimes, self._runtimes = self._runtimes, []

@@ -3,6 +3,7 @@ problem (file, YAML path, line, what is allowed). Nothing is written while loadi
 
 from __future__ import annotations
 
+import glob
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,6 +190,8 @@ def _missing_files(loaded: LoadedAgent, doc: YamlDocument, locate: Any) -> list[
     problems: list[Problem] = []
     for yaml_path, relative in _referenced_files(loaded.agent):
         resolved = loaded.resolve(relative)
+        if glob.has_magic(relative):  # a retrieval tool's glob source: checked when it opens
+            continue
         if not resolved.exists():
             problems.append(
                 locate(

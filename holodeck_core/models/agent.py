@@ -1,7 +1,8 @@
 """HoloDeck's ``agent.yaml`` (DESIGN §4), validated strictly.
 
-Top-level blocks we do not use (``observability``, ``deployment``, ``openai``, ``claude``,
-``embedding_provider``) parse and are listed by :meth:`Agent.ignored_blocks`."""
+Top-level blocks we do not use (``observability``, ``deployment``, ``openai``, ``claude``)
+parse and are listed by :meth:`Agent.ignored_blocks`. ``embedding_provider`` selects the
+embeddings model of retrieval tools."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from holodeck_core.models.llm import LLMProvider
 from holodeck_core.models.test_case import TestCaseModel
 from holodeck_core.models.tools import Tool
 
-IGNORED_BLOCKS = ("observability", "deployment", "embedding_provider", "openai", "claude")
+IGNORED_BLOCKS = ("observability", "deployment", "openai", "claude")
 DEFAULT_PARALLEL_TEST_CASES = 32
 """Cases (and model calls per endpoint) at once by default; the call scheduler halves it on 429."""
 

@@ -1,8 +1,8 @@
 """Agent tools, discriminated by ``type`` (HoloDeck 0.7.1).
 
-We run ``function``, ``mcp`` and ``prompt`` tools (:mod:`holodeck_core.tools`) and any tool with
-a ``mock:`` result. The other types parse and validate fully, so configs stay
-HoloDeck-compatible, but need a ``mock:`` to run."""
+We run ``function``, ``mcp``, ``prompt``, ``vectorstore`` and ``hierarchical_document`` tools
+(:mod:`holodeck_core.tools`) and any tool with a ``mock:`` result. The other types parse and
+validate fully, so configs stay HoloDeck-compatible, but need a ``mock:`` to run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from holodeck_core.models.base import StrictModel
+from holodeck_core.models.base import Secret, StrictModel
 from holodeck_core.models.llm import LLMProvider
 
 ToolName = Annotated[str, Field(pattern=r"^[0-9A-Za-z_]+$")]
@@ -102,7 +102,9 @@ class DatabaseConfig(StrictModel):
         "pinecone",
         "in-memory",
     ]
-    connection_string: str | None = None
+    connection_string: Secret | None = Field(
+        None, description="Accepted and never used: the index is embedded (DESIGN §7.5)."
+    )
 
 
 class KeywordIndexConfig(StrictModel):
@@ -112,8 +114,8 @@ class KeywordIndexConfig(StrictModel):
     endpoint: str | None = None
     index_name: str | None = None
     username: str | None = None
-    password: str | None = None
-    api_key: str | None = None
+    password: Secret | None = None
+    api_key: Secret | None = None
     verify_certs: bool = True
     timeout_seconds: int = Field(10, ge=1, le=120)
 
@@ -136,6 +138,10 @@ class VectorstoreTool(_ToolBase):
     id_field: str | None = None
     field_separator: str = "\n"
     delimiter: str | None = None
+
+    @property
+    def runnable(self) -> bool:
+        return True
 
 
 class PromptTool(_ToolBase):
@@ -184,6 +190,10 @@ class HierarchicalDocumentTool(_ToolBase):
     embedding_model: str | None = None
     database: DatabaseConfig | str | None = None
     keyword_index: KeywordIndexConfig | None = None
+
+    @property
+    def runnable(self) -> bool:
+        return True
 
 
 Tool = Annotated[

@@ -54,6 +54,7 @@ class SuiteRuntime:
                     cache_dir=suite.project.home / "cache",
                     secrets=frozenset(loaded.secrets),
                     timeout=suite.timeout,
+                    embedding_provider=agent.embedding_provider,
                 ),
             )
             if agent.tools

@@ -313,6 +313,7 @@ class Suite:
                 "scheduler": scheduler if scheduler is not None else self.scheduler_stats(),
                 "system_fingerprints": fingerprints,
                 **(judges if judges is not None else self.judge_provenance()),
+                **self.tool_provenance(),
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
@@ -324,6 +325,11 @@ class Suite:
 
     def scheduler_stats(self) -> dict[str, object]:
         return self._runtime.scheduler_stats() if self._runtime is not None else {}
+
+    def tool_provenance(self) -> dict[str, object]:
+        """What the open tool runtimes report (e.g. index builds and their embedding tokens)."""
+        toolbox = self._runtime.toolbox if self._runtime is not None else None
+        return {"tools": toolbox.provenance()} if toolbox is not None else {}
 
     def judge_provenance(self) -> dict[str, object]:
         return dict(self._runtime.judges.provenance()) if self._runtime is not None else {}

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 FaultKind: TypeAlias = Literal["400", "401", "429", "500", "503", "drop", "malformed", "slow"]
-RouteName: TypeAlias = Literal["chat", "messages", "responses"]
+RouteName: TypeAlias = Literal["chat", "messages", "responses", "embeddings"]
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "400",
     "401",
@@ -49,7 +49,7 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     "malformed",
     "slow",
 )
-ROUTES: tuple[RouteName, ...] = ("chat", "messages", "responses")
+ROUTES: tuple[RouteName, ...] = ("chat", "messages", "responses", "embeddings")
 
 FORMAT_HINT = (
     "the rules format is described in DESIGN §6.12 and in the docstring of "

@@ -3,7 +3,13 @@ them, so the CLI starts fast and an agent without MCP tools never imports the ``
 
 from __future__ import annotations
 
-from holodeck_core.models import MCPTool, PromptTool, Tool
+from holodeck_core.models import (
+    HierarchicalDocumentTool,
+    MCPTool,
+    PromptTool,
+    Tool,
+    VectorstoreTool,
+)
 from holodeck_core.tools.runtime import ToolContext, ToolRuntime
 
 
@@ -18,4 +24,12 @@ def runtime_for(tool: Tool, context: ToolContext, *, where: str) -> ToolRuntime 
         from holodeck_core.tools.prompt import PromptRuntime
 
         return PromptRuntime(tool, context, where=where)
+    if isinstance(tool, VectorstoreTool):
+        from holodeck_core.tools.retrieval.vectorstore import VectorstoreRuntime
+
+        return VectorstoreRuntime(tool, context, where=where)
+    if isinstance(tool, HierarchicalDocumentTool):
+        from holodeck_core.tools.retrieval.hierarchical import HierarchicalRuntime
+
+        return HierarchicalRuntime(tool, context, where=where)
     return None

@@ -47,7 +47,8 @@ class ToolOutput:
 @dataclass(frozen=True)
 class ToolContext:
     """What a runtime may use: the agent's folder, the one call scheduler, a way to make model
-    clients (the agent's provider by default), the cache home, and the secrets to redact."""
+    clients (the agent's provider by default), the cache home, the secrets to redact, and the
+    agent's ``embedding_provider`` block (retrieval tools)."""
 
     base_dir: Path
     resolve: Callable[[str], Path]
@@ -57,6 +58,7 @@ class ToolContext:
     cache_dir: Path
     secrets: frozenset[str] = frozenset()
     timeout: float | None = None
+    embedding_provider: LLMProvider | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

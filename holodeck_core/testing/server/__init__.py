@@ -12,6 +12,8 @@ Routes
 - ``POST /v1/responses`` (also ``/responses``, ``/openai/responses``, ``/openai/v1/responses``);
   ``previous_response_id`` continues a stored conversation
 - ``POST /v1/messages`` (also ``/messages``): Anthropic Messages
+- ``POST /v1/embeddings`` (also ``/embeddings``, ``/openai/v1/embeddings``, Azure's
+  ``/openai/deployments/{deployment}/embeddings``): lexical vectors, see :mod:`.embeddings`
 - ``GET /v1/models``, ``GET /v1/models/{id}``: a small list both SDKs can parse
 - ``GET /_stats``, ``POST /_reset``, ``GET /_health``
 
@@ -33,7 +35,7 @@ Rules file (DESIGN §6.12)
         match:                                   # all optional, all must hold
           user: "weather in (\\w+)"              # re.search in the last user message text
           system: "forecaster"                   # re.search in the system prompt
-          route: chat                            # chat | messages | responses
+          route: chat                            # chat | messages | responses | embeddings
           tool_result: false                     # does the last message carry a tool result?
           nth: 1                                 # only the Nth call (1-based) of the request key
         tool_calls: [{name: get_weather, arguments: {city: "$1"}}]  # or arguments_raw: "{bad"

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from holodeck_core.testing.rules import RouteName, RulesInput, coerce_rules
+from holodeck_core.testing.server.embeddings import embeddings_body, parse_embeddings
 from holodeck_core.testing.server.planning import plan_call
 from holodeck_core.testing.server.requests import (
     BadRequest,
@@ -92,6 +93,8 @@ async def _model_call_inner(
         conv = parse_chat(body)
     elif route == "messages":
         conv = parse_messages(body)
+    elif route == "embeddings":
+        conv = parse_embeddings(body)
     else:
         prior, new = _responses_items(state, body)
         items = prior + new
@@ -144,6 +147,8 @@ async def _model_call_inner(
         payload = chat_body(conv, plan, key, call_no)
     elif route == "messages":
         payload = messages_body(conv, plan, key, call_no)
+    elif route == "embeddings":
+        payload = embeddings_body(body, conv)
     else:
         response_id = f"resp_{hid(key, call_no, 'resp')}"
         output = responses_output(conv, plan, key, call_no)
@@ -203,8 +208,9 @@ async def _not_found(request: web.Request) -> web.Response:
         route,
         404,
         f"{request.method} {request.path} is not a route of the holodeck loopback model "
-        "server (POST /v1/chat/completions, /v1/responses, /v1/messages, "
-        "/openai/deployments/{d}/chat/completions; GET /v1/models, /_stats; POST /_reset)",
+        "server (POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, "
+        "/openai/deployments/{d}/chat/completions and /embeddings; GET /v1/models, "
+        "/_stats; POST /_reset)",
     )
 
 
@@ -212,10 +218,11 @@ def create_app(rules: RulesInput = None, *, latency: float = 0.0) -> web.Applica
     """The aiohttp application; its :class:`ServerState` is ``app_state(app)``."""
     app = web.Application(client_max_size=_CLIENT_MAX_SIZE)
     app[STATE_KEY] = ServerState(coerce_rules(rules), latency)
-    chat, responses, messages = (
+    chat, responses, messages, embeddings = (
         _route_handler("chat"),
         _route_handler("responses"),
         _route_handler("messages"),
+        _route_handler("embeddings"),
     )
     for path in ("/v1/chat/completions", "/chat/completions", "/openai/v1/chat/completions"):
         app.router.add_post(path, chat)
@@ -224,6 +231,9 @@ def create_app(rules: RulesInput = None, *, latency: float = 0.0) -> web.Applica
         app.router.add_post(path, responses)
     for path in ("/v1/messages", "/messages"):
         app.router.add_post(path, messages)
+    for path in ("/v1/embeddings", "/embeddings", "/openai/v1/embeddings"):
+        app.router.add_post(path, embeddings)
+    app.router.add_post("/openai/deployments/{deployment}/embeddings", embeddings)
     for prefix in ("/v1", "", "/openai", "/openai/v1"):
         app.router.add_get(f"{prefix}/models", _models)
         app.router.add_get(f"{prefix}/models/{{model}}", _model)
