@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from holodeck_core.models import ExpectedTool, MetricResult, Status, TestReport, TestResult
+from holodeck_core.reports.statistics import statistics_lines
 
 _ICONS = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "⚠️"}
 _WORDS = {Status.PASS: "PASSED", Status.FAIL: "FAILED", Status.ERROR: "ERROR"}
@@ -32,6 +33,9 @@ def render_markdown(report: TestReport) -> str:
             f"| {name} | {'—' if average is None else f'{average:.2f}'} | "
             f"{'—' if rate is None else f'{rate:.0%}'} | {summary.metrics_errored.get(name, 0)} |"
         )
+    if summary.statistics is not None:
+        lines += ["", "## Statistics", ""]
+        lines += [f"- {line}" for line in statistics_lines(summary.statistics)]
     lines += ["", "## Test Results", ""]
     for number, result in enumerate(report.results, start=1):
         lines += _result(number, result)
@@ -55,6 +59,9 @@ def _result(number: int, result: TestResult) -> list[str]:
             if not result.tools_matched:
                 verdict += ", ".join(_expected(e) for e in result.expected_tools or []) + ")"
         lines.append(f"**Tools Called**: {called}{verdict}")
+    if result.trials:
+        marks = "".join(_ICONS[t.status] for t in result.trials)
+        lines.append(f"**Trials**: {result.trial_passes}/{result.trial_count} passed {marks}")
     lines.append(f"**Execution Time**: {result.execution_time_ms / 1000:.1f}s")
     metrics = list(result.metric_results) + [
         m for turn in result.turns or [] for m in turn.metric_results

@@ -30,6 +30,12 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
     test.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
     test.add_argument("--prompt-version", dest="prompt_key", help="a registered prompt version")
     test.add_argument("--fresh", action="store_true", help="ignore an open resume journal")
+    test.add_argument(
+        "--trials",
+        type=int,
+        metavar="K",
+        help="run every case K times (default: execution.trials or 1)",
+    )
     verbosity = test.add_mutually_exclusive_group()
     verbosity.add_argument("-q", "--quiet", action="store_true")
     verbosity.add_argument("-v", "--verbose", action="store_true")
@@ -44,6 +50,9 @@ def run_test_command(args: argparse.Namespace) -> int:
     if args.parallel is not None and args.parallel < 1:
         print("error: --parallel must be at least 1", file=sys.stderr)
         return ExitCode.CONFIG
+    if args.trials is not None and not 1 <= args.trials <= 100:
+        print("error: --trials must be between 1 and 100", file=sys.stderr)
+        return ExitCode.CONFIG
     loaded = load_agent(args.agent)
     options = SuiteOptions(
         parallel=args.parallel,
@@ -54,6 +63,7 @@ def run_test_command(args: argparse.Namespace) -> int:
         prompt_key=args.prompt_key,
         trigger=Trigger.CLI,
         cli_args=sys.argv[1:],
+        trials=args.trials,
     )
     suite = Suite(loaded, options)
     threading.Thread(target=_preload_history, name="holodeck-preload", daemon=True).start()

@@ -13,6 +13,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 
 from holodeck_core.models import EvalRun, Status, TestResult
+from holodeck_core.reports.statistics import statistics_lines
 from holodeck_core.runner.suite import Suite
 
 _STYLE = {Status.PASS: "green", Status.FAIL: "red", Status.ERROR: "yellow"}
@@ -101,4 +102,7 @@ def print_summary(run: EvalRun, path: Path, *, quiet: bool) -> None:
         f"of {summary.total_tests} ({summary.pass_rate:.1f}% pass rate) in {wall:.1f}s",
         highlight=False,
     )
+    if summary.statistics is not None and not quiet:
+        for line in statistics_lines(summary.statistics):
+            console.print(line, highlight=False, soft_wrap=True)
     console.print(f"EvalRun: {path}", highlight=False, soft_wrap=True)

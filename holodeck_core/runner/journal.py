@@ -31,18 +31,18 @@ class Journal:
         self.secrets = secrets
         self._lock = threading.Lock()
 
-    def load(self) -> dict[str, CaseRun]:
-        """Entries of the open journal by case fingerprint. A torn last line (a crash while
-        writing) is ignored."""
+    def load(self) -> dict[tuple[str, int], CaseRun]:
+        """Entries of the open journal by case fingerprint and trial. A torn last line (a
+        crash while writing) is ignored."""
         if not self.path.is_file():
             return {}
-        entries: dict[str, CaseRun] = {}
+        entries: dict[tuple[str, int], CaseRun] = {}
         for line in self.path.read_bytes().splitlines():
             try:
                 run = CaseRun.model_validate_json(line)
             except (ValidationError, UnicodeDecodeError):
                 continue  # a line torn by a crash: that case simply runs again
-            entries[run.fingerprint] = run
+            entries[run.fingerprint, run.trial] = run
         return entries
 
     def append(self, run: CaseRun) -> None:

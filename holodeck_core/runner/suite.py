@@ -44,6 +44,8 @@ from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor, now_iso
 from holodeck_core.runner.journal import Journal
+from holodeck_core.runner.trials import combine_trials
+from holodeck_core.stats import Reducer
 from holodeck_core.tools.runtime import ToolContext
 
 DEFAULT_LLM_TIMEOUT = 60.0
@@ -62,6 +64,7 @@ class SuiteOptions:
     dagster_run_id: str | None = None
     partition_key: str | None = None
     api_keys: dict[ProviderEnum, str] = field(default_factory=dict)
+    trials: int | None = None
 
 
 CaseCallback = Callable[[TestResult, bool], None]
@@ -120,6 +123,8 @@ class Suite:
         self.parallel = self.options.parallel or agent.parallel_test_cases
         timeout = self.options.timeout or (execution.llm_timeout if execution else None)
         self.timeout = float(timeout or DEFAULT_LLM_TIMEOUT)
+        self.trials = self.options.trials or (execution.trials if execution else None) or 1
+        self.reducer = (execution.reducer if execution else None) or Reducer.ALL
         self.scheduler = CallScheduler(self.parallel, RetryPolicy(timeout=self.timeout))
         toolbox = (
             ToolBox(
@@ -187,7 +192,7 @@ class Suite:
             for case in self.cases
         }
         self._open_journal()
-        self.runs: dict[str, CaseRun] = {}
+        self.runs: dict[tuple[str, int], CaseRun] = {}
         self._tools_open = False
         self.started_at = now_iso()
         self._clock = time.perf_counter()
@@ -216,38 +221,49 @@ class Suite:
 
     @property
     def resumable(self) -> int:
-        """Cases the open journal already holds."""
-        return sum(1 for f in self.case_fingerprints.values() if f in self._journaled)
+        """Case trials the open journal already holds."""
+        return sum(
+            1
+            for f in self.case_fingerprints.values()
+            for trial in range(self.trials)
+            if (f, trial) in self._journaled
+        )
 
-    async def execute(self, case: TestCaseModel) -> CaseRun:
+    async def execute(self, case: TestCaseModel, trial: int = 0) -> CaseRun:
+        """One trial of a case; the journal keys each trial, so a resumed run pays only for
+        the trials it misses."""
         fingerprint = self.case_fingerprints[case.id or ""]
-        cached = self._journaled.get(fingerprint)
+        cached = self._journaled.get((fingerprint, trial))
         if cached is not None:
             run = cached.model_copy(update={"resumed": True})
         else:
             run = await self.executor.run(case, fingerprint)
+            run.trial = trial
             await asyncio.to_thread(self.journal.append, run)  # fsync off the event loop
-        self.runs[run.case_id] = run
+        self.runs[(run.case_id, trial)] = run
         return run
+
+    def _case_trials(self) -> list[tuple[TestCaseModel, int]]:
+        return [(case, trial) for case in self.cases for trial in range(self.trials)]
 
     async def execute_all(self) -> list[CaseRun]:
         await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
 
-        async def one(case: TestCaseModel) -> CaseRun:
+        async def one(case: TestCaseModel, trial: int) -> CaseRun:
             async with limit:
-                return await self.execute(case)
+                return await self.execute(case, trial)
 
-        return list(await asyncio.gather(*map(one, self.cases)))
+        return list(await asyncio.gather(*(one(c, t) for c, t in self._case_trials())))
 
     async def evaluate_all(self, runs: list[CaseRun]) -> list[TestResult]:
         """Score stored runs, matched to the cases by id and fingerprint. Runs made for other
         cases or other inputs (the config changed since) are refused, never mis-paired."""
-        by_id = {run.case_id: run for run in runs}
+        by_id = {(run.case_id, run.trial): run for run in runs}
         stale = [
             case.id or ""
-            for case in self.cases
-            if (run := by_id.get(case.id or "")) is None
+            for case, trial in self._case_trials()
+            if (run := by_id.get((case.id or "", trial))) is None
             or run.fingerprint != self.case_fingerprints[case.id or ""]
         ]
         if stale:
@@ -256,33 +272,41 @@ class Suite:
                 "the agent's config or test cases changed since they were made; run the agent "
                 "stage again (re-materialize the whole partition)"
             )
-        runs = [by_id[case.id or ""] for case in self.cases]
         limit = asyncio.Semaphore(self.parallel)
 
-        async def one(case: TestCaseModel, run: CaseRun) -> TestResult:
+        async def one(case: TestCaseModel, trial: int) -> TestResult:
             async with limit:
-                return await self.evaluator.evaluate(case, run)
+                return await self.evaluator.evaluate(case, by_id[(case.id or "", trial)])
 
-        return list(await asyncio.gather(*map(one, self.cases, runs)))
+        async def trials(case: TestCaseModel) -> TestResult:
+            results = await asyncio.gather(*(one(case, t) for t in range(self.trials)))
+            return combine_trials(results, self.reducer)
+
+        return list(await asyncio.gather(*map(trials, self.cases)))
 
     async def run_all(self, on_case: CaseCallback | None = None) -> list[TestResult]:
-        """Run and score every case, pipelined; results keep the input order."""
+        """Run and score every case (each of its trials), pipelined; results keep the input
+        order."""
         await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
 
-        async def one(case: TestCaseModel) -> TestResult:
+        async def one(case: TestCaseModel, trial: int) -> tuple[TestResult, bool]:
             async with limit:
-                run = await self.execute(case)
-                result = await self.evaluator.evaluate(case, run)
+                run = await self.execute(case, trial)
+                return await self.evaluator.evaluate(case, run), run.resumed
+
+        async def trials(case: TestCaseModel) -> TestResult:
+            done = await asyncio.gather(*(one(case, t) for t in range(self.trials)))
+            result = combine_trials([r for r, _ in done], self.reducer)
             if on_case is not None:
-                on_case(result, run.resumed)
+                on_case(result, all(resumed for _, resumed in done))
             return result
 
-        return list(await asyncio.gather(*map(one, self.cases)))
+        return list(await asyncio.gather(*map(trials, self.cases)))
 
     def transient_failures(self) -> list[str]:
         """Cases that failed for reasons a rerun may fix (429, 5xx, timeouts, drops)."""
-        return [case_id for case_id, run in self.runs.items() if run.transient]
+        return list(dict.fromkeys(key[0] for key, run in self.runs.items() if run.transient))
 
     def finish(self) -> None:
         """Close the journal when nothing transient is left, so the next run is fresh; else
@@ -302,7 +326,7 @@ class Suite:
         """The redacted EvalRun of this suite. A pipeline that ran the stages in separate
         steps passes the stage outputs (``runs``) and when the first stage started."""
         if runs is not None:
-            self.runs = {run.case_id: run for run in runs}
+            self.runs = {(run.case_id, run.trial): run for run in runs}
         if wall_ms is None:
             wall_ms = int((time.perf_counter() - self._clock) * 1000)
         agent = self.loaded.agent
@@ -310,7 +334,7 @@ class Suite:
             agent_name=agent.name,
             agent_config_path=self.loaded.display,
             results=results,
-            summary=ReportSummary.from_results(results, wall_time_ms=wall_ms),
+            summary=ReportSummary.from_results(results, wall_time_ms=wall_ms, reducer=self.reducer),
             timestamp=now_iso(),
             holodeck_version=__version__,
             environment={"parallel": self.parallel, "llm_timeout_s": self.timeout},
@@ -341,6 +365,7 @@ class Suite:
                 "suite_fingerprint": self.suite_fingerprint,
                 "scheduler": scheduler or self.scheduler_stats(),
                 "system_fingerprints": fingerprints,
+                "case_fingerprints": self.case_fingerprints,
                 **self.judges.provenance(),
             },
         )
