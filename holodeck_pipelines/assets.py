@@ -14,12 +14,16 @@ from typing import Any
 import dagster as dg
 
 from holodeck_core.config.loader import LoadedAgent, load_agent
+from holodeck_core.history.drift import judge_drift
 from holodeck_core.history.ingest import ingest_run
-from holodeck_core.history.regression import previous_run_flips
+from holodeck_core.history.queries import Comparison
+from holodeck_core.history.regression import regression_check
 from holodeck_core.models import EvalRun, Status, Trigger
+from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
 from holodeck_core.reports import render_markdown
+from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.stages import (
     AgentResponses,
@@ -37,6 +41,7 @@ from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, Run
 LLM_POOL = "llm_api"
 HISTORY_POOL = "history_db"
 TRIGGER_TAG = "holodeck/trigger"
+TRIALS_TAG = "holodeck/trials"
 MAX_FAILING_ROWS = 50
 
 
@@ -90,6 +95,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             partition_key=context.partition_key,
             cli_args=[f"dagster:{context.job_def.name}"],
             api_keys=keys.fallbacks() if keys else {},
+            trials=trials_of(context),
         )
         return Suite(load_agent(agent_file), options, project=project.project())
 
@@ -205,8 +211,15 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             dg.AssetCheckSpec(
                 "no_regression",
                 asset=dg.AssetKey([name, "eval_history"]),
-                description="No case that passed in the previous run of this prompt version "
-                "fails or errors now.",
+                description="No significant drop of the paired pass fraction against the "
+                "previous run of this prompt version (or evaluations.baseline); with "
+                "evaluations.regression: strict, no case that passed then fails now.",
+            ),
+            dg.AssetCheckSpec(
+                "judge_drift",
+                asset=dg.AssetKey([name, "eval_history"]),
+                description="The judges score the evaluations.judge_control rows as they "
+                "first did (within evaluations.judge_drift_max).",
             ),
             dg.AssetCheckSpec(
                 "no_errored_cases",
@@ -243,24 +256,16 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 metadata={"pass_rate": summary.pass_rate / 100, "errored": summary.errored},
             ),
         ]
-        previous, flips = previous_run_flips(history.path, run_id)
-        regressions = [f for f in flips if f.regression]
-        checks.append(
-            dg.AssetCheckResult(
-                check_name="no_regression",
-                passed=not regressions,
-                severity=dg.AssetCheckSeverity.WARN,
-                description=(
-                    "first run of this prompt version"
-                    if previous is None
-                    else f"{len(regressions)} regressions against run {previous}"
-                ),
-                metadata={
-                    "previous_run_id": previous or "",
-                    "regressed_cases": ", ".join(f.case_id for f in regressions[:20]),
-                },
-            )
+        evaluations = loaded.agent.evaluations
+        previous, comparison = regression_check(
+            history.path,
+            run_id,
+            baseline=evaluations.baseline if evaluations else None,
+            strict=bool(evaluations and evaluations.regression == "strict"),
+            alpha=(evaluations.alpha if evaluations else None) or 0.05,
         )
+        checks.append(regression_result(previous, comparison))
+        checks.append(drift_result(history.path, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(
                 check_name="no_errored_cases",
@@ -289,6 +294,72 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     )
 
 
+def trials_of(context: dg.AssetExecutionContext) -> int | None:
+    """``holodeck/trials: K`` on the run overrides ``execution.trials``."""
+    value = context.run.tags.get(TRIALS_TAG)
+    if value is None:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 100:
+        raise dg.Failure(description=f"tag {TRIALS_TAG}={value!r}: give an integer 1-100")
+    return int(value)
+
+
+def regression_result(previous: str | None, comparison: Comparison | None) -> dg.AssetCheckResult:
+    """The ``no_regression`` check, decided as ``holodeck history compare`` decides."""
+    if comparison is None:
+        return dg.AssetCheckResult(
+            check_name="no_regression",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="nothing to compare with yet",
+            metadata={"previous_run_id": ""},
+        )
+    assert comparison.paired is not None  # compare_runs always pairs
+    paired = comparison.paired.pass_fraction
+    metadata: dict[str, Any] = {
+        "previous_run_id": previous or "",
+        "verdict": "strict" if comparison.strict else paired.verdict.value,
+        "regressed_cases": ", ".join(f.case_id for f in comparison.regressions[:20]),
+        "flaky_cases": ", ".join(comparison.flaky[:20]),
+        "shared_cases": paired.n,
+    }
+    for key in ("mean_diff", "se", "low", "high", "p_value"):
+        value = getattr(paired, key)
+        if value is not None:
+            metadata[key] = dg.MetadataValue.float(value)
+    return dg.AssetCheckResult(
+        check_name="no_regression",
+        passed=not comparison.is_regression,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=("; ".join(comparison.reasons) or f"against run {previous}: {paired.render()}"),
+        metadata=metadata,
+    )
+
+
+def drift_result(
+    db: Path, run_id: str, evaluations: EvaluationConfig | None
+) -> dg.AssetCheckResult:
+    limit = evaluations.judge_drift_max if evaluations else None
+    drift = judge_drift(db, run_id)
+    if not drift:
+        return dg.AssetCheckResult(
+            check_name="judge_drift",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="no evaluations.judge_control rows were scored",
+        )
+    worst = max(abs(d.drift) for d in drift)
+    passed = limit is None or worst <= limit
+    return dg.AssetCheckResult(
+        check_name="judge_drift",
+        passed=passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=", ".join(f"{d.metric_name} {d.drift:+.3f} (n={d.n})" for d in drift)
+        + ("" if passed else f": beyond evaluations.judge_drift_max {limit}"),
+        metadata={f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift},
+    )
+
+
 def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
     """Numbers the UI plots across materializations, the Markdown report, failing cases."""
     summary = run.report.summary
@@ -308,6 +379,11 @@ def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
         metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
     for metric, score in summary.average_scores.items():
         metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
+    if summary.statistics is not None:
+        for key, value in statistics_properties(summary.statistics).items():
+            metadata[f"stats/{key}"] = (
+                dg.MetadataValue.float(value) if isinstance(value, float) else value
+            )
     failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
     metadata["failing_cases"] = dg.MetadataValue.table(
         records=[

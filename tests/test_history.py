@@ -696,7 +696,14 @@ def test_compare_flags_a_planted_regression(db: Path, capsys: pytest.CaptureFixt
         ],
     )
     code, out, _ = run_cli(capsys, "compare", "base", "cand", "--db", str(db), "--format", "json")
-    assert code == 1
+    assert code == 0  # one flip of four cases is no evidence of a drop (McNemar p = 1)
+    paired = json.loads(out)
+    assert paired["verdict"] == "no significant change" and paired["regression"] is False
+    assert paired["paired"]["test"] == "mcnemar_exact" and paired["paired"]["p_value"] == 1.0
+    code, out, _ = run_cli(
+        capsys, "compare", "base", "cand", "--db", str(db), "--format", "json", "--strict"
+    )
+    assert code == 1  # --strict keeps the any-flip rule
     result = json.loads(out)
     assert result["regression"] is True
     assert [(f["case_id"], f["status_a"], f["status_b"]) for f in result["flips"]] == [
@@ -708,7 +715,7 @@ def test_compare_flags_a_planted_regression(db: Path, capsys: pytest.CaptureFixt
     faith = next(m for m in result["metrics"] if m["metric_name"] == "faithfulness")
     assert faith["delta"] == pytest.approx((0.9 * 3 + 0.2) / 4 - 0.9)
     assert faith["worse"] is True
-    code, out, _ = run_cli(capsys, "compare", "base-aaaa", "cand-bbbb", "--db", str(db))
+    code, out, _ = run_cli(capsys, "compare", "base-aaaa", "cand-bbbb", "--db", str(db), "--strict")
     assert code == 1 and "REGRESSION" in out and "weather-paris" in out
     assert run_cli(capsys, "compare", "base", "base", "--db", str(db))[0] == 0
 
@@ -725,7 +732,15 @@ def test_compare_different_test_sets_uses_common_cases(
         ],
     )
     code, out, err = run_cli(
-        capsys, "compare", "small-run", "large-run", "--db", str(db), "--format", "json"
+        capsys,
+        "compare",
+        "small-run",
+        "large-run",
+        "--db",
+        str(db),
+        "--format",
+        "json",
+        "--strict",
     )
     assert code == 1  # no flip, but the pass rate fell from 100% to 67%
     result = json.loads(out)
@@ -733,7 +748,8 @@ def test_compare_different_test_sets_uses_common_cases(
     assert result["only_in_b"] == ["new-one", "new-two"]
     assert "different test sets" in err
     assert result["pass_rate_drop"] == pytest.approx(1 / 3)
-    args = ("compare", "small-run", "large-run", "--db", str(db), "--max-drop", "0.5")
+    assert result["paired"]["n"] == 4 and result["paired"]["mean_diff"] == 0.0
+    args = ("compare", "small-run", "large-run", "--db", str(db), "--max-drop", "0.5", "--strict")
     assert run_cli(capsys, *args)[0] == 0
 
 

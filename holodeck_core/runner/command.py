@@ -91,7 +91,7 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
         await suite.open_tools()  # before Progress: the tools' identities pick the journal
         with Progress(suite, quiet=args.quiet, verbose=args.verbose) as progress:
             results = await suite.run_all(progress.case_done)
-        return suite.eval_run(results)
+        return suite.eval_run(results, judge_control=await suite.score_judge_control())
     finally:
         await suite.aclose()
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pydantic import Field
 
 from holodeck_core.files import FileLimits, aprocess_files
-from holodeck_core.models import EvalRun, ProcessedFileInput, TestResult
+from holodeck_core.models import EvalRun, JudgeControlScore, ProcessedFileInput, TestResult
 from holodeck_core.models.base import StrictModel
 from holodeck_core.reports import write_eval_run
 from holodeck_core.runner.case_run import CaseRun
@@ -51,6 +51,7 @@ class MetricResults(StrictModel):
     judge_transient_failures: int = Field(
         0, ge=0, description="Judge calls that failed transiently after retries (not cached)."
     )
+    judge_control: list[JudgeControlScore] | None = None
 
 
 class RunReport(StrictModel):
@@ -92,10 +93,13 @@ async def run_agent_stage(suite: Suite) -> AgentResponses:
 async def run_metric_stage(suite: Suite, responses: AgentResponses) -> MetricResults:
     try:
         results = await suite.evaluate_all(responses.runs)
+        control = await suite.score_judge_control()
     finally:
         await suite.aclose()
     return MetricResults(
-        results=results, judge_transient_failures=suite.judges.stats.transient_failures
+        results=results,
+        judge_transient_failures=suite.judges.stats.transient_failures,
+        judge_control=control,
     )
 
 
@@ -109,6 +113,7 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
         started_at=responses.started_at,
         wall_ms=wall_ms,
         scheduler=responses.scheduler,
+        judge_control=metrics.judge_control,
     )
     path = write_eval_run(run, suite.loaded.file)
     suite.finish()

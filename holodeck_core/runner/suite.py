@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from holodeck_core import __version__
-from holodeck_core.agents.base import make_client
+from holodeck_core.agents.base import ModelClient, make_client
 from holodeck_core.agents.loop import DEFAULT_MAX_TOOL_TURNS, AgentRunner
 from holodeck_core.agents.tools import ToolBox
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
@@ -28,6 +28,8 @@ from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
     HierarchicalDocumentTool,
+    JudgeControlScore,
+    LLMProvider,
     MCPTool,
     ProviderEnum,
     ReportSummary,
@@ -44,6 +46,7 @@ from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor, now_iso
 from holodeck_core.runner.journal import Journal
+from holodeck_core.runner.judge_control import load_control, score_control
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
 from holodeck_core.tools.runtime import ToolContext
@@ -173,10 +176,9 @@ class Suite:
             agent,
             self.scheduler,
             project=self.project,
-            client_factory=lambda model: make_client(
-                model, where="judge", fallback_key=self.options.api_keys.get(model.provider)
-            ),
+            client_factory=self._judge_client,
         )
+        self.control_rows = load_control(agent, loaded.resolve)
         self.evaluator = CaseEvaluator(
             agent.evaluations.metrics if agent.evaluations else None,
             agent.model.name,
@@ -196,6 +198,24 @@ class Suite:
         self._tools_open = False
         self.started_at = now_iso()
         self._clock = time.perf_counter()
+
+    def _judge_client(self, model: LLMProvider) -> ModelClient:
+        return make_client(
+            model, where="judge", fallback_key=self.options.api_keys.get(model.provider)
+        )
+
+    async def score_judge_control(self) -> list[JudgeControlScore] | None:
+        """The judge-control rows scored afresh (None when the agent has none)."""
+        if not self.control_rows:
+            return None
+        return await score_control(
+            self.control_rows,
+            self.loaded.agent,
+            self.scheduler,
+            self.judges.default_model,
+            self._judge_client,
+            self.loaded.base_dir,
+        )
 
     def _open_journal(self, identities: list[dict[str, object]] | None = None) -> None:
         """The journal of this suite. With live tool runtimes their identities (an MCP
@@ -322,6 +342,7 @@ class Suite:
         started_at: str | None = None,
         wall_ms: int | None = None,
         scheduler: dict[str, object] | None = None,
+        judge_control: list[JudgeControlScore] | None = None,
     ) -> EvalRun:
         """The redacted EvalRun of this suite. A pipeline that ran the stages in separate
         steps passes the stage outputs (``runs``) and when the first stage started."""
@@ -338,6 +359,7 @@ class Suite:
             timestamp=now_iso(),
             holodeck_version=__version__,
             environment={"parallel": self.parallel, "llm_timeout_s": self.timeout},
+            judge_control=judge_control,
         )
         fingerprints = sorted(
             {
