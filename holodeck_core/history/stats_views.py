@@ -61,18 +61,15 @@ CREATE OR REPLACE MACRO holodeck_t975(df) AS
                             2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,
                             2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899,
                             2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272][df]
-        ELSE 1.959963984540054
-             + (pow(1.959963984540054, 3) + 1.959963984540054) / (4 * df)
-             + (5 * pow(1.959963984540054, 5) + 16 * pow(1.959963984540054, 3)
-                + 3 * 1.959963984540054) / (96 * pow(df, 2))
-             + (3 * pow(1.959963984540054, 7) + 19 * pow(1.959963984540054, 5)
-                + 17 * pow(1.959963984540054, 3) - 15 * 1.959963984540054) / (384 * pow(df, 3))
-             + (79 * pow(1.959963984540054, 9) + 776 * pow(1.959963984540054, 7)
-                + 1482 * pow(1.959963984540054, 5) - 1920 * pow(1.959963984540054, 3)
-                - 945 * 1.959963984540054) / (92160 * pow(df, 4))
+        ELSE list_transform([CAST(1.959963984540054 AS DOUBLE)], lambda z:
+            z + (pow(z, 3) + z) / (4 * df)
+              + (5 * pow(z, 5) + 16 * pow(z, 3) + 3 * z) / (96 * pow(df, 2))
+              + (3 * pow(z, 7) + 19 * pow(z, 5) + 17 * pow(z, 3) - 15 * z) / (384 * pow(df, 3))
+              + (79 * pow(z, 9) + 776 * pow(z, 7) + 1482 * pow(z, 5) - 1920 * pow(z, 3)
+                 - 945 * z) / (92160 * pow(df, 4)))[1]
     END
 """
-"""t(0.975, df), to 1e-6."""
+"""t(0.975, df), to 1e-6 (the Cornish-Fisher series in z = Φ⁻¹(0.975))."""
 
 T_PVALUE = """
 CREATE OR REPLACE MACRO holodeck_t_pvalue(t, df) AS
@@ -126,7 +123,7 @@ WITH per_run AS (
     FROM v_case_trials
     GROUP BY run_id
 ),
-z AS (SELECT 1.959963984540054 AS z)
+z AS (SELECT CAST(1.959963984540054 AS DOUBLE) AS z)
 SELECT
     r.run_id, e.agent_slug, e.prompt_version, e.finished_at,
     r.n AS cases, r.trials, r.p AS pass_rate,

@@ -39,14 +39,14 @@ class Estimate(_Frozen):
     confidence: float = CONFIDENCE
 
     def render(self, *, percent: bool = False) -> str:
-        """``0.600 (95% CI 0.412-0.788, SE 0.096, n=25)``."""
+        """``0.600 (95% CI 0.412 to 0.788, SE 0.096, n=25)``."""
 
         def f(v: float) -> str:
             return f"{v:.1%}" if percent else f"{v:.3f}"
 
         text = f(self.mean)
         if self.low is not None and self.high is not None:
-            text += f" (95% CI {f(self.low)}-{f(self.high)}"
+            text += f" (95% CI {f(self.low)} to {f(self.high)}"
             text += f", SE {f(self.se)}" if self.se is not None else ""
             text += f", n={self.n})"
         return text
