@@ -147,11 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from holodeck_core.history.cli import add_history_parser
     from holodeck_core.runner.command import add_test_parser
+    from holodeck_core.runner.plan_command import add_plan_parser
     from holodeck_core.runner.rescore_command import add_rescore_parser
 
     add_test_parser(commands)
     add_rescore_parser(commands)
     add_history_parser(commands)
+    add_plan_parser(commands)
 
     # listed for --help; its own options are parsed by the server's main (see main() below)
     commands.add_parser(

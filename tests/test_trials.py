@@ -132,6 +132,11 @@ def test_five_trials_three_seeded_passes(
             "FROM v_run_stats WHERE run_id = ?",
             [run_id],
         ).fetchone()
+    capsys.readouterr()
+    assert main(["plan", str(tmp_path / "any" / "agent.yaml"), "--detect", "0.1"]) == 0
+    plan = capsys.readouterr().out
+    assert "3 cases x 5 trial(s)" in plan and "10 trial(s) per case" in plan
+    assert "assumptions:" in plan and "measured from the trials" in plan
     low, high = sps.t.interval(0.95, len(x) - 1, loc=sum(x) / len(x), scale=sps.sem(x))
     assert (stats.pass_rate.low, stats.pass_rate.high) == (pytest.approx(low), pytest.approx(high))
     assert view == (
