@@ -85,7 +85,8 @@ def test_five_trials_three_seeded_passes(
             agent.parent.mkdir()
             execution = f"execution: {{trials: 5, reducer: {reducer}}}"
             agent.write_text(agent_yaml(server.openai_base_url, cases, execution=execution))
-            assert main(["test", str(agent)]) == 1  # "never" fails whatever the reducer
+            report = agent.parent / "report.md"
+            assert main(["test", str(agent), "-o", str(report)]) == 1  # "never" always fails
             [run] = eval_runs(agent.parent)
             statuses[reducer] = {r.test_id: r.status for r in run.report.results}
             assert server.stats()["total_calls"] == 3 * 5
@@ -96,6 +97,9 @@ def test_five_trials_three_seeded_passes(
         "majority": {"capital": Status.PASS, "always": Status.PASS, "never": Status.FAIL},
         "any": {"capital": Status.PASS, "always": Status.PASS, "never": Status.FAIL},
     }
+    markdown = (tmp_path / "all" / "report.md").read_text()
+    assert "## Statistics" in markdown and "**Trials**: 3/5 passed" in markdown
+    assert "pass@1 0.533" in markdown
     [run] = eval_runs(tmp_path / "all")
     case = next(r for r in run.report.results if r.test_id == "capital")
     assert case.trials is not None and [t.agent_response for t in case.trials].count("Paris") == 3
@@ -227,17 +231,17 @@ def seeded_rules(seed: int, planted: list[int] | None = None) -> dict[str, objec
     }
 
 
-def make_project(root: Path, url: str) -> Path:
+def make_project(root: Path, url: str, cases: int = CASES) -> Path:
     agent = root / "agents" / "geo"
     (agent / "prompts").mkdir(parents=True)
     (agent / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nAnswer briefly.\n")
-    cases = "".join(f"  - {{id: q{i}, input: 'question {i} ?'}}\n" for i in range(CASES))
+    lines = "".join(f"  - {{id: q{i}, input: 'question {i} ?'}}\n" for i in range(cases))
     (agent / "agent.yaml").write_text(
         f"name: Geo Agent\n"
         f"model: {{provider: openai, name: m, endpoint: '{url}', api_key: sk-test-123456}}\n"
         "instructions: {file: prompts/v1.md}\n"
         f"evaluations: {{metrics: [{CONTAINS_PARIS}]}}\n"
-        "test_cases:\n" + cases
+        "test_cases:\n" + lines
     )
     (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
     return agent / "agent.yaml"
@@ -300,3 +304,31 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
             "SELECT verdict, p_value FROM v_run_comparisons WHERE head_run_id = ?", [ids[1]]
         ).fetchone()
     assert view == ("no significant change", pytest.approx(cli["paired"]["p_value"]))
+
+
+def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
+    from holodeck_pipelines.assets import TRIALS_TAG
+
+    with (
+        run_model_server({"default": {"reply": "Paris"}}) as server,
+        dg.instance_for_test() as instance,
+    ):
+        agent = make_project(tmp_path, server.openai_base_url, cases=3)
+        assert main(["prompts", "register", str(agent)]) == 0
+        instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
+        job = build_definitions(Project.discover(tmp_path)).resolve_job_def("geo_agent_eval")
+        result = job.execute_in_process(
+            partition_key="v1", instance=instance, tags={TRIALS_TAG: "2"}
+        )
+        assert result.success and server.stats()["total_calls"] == 3 * 2
+    [run] = eval_runs(agent.parent)
+    assert [len(r.trials or []) for r in run.report.results] == [2, 2, 2]
+    [event] = [
+        e
+        for e in result.get_asset_materialization_events()
+        if e.asset_key == dg.AssetKey(["geo_agent", "report_summary"])
+    ]
+    metadata = event.materialization.metadata
+    assert metadata["stats/trials"].value == 2
+    assert metadata["stats/pass_rate.mean"].value == 1.0
+    assert "stats/pass_at_k.2" in metadata
