@@ -208,10 +208,7 @@ class TestResult(StrictModel):
     @model_serializer(mode="wrap")
     def _without_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """One trial per case writes exactly the shape it always had (no ``trials`` key)."""
-        data: dict[str, Any] = handler(self)
-        if self.trials is None:
-            data.pop("trials", None)
-        return data
+        return _omit_if_none(self, handler, "trials")
 
     @model_validator(mode="before")
     @classmethod
@@ -362,6 +359,17 @@ class ReportSummary(StrictModel):
         )
 
 
+def _omit_if_none(
+    model: StrictModel, handler: SerializerFunctionWrapHandler, name: str
+) -> dict[str, Any]:
+    """Serialize without ``name`` when it is None: an optional addition leaves the files of
+    runs that do not use it exactly as they were."""
+    data: dict[str, Any] = handler(model)
+    if getattr(model, name) is None:
+        data.pop(name, None)
+    return data
+
+
 def all_metric_results(result: TestResult) -> list[MetricResult]:
     """A case's metric results, including those recorded per turn."""
     found = list(result.metric_results)
@@ -398,10 +406,7 @@ class TestReport(StrictModel):
 
     @model_serializer(mode="wrap")
     def _without_control(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if self.judge_control is None:
-            data.pop("judge_control", None)
-        return data
+        return _omit_if_none(self, handler, "judge_control")
 
     @model_validator(mode="after")
     def _totals(self) -> TestReport:
