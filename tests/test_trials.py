@@ -45,11 +45,11 @@ def agent_yaml(
     )
 
 
-def seed_with(passes: int, of: int, p: float, text: str) -> int:
+def seed_with(passes: int, of: int, p: float, text: str, rule: int = 0) -> int:
     """A server seed whose first ``of`` draws for ``text`` give exactly ``passes`` hits."""
     key = request_key("chat", text)
     for seed in range(1000):
-        hits = sum(_uniform(seed, "rule0|replies", key, n) < p for n in range(1, of + 1))
+        hits = sum(_uniform(seed, f"rule{rule}|replies", key, n) < p for n in range(1, of + 1))
         if hits == passes:
             return seed
     raise AssertionError("no such seed")
@@ -141,6 +141,9 @@ def test_five_trials_three_seeded_passes(
     plan = capsys.readouterr().out
     assert "3 cases x 5 trial(s)" in plan and "10 trial(s) per case" in plan
     assert "assumptions:" in plan and "measured from the trials" in plan
+    with duckdb.connect(str(db), read_only=True) as con:
+        flaky = con.execute("SELECT case_id, disagreeing_runs FROM v_flaky_cases").fetchall()
+    assert flaky == [("capital", 3)]  # its trials disagree in each of the three runs
     low, high = sps.t.interval(0.95, len(x) - 1, loc=sum(x) / len(x), scale=sps.sem(x))
     assert (stats.pass_rate.low, stats.pass_rate.high) == (pytest.approx(low), pytest.approx(high))
     assert view == (
@@ -274,8 +277,8 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
         for rules in (seeded_rules(1), seeded_rules(2), None):
             if rules is None:  # the planted drop: 30 cases that passed in run A now fail
                 first = eval_runs(agent.parent)[0]
-                passed = [int(r.test_id[1:]) for r in first.report.results if r.passed]
-                rules = seeded_rules(1, planted=passed[:30])
+                passed_in_a = [int(r.test_id[1:]) for r in first.report.results if r.passed]
+                rules = seeded_rules(1, planted=passed_in_a[:30])
             server.set_rules(rules)
             server.reset()
             result = job.execute_in_process(partition_key="v1", instance=instance)
@@ -297,8 +300,14 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
     assert passed is False and meta["verdict"] == "regression"
     code, out = compare(capsys, ids[1], ids[2], "--format", "json")
     assert code == 1 and json.loads(out)["paired"]["p_value"] == pytest.approx(meta["p_value"])
+    code, out = compare(capsys, ids[0], ids[2], "--format", "json")
+    planted = json.loads(out)
+    # the cases that flipped between A and B (same fingerprint) are listed as flaky, apart
+    assert planted["flaky"] and not set(planted["flaky"]) & set(planted["regressed_cases"])
+    assert set(planted["regressed_cases"]) <= {f"q{i}" for i in passed_in_a[:30]}
     code, out = compare(capsys, ids[0], ids[2])
     assert code == 1 and "REGRESSION" in out and "95% CI" in out and "-30.0%" in out
+    assert "flaky (" in out
     with duckdb.connect(str(Project.discover(tmp_path).history_db), read_only=True) as con:
         view = con.execute(
             "SELECT verdict, p_value FROM v_run_comparisons WHERE head_run_id = ?", [ids[1]]
@@ -332,3 +341,76 @@ def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
     assert metadata["stats/trials"].value == 2
     assert metadata["stats/pass_rate.mean"].value == 1.0
     assert "stats/pass_at_k.2" in metadata
+
+
+def test_judge_cache_never_answers_a_trial_with_another_outputs_judgement(tmp_path: Path) -> None:
+    seed = seed_with(2, 4, 0.5, "capital of France?", rule=3)
+    rules = {
+        "seed": seed,
+        "rules": [
+            {"match": {"user": "Task: write G-Eval"}, "json": {"steps": ["Check it."]}},
+            {
+                "name": "paris",
+                "match": {"user": "(?s)Task: score a test case.*Actual output:\nParis"},
+                "json": {"score": 9, "reason": "r"},
+            },
+            {
+                "name": "other",
+                "match": {"user": "Task: score"},
+                "json": {"score": 1, "reason": "r"},
+            },
+            {
+                "match": {"user": "capital"},
+                "replies": [{"p": 0.5, "reply": "Paris"}],
+                "reply": "Lyon",
+            },
+        ],
+    }
+    geval = "{type: geval, name: Correct, criteria: 'Is it Paris?'}"
+    with run_model_server(rules) as server:
+        agent = tmp_path / "agent.yaml"
+        text = agent_yaml(
+            server.openai_base_url,
+            ["capital of France?"],
+            execution="execution: {trials: 4}",
+            metric=geval,
+        )
+        url = server.openai_base_url
+        judge = f"model: {{provider: openai, name: judge, endpoint: '{url}', api_key: sk-test-1}}"
+        agent.write_text(text.replace("evaluations:\n", f"evaluations:\n  {judge}\n"))
+        main(["test", str(agent), "-q"])
+        by_rule = server.stats()["by_rule"]
+    [run] = eval_runs(tmp_path)
+    [case] = run.report.results
+    pairs = sorted((t.agent_response, t.metric_results[0].score) for t in case.trials or [])
+    assert pairs == [("Lyon", 0.1), ("Lyon", 0.1), ("Paris", 0.9), ("Paris", 0.9)]
+    assert by_rule["paris"] == 1 and by_rule["other"] == 1  # one judgement per distinct output
+    assert case.metric_results[0].score == pytest.approx(0.5)
+
+
+def test_the_check_takes_a_baseline_version_and_the_strict_rule(tmp_path: Path) -> None:
+    from holodeck_core.history.ingest import ingest_runs
+    from holodeck_core.history.regression import regression_check
+    from holodeck_pipelines.assets import regression_result
+    from tests.test_history import day, make_run
+
+    db = tmp_path / "history.duckdb"
+    ingest_runs(
+        db,
+        [
+            make_run("PPPP", day(0), run_id="base-v1", prompt="v1"),
+            make_run("PPPP", day(1), run_id="prev-v2", prompt="v2"),
+            make_run("PPPF", day(2), run_id="head-v2", prompt="v2"),
+        ],
+    )
+    previous, comparison = regression_check(db, "head-v2")
+    assert previous == "prev-v2" and comparison is not None
+    assert comparison.is_regression is False  # one flip in four cases: no evidence
+    assert regression_result(previous, comparison).passed is True
+    previous, _ = regression_check(db, "head-v2", baseline="v1")
+    assert previous == "base-v1"
+    previous, comparison = regression_check(db, "head-v2", strict=True)
+    assert comparison is not None and comparison.is_regression  # evaluations.regression: strict
+    check = regression_result(previous, comparison)
+    assert check.passed is False and check.metadata["verdict"].value == "strict"
+    assert regression_check(db, "base-v1") == (None, None)

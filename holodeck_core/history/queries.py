@@ -277,6 +277,7 @@ class Comparison:
             if self.paired
             else {},
             "flaky": self.flaky,
+            "regressed_cases": [flip.case_id for flip in self.regressions],
         }
 
 
