@@ -154,6 +154,18 @@ def test_five_trials_three_seeded_passes(
         pytest.approx(1 / 3),
         1,
     )
+    # rescore re-scores each trial and reduces again (no agent call)
+    agent = tmp_path / "all" / "agent.yaml"
+    agent.write_text(agent.read_text().replace("pattern: Paris", "pattern: Lyon"))
+    [first] = sorted((tmp_path / "all").glob("results/*/*.json"))
+    assert main(["rescore", str(first)]) == 1
+    rescored = next(r for r in eval_runs(tmp_path / "all") if r.metadata.trigger == "rescore")
+    moved = next(r for r in rescored.report.results if r.test_id == "capital")
+    assert moved.trial_passes == 2 and moved.metric_results[0].score == pytest.approx(0.4)
+    assert rescored.report.summary.statistics is not None
+    assert rescored.report.summary.statistics.trials == 5
+    with duckdb.connect(str(db), read_only=True) as con:  # rescores sample nothing new
+        assert con.execute("SELECT case_id FROM v_flaky_cases").fetchall() == [("capital",)]
 
 
 def test_one_trial_keeps_the_eval_run_shape(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ hist AS (
                AND (e.finished_at < h.finished_at OR e.run_id = $a)
     JOIN test_results t ON t.run_id = e.run_id
     LEFT JOIN v_case_trials c ON c.run_id = t.run_id AND c.case_id = t.case_id
-    WHERE e.run_id <> $b
+    WHERE e.run_id <> $b AND e.trigger IS DISTINCT FROM 'rescore'
 ),
 lagged AS (
     SELECT *, lag(status) OVER w AS previous_status,

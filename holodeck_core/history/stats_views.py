@@ -229,6 +229,7 @@ WITH recent AS (
            row_number() OVER (PARTITION BY agent_slug, prompt_version
                               ORDER BY finished_at DESC, run_id DESC) AS recency
     FROM eval_runs
+    WHERE trigger IS DISTINCT FROM 'rescore'
 ),
 windowed AS (
     SELECT r.agent_slug, r.prompt_version, r.finished_at, r.run_id,
@@ -263,7 +264,8 @@ GROUP BY agent_slug, prompt_version, case_id
 HAVING flips > 0 OR disagreeing_runs > 0
 """
 """§7.6: flaky when a run's trials disagree, or the status changed between runs while the
-case fingerprint did not (runs recorded without fingerprints count as unchanged)."""
+case fingerprint did not (runs recorded without fingerprints count as unchanged). Rescores are
+left out: they re-judge old samples, often with changed metrics, and sample nothing new."""
 
 V_JUDGE_DRIFT = """
 CREATE OR REPLACE VIEW v_judge_drift AS

@@ -32,9 +32,10 @@ class Progress:
         self._task: TaskID | None = None
         resumable = suite.resumable
         if resumable and not quiet:
+            unit = "cases" if suite.trials == 1 else f"case trials ({suite.trials} per case)"
             self.console.print(
-                f"resuming: {resumable} of {self.total} cases come from the journal "
-                "(no model calls for them); --fresh starts over"
+                f"resuming: {resumable} of {self.total * suite.trials} {unit} come from the "
+                "journal (no model calls for them); --fresh starts over"
             )
 
     def __enter__(self) -> Progress:

@@ -70,6 +70,8 @@ async def _rescore(original: EvalRun, loaded: LoadedAgent, project: Project) -> 
     from holodeck_core.models import EvalRun, ReportSummary, Trigger
     from holodeck_core.redaction import redact
     from holodeck_core.runner.execute import now_iso
+    from holodeck_core.runner.trials import combine_trials
+    from holodeck_core.stats import Reducer
 
     scheduler = CallScheduler(loaded.agent.parallel_test_cases)
     services = JudgeServices.for_agent(
@@ -78,17 +80,24 @@ async def _rescore(original: EvalRun, loaded: LoadedAgent, project: Project) -> 
         project=project,
         client_factory=lambda model: make_client(model, where="judge"),
     )
-    async with services:
-        results = await rescore_results(
-            original.report.results,
+    execution = loaded.agent.execution
+    reducer = (execution.reducer if execution else None) or Reducer.ALL
+    stored = original.report.results
+    async with services:  # each trial is re-scored, then the case's trials are reduced again
+        flat = await rescore_results(
+            [trial for result in stored for trial in result.trials or [result]],
             loaded.agent,
             context=services.context(base_dir=loaded.base_dir),
         )
+    rescored = iter(flat)
+    results = [
+        combine_trials([next(rescored) for _ in range(r.trial_count)], reducer) for r in stored
+    ]
     report = original.report.model_copy(
         update={
             "results": results,
             "summary": ReportSummary.from_results(
-                results, wall_time_ms=original.report.summary.wall_time_ms
+                results, wall_time_ms=original.report.summary.wall_time_ms, reducer=reducer
             ),
             "timestamp": now_iso(),
         }
