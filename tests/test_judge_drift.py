@@ -12,7 +12,7 @@ import pytest
 from holodeck_core.cli import main
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
-from holodeck_pipelines.assets import drift_result
+from holodeck_pipelines.verdicts import drift_result
 
 AGENT = """\
 name: drift
