@@ -167,6 +167,7 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     listing.add_argument("agent", metavar="AGENT_YAML")
     listing.set_defaults(handler=_prompts_list)
 
+    from holodeck_core.commands.plan import add_plan_parser
     from holodeck_core.commands.rescore import add_rescore_parser
     from holodeck_core.commands.test import add_test_parser
     from holodeck_core.history.cli import add_history_parser
@@ -174,6 +175,7 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     add_test_parser(commands)
     add_rescore_parser(commands)
     add_history_parser(commands)
+    add_plan_parser(commands)
     if plugins:
         _add_plugin_commands(commands)
 

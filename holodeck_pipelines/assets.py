@@ -28,19 +28,22 @@ from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.config.project import location
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.ingest import ingest_run
-from holodeck_core.history.regression import previous_run_flips
+from holodeck_core.history.regression import regression_check
 from holodeck_core.models import EvalRun, Status, TestResult, Trigger
 from holodeck_core.models.results import all_metric_results
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
 from holodeck_core.reports import render_markdown
+from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
+from holodeck_pipelines.verdicts import drift_result, regression_result
 
 LLM_POOL = "llm_api"
 HISTORY_POOL = "history_db"
 TRIGGER_TAG = "holodeck/trigger"
+TRIALS_TAG = "holodeck/trials"
 MAX_FAILING_ROWS = 50
 
 
@@ -95,6 +98,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             partition_key=context.partition_key,
             cli_args=[f"dagster:{context.job_def.name}"],
             api_keys=keys.fallbacks() if keys else {},
+            trials=trials_of(context),
         )
         try:
             return Suite(load_agent(agent_file), options, project=project.project())
@@ -219,8 +223,11 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             partitions,
             {
                 "pass_rate_gate": "The pass rate and error count meet evaluations.gate.",
-                "no_regression": "No case that passed in the previous run of this prompt "
-                "version fails or errors now.",
+                "no_regression": "No significant drop of the paired pass fraction against the "
+                "previous run of this prompt version (or evaluations.baseline); with "
+                "evaluations.regression: strict, no case that passed then fails now.",
+                "judge_drift": "The judges score the evaluations.judge_control rows as they "
+                "first did (within evaluations.judge_drift_max).",
                 "no_errored_cases": "Every case could be evaluated (no ERROR status).",
             },
         ),
@@ -258,24 +265,16 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 },
             ),
         ]
-        previous, flips = previous_run_flips(history.path, run_id)
-        regressions = [f for f in flips if f.regression]
-        checks.append(
-            dg.AssetCheckResult(
-                check_name="no_regression",
-                passed=not regressions,
-                severity=dg.AssetCheckSeverity.WARN,
-                description=(
-                    "first run of this prompt version"
-                    if previous is None
-                    else f"{len(regressions)} regressions against run {previous}"
-                ),
-                metadata={
-                    "previous_run_id": previous or "",
-                    "regressed_cases": ", ".join(f.case_id for f in regressions[:20]),
-                },
-            )
+        evaluations = loaded.agent.evaluations
+        previous, comparison = regression_check(
+            history.path,
+            run_id,
+            baseline=evaluations.baseline if evaluations else None,
+            strict=bool(evaluations and evaluations.regression == "strict"),
+            alpha=(evaluations.alpha if evaluations else None) or 0.05,
         )
+        checks.append(regression_result(previous, comparison))
+        checks.append(drift_result(history.path, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(
                 check_name="no_errored_cases",
@@ -378,6 +377,16 @@ def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
     )
 
 
+def trials_of(context: dg.AssetExecutionContext) -> int | None:
+    """``holodeck/trials: K`` on the run overrides ``execution.trials``."""
+    value = context.run.tags.get(TRIALS_TAG)
+    if value is None:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 100:
+        raise dg.Failure(description=f"tag {TRIALS_TAG}={value!r}: give an integer 1-100")
+    return int(value)
+
+
 def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
     """Numbers the UI plots across materializations, the Markdown report, failing cases."""
     summary = run.report.summary
@@ -397,6 +406,11 @@ def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
     }
     for metric, score in summary.average_scores.items():
         metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
+    if summary.statistics is not None:
+        for key, value in statistics_properties(summary.statistics).items():
+            metadata[f"stats/{key}"] = (
+                dg.MetadataValue.float(value) if isinstance(value, float) else value
+            )
     failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
     metadata["failing_cases"] = case_table(
         [

@@ -14,13 +14,17 @@ import duckdb
 
 from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError
+from holodeck_core.history.queries import compare_runs
 from holodeck_core.testing import load_rules, run_model_server
-from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL, TRIGGER_TAG
+from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL, TRIALS_TAG, TRIGGER_TAG
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
 from holodeck_pipelines.resources import HoloDeckProject
 
 DEMO_PORT = 18080
+DEMO_TRIALS = 3
+"""Every case runs this many times (the ``holodeck/trials`` run tag), so the summary shows
+intervals clustered by case, pass@k and pass^k (DESIGN §7.7)."""
 RULES_FILE = "model-rules.yaml"
 EXAMPLE_QUERY = (
     "SELECT agent_name, prompt_version, count(*) AS runs, round(avg(pass_rate) * 100, 1) "
@@ -55,11 +59,15 @@ def run_demo(root: Path) -> int:
                 instance.add_dynamic_partitions(pipeline.partitions.name or "", registered)
                 job = defs.resolve_job_def(pipeline.job.name)
                 for key in active:
-                    print(f"materializing {pipeline.name} partition {key} ...", flush=True)
+                    print(
+                        f"materializing {pipeline.name} partition {key} "
+                        f"({DEMO_TRIALS} trials per case) ...",
+                        flush=True,
+                    )
                     result = job.execute_in_process(
                         partition_key=key,
                         instance=instance,
-                        tags={TRIGGER_TAG: "manual"},
+                        tags={TRIGGER_TAG: "manual", TRIALS_TAG: str(DEMO_TRIALS)},
                         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
                         raise_on_error=False,
                     )
@@ -82,17 +90,47 @@ def run_demo(root: Path) -> int:
 def _print_summary(project: Project, run_ids: list[str]) -> None:
     with duckdb.connect(str(project.history_db), read_only=True) as con:
         rows = con.execute(
-            "SELECT agent_name, prompt_version, passed, failed, errored, total_tests, pass_rate "
-            "FROM eval_runs WHERE list_contains(?, dagster_run_id) ORDER BY prompt_version",
+            "SELECT e.agent_name, e.prompt_version, e.passed, e.failed, e.errored, "
+            "e.total_tests, e.pass_rate, s.trials, s.pass_rate, s.ci95_low, s.ci95_high, "
+            "s.pass_at_k, s.pass_hat_k, s.flaky_cases, e.run_id "
+            "FROM eval_runs e JOIN v_run_stats s USING (run_id) "
+            "WHERE list_contains(?, e.dagster_run_id) ORDER BY e.prompt_version",
             [run_ids],
         ).fetchall()
+        paired = compare_runs(con, rows[0][-1], rows[-1][-1]).paired if len(rows) > 1 else None
         query = con.execute(EXAMPLE_QUERY).fetchall()
         columns = [d[0] for d in con.description or []]
     print("\nthis demo's runs (from the DuckDB history):")
-    for agent, version, passed, failed, errored, total, rate in rows:
+    for (
+        agent,
+        version,
+        passed,
+        failed,
+        errored,
+        total,
+        rate,
+        k,
+        p,
+        low,
+        high,
+        at_k,
+        hat_k,
+        flaky,
+        _,
+    ) in rows:
         print(
             f"  {agent} {version:<10} {passed} passed, {failed} failed, {errored} errored "
             f"of {total}: {rate:.0%}"
+        )
+        print(
+            f"    {k} trials per case: pass fraction {p:.1%} (95% CI {low:.1%} to "
+            f"{high:.1%}, clustered by case); pass@{k} {at_k:.1%}, pass^{k} {hat_k:.1%}; "
+            f"{flaky} flaky case(s)"
+        )
+    if paired is not None:
+        print(
+            f"\n  {rows[-1][1]} vs {rows[0][1]}, paired over the shared cases: "
+            f"{paired.pass_fraction.render()}"
         )
     print(f"\n{EXAMPLE_QUERY}\n  " + " | ".join(columns))
     for row in query:

@@ -319,7 +319,7 @@ def test_schema_migrates_forward_and_refuses_newer(db: Path) -> None:
     with store.writer(db) as con:  # opening a writer applies what is pending
         versions = [r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()]
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-    assert versions == [1, 2, 3] == [m.version for m in schema.MIGRATIONS]
+    assert versions == [1, 2, 3, 4] == [m.version for m in schema.MIGRATIONS]
     assert {"v_runs", "v_pass_rate_trend", "v_metric_trend", "v_regressions"} <= views
     assert {"v_flaky_cases", "v_errors"} <= views
     con = duckdb.connect(str(db))
@@ -349,6 +349,8 @@ def test_ingest_is_idempotent_and_counts_error_in_the_denominator(db: Path, tmp_
             "metric_results": 7,  # 2 per PASS/FAIL case, 1 for the ERROR case
             "tool_invocations": 1,
             "prompt_versions": 1,
+            "case_trials": 4,  # one trial per case
+            "judge_control_scores": 0,
         }
     )
     row = query(
@@ -451,6 +453,8 @@ def test_four_processes_ingest_at_once(db: Path, tmp_path: Path) -> None:
         "metric_results": 4 * 4 * 7 + 8,
         "tool_invocations": 17,
         "prompt_versions": 1,
+        "case_trials": 17 * 4,
+        "judge_control_scores": 0,
     }
     duplicates = query(
         db,
@@ -692,7 +696,14 @@ def test_compare_flags_a_planted_regression(db: Path, capsys: pytest.CaptureFixt
         ],
     )
     code, out, _ = run_cli(capsys, "compare", "base", "cand", "--db", str(db), "--format", "json")
-    assert code == 1
+    assert code == 0  # one flip of four cases is no evidence of a drop (McNemar p = 1)
+    paired = json.loads(out)
+    assert paired["verdict"] == "no significant change" and paired["regression"] is False
+    assert paired["paired"]["test"] == "mcnemar_exact" and paired["paired"]["p_value"] == 1.0
+    code, out, _ = run_cli(
+        capsys, "compare", "base", "cand", "--db", str(db), "--format", "json", "--strict"
+    )
+    assert code == 1  # --strict keeps the any-flip rule
     result = json.loads(out)
     assert result["regression"] is True
     assert [(f["case_id"], f["status_a"], f["status_b"]) for f in result["flips"]] == [
@@ -704,7 +715,7 @@ def test_compare_flags_a_planted_regression(db: Path, capsys: pytest.CaptureFixt
     faith = next(m for m in result["metrics"] if m["metric_name"] == "faithfulness")
     assert faith["delta"] == pytest.approx((0.9 * 3 + 0.2) / 4 - 0.9)
     assert faith["worse"] is True
-    code, out, _ = run_cli(capsys, "compare", "base-aaaa", "cand-bbbb", "--db", str(db))
+    code, out, _ = run_cli(capsys, "compare", "base-aaaa", "cand-bbbb", "--db", str(db), "--strict")
     assert code == 1 and "REGRESSION" in out and "weather-paris" in out
     assert run_cli(capsys, "compare", "base", "base", "--db", str(db))[0] == 0
 
@@ -721,7 +732,15 @@ def test_compare_different_test_sets_uses_common_cases(
         ],
     )
     code, out, err = run_cli(
-        capsys, "compare", "small-run", "large-run", "--db", str(db), "--format", "json"
+        capsys,
+        "compare",
+        "small-run",
+        "large-run",
+        "--db",
+        str(db),
+        "--format",
+        "json",
+        "--strict",
     )
     assert code == 1  # no flip, but the pass rate fell from 100% to 67%
     result = json.loads(out)
@@ -729,7 +748,8 @@ def test_compare_different_test_sets_uses_common_cases(
     assert result["only_in_b"] == ["new-one", "new-two"]
     assert "different test sets" in err
     assert result["pass_rate_drop"] == pytest.approx(1 / 3)
-    args = ("compare", "small-run", "large-run", "--db", str(db), "--max-drop", "0.5")
+    assert result["paired"]["n"] == 4 and result["paired"]["mean_diff"] == 0.0
+    args = ("compare", "small-run", "large-run", "--db", str(db), "--max-drop", "0.5", "--strict")
     assert run_cli(capsys, *args)[0] == 0
 
 

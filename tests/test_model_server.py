@@ -808,6 +808,11 @@ def test_rules_from_yaml_file(tmp_path: Path) -> None:
         ({"rule": []}, "(top level): unknown field 'rule'; did you mean 'rules'?"),
         ({"rules": [{"logprobs": "yes"}]}, "rules[0].logprobs: must be true/false"),
         ({"rules": [{"latency": -1}]}, "rules[0].latency"),
+        (
+            {"rules": [{"replies": [{"p": 0.7, "reply": "a"}, {"p": 0.5, "reply": "b"}]}]},
+            "the replies' probabilities add up to 1.2",
+        ),
+        ({"rules": [{"replies": [{"p": 0, "reply": "a"}]}]}, "rules[0].replies[0].p"),
     ],
 )
 def test_rules_validation_errors_name_the_field(data: dict[str, Any], expected: str) -> None:

@@ -91,7 +91,7 @@ def test_a_torn_journal_line_is_skipped_and_appends_start_a_new_line(tmp_path: P
     with journal.path.open("ab") as handle:
         handle.write(run("b", "fb").model_dump_json().encode()[:-9] + "✓".encode()[:2])
     journal.append(run("c", "fc"))
-    assert sorted(journal.load()) == ["fa", "fc"]
+    assert sorted(journal.load()) == [("fa", 0), ("fc", 0)]
 
 
 def test_stale_agent_responses_are_refused_not_mispaired(tmp_path: Path) -> None:

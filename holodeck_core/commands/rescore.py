@@ -35,13 +35,13 @@ def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: i
 
 
 def run_rescore_command(args: argparse.Namespace) -> int:
+    from holodeck_core.commands.console import print_summary
     from holodeck_core.commands.test import exit_code
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
     from holodeck_core.history.ingest import ingest_run
     from holodeck_core.history.lake import project_history
     from holodeck_core.reports import write_eval_run
-    from holodeck_core.runner.console import print_summary
 
     source = _eval_run_file(args.run, args.db)
     from holodeck_core.history.holodeck_format import NotAnEvalRun, load_run_file
@@ -71,6 +71,8 @@ async def _rescore(original: EvalRun, loaded: LoadedAgent, project: Project) -> 
     from holodeck_core.models import EvalRun, ReportSummary, Trigger
     from holodeck_core.redaction import redact
     from holodeck_core.runner.execute import now_iso
+    from holodeck_core.runner.trials import combine_trials
+    from holodeck_core.stats import Reducer
 
     scheduler = CallScheduler(loaded.agent.parallel_test_cases)
     services = JudgeServices.for_agent(
@@ -79,17 +81,24 @@ async def _rescore(original: EvalRun, loaded: LoadedAgent, project: Project) -> 
         project=project,
         client_factory=lambda model: make_client(model, where="judge"),
     )
-    async with services:
-        results = await rescore_results(
-            original.report.results,
+    execution = loaded.agent.execution
+    reducer = (execution.reducer if execution else None) or Reducer.ALL
+    stored = original.report.results
+    async with services:  # each trial is re-scored, then the case's trials are reduced again
+        flat = await rescore_results(
+            [trial for result in stored for trial in result.trials or [result]],
             loaded.agent,
             context=services.context(base_dir=loaded.base_dir),
         )
+    rescored = iter(flat)
+    results = [
+        combine_trials([next(rescored) for _ in range(r.trial_count)], reducer) for r in stored
+    ]
     report = original.report.model_copy(
         update={
             "results": results,
             "summary": ReportSummary.from_results(
-                results, wall_time_ms=original.report.summary.wall_time_ms
+                results, wall_time_ms=original.report.summary.wall_time_ms, reducer=reducer
             ),
             "timestamp": now_iso(),
         }

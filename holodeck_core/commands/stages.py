@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from holodeck_core.files import aprocess_files
-from holodeck_core.models import EvalRun, ProcessedFileInput, TestResult
+from holodeck_core.models import EvalRun, JudgeControlScore, ProcessedFileInput, TestResult
 from holodeck_core.models.base import StrictModel
 from holodeck_core.reports import write_eval_run
 from holodeck_core.runner.case_run import CaseRun
@@ -58,6 +58,7 @@ class MetricResults(StrictModel):
     judges: dict[str, Any] = Field(
         default_factory=dict, description="Judge prompt versions and fingerprints seen."
     )
+    judge_control: list[JudgeControlScore] | None = None
 
 
 class RunReport(StrictModel):
@@ -103,9 +104,15 @@ async def run_metric_stage(suite: Suite, responses: AgentResponses) -> MetricRes
         results = await suite.evaluate_all(responses.runs)
         transient = suite.runtime.judges.stats.transient_failures
         judges = suite.judge_provenance()
+        control = await suite.score_judge_control()
     finally:
         await suite.aclose()
-    return MetricResults(results=results, judge_transient_failures=transient, judges=judges)
+    return MetricResults(
+        results=results,
+        judge_transient_failures=transient,
+        judges=judges,
+        judge_control=control,
+    )
 
 
 def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults) -> RunReport:
@@ -120,6 +127,7 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
         wall_ms=wall_ms,
         scheduler=responses.scheduler,
         judges=metrics.judges,
+        judge_control=metrics.judge_control,
     )
     path = write_eval_run(run, suite.loaded.file)
     suite.finish(responses.journal_key)

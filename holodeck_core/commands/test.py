@@ -35,6 +35,12 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
     test.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
     test.add_argument("--prompt-version", dest="prompt_key", help="a registered prompt version")
     test.add_argument("--fresh", action="store_true", help="ignore an open resume journal")
+    test.add_argument(
+        "--trials",
+        type=int,
+        metavar="K",
+        help="run every case K times (default: execution.trials or 1)",
+    )
     verbosity = test.add_mutually_exclusive_group()
     verbosity.add_argument("-q", "--quiet", action="store_true")
     verbosity.add_argument("-v", "--verbose", action="store_true")
@@ -46,6 +52,9 @@ def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.models import Trigger
     from holodeck_core.runner.suite import Suite, SuiteOptions
 
+    if args.trials is not None and not 1 <= args.trials <= 100:
+        print("error: --trials must be between 1 and 100", file=sys.stderr)
+        return ExitCode.CONFIG
     loaded = load_agent(args.agent)
     for warning in loaded.warnings:  # the ones `holodeck validate` prints (derived-id collisions)
         print(f"warning: {warning}", file=sys.stderr)
@@ -58,6 +67,7 @@ def run_test_command(args: argparse.Namespace) -> int:
         prompt_key=args.prompt_key,
         trigger=Trigger.CLI,
         cli_args=sys.argv[1:],
+        trials=args.trials,
     )
     suite = Suite(loaded, options)
     run = asyncio.run(_run(suite, args))
@@ -67,7 +77,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"warning: the resume journal was not closed: {exc}", file=sys.stderr)
     _record_history(run, path, suite.project)
-    from holodeck_core.runner.console import print_summary
+    from holodeck_core.commands.console import print_summary
 
     gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
     print_summary(run, path, quiet=args.quiet, gate=gate)
@@ -102,7 +112,7 @@ def _write_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
 
 
 async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
-    from holodeck_core.runner.console import Progress
+    from holodeck_core.commands.console import Progress
 
     try:
         await suite.open_tools()  # before Progress: the tools' identities pick the journal
@@ -110,7 +120,7 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
         threading.Thread(target=_preload_history, name="holodeck-preload", daemon=True).start()
         with Progress(suite, quiet=args.quiet, verbose=args.verbose) as progress:
             results = await suite.run_all(progress.case_done)
-        return suite.eval_run(results)
+        return suite.eval_run(results, judge_control=await suite.score_judge_control())
     finally:
         await suite.aclose()
 

@@ -277,10 +277,13 @@ def _render_comparison(result: Comparison) -> None:
         flips = Table(title=f"case flips ({len(result.flips)})")
         for column in ("case", "name", "A", "B", "change"):
             flips.add_column(column, overflow="fold")
+        regressed = {flip.case_id for flip in result.regressions}
         for flip in result.flips:
             change = (
                 plain("REGRESSION", "red")
-                if flip.regression
+                if flip.case_id in regressed
+                else plain("flaky", "yellow")
+                if flip.case_id in result.flaky
                 else plain("fixed", "green")
                 if flip.status_b == "PASS"
                 else plain("changed")
@@ -321,6 +324,21 @@ def _render_comparison(result: Comparison) -> None:
         f"(on the {result.common_cases} common case(s): {_pct(result.common_pass_rate_a)} -> "
         f"{_pct(result.common_pass_rate_b)}); tokens {tokens}; cost {cost}"
     )
+    if result.paired is not None:
+        console.print(
+            f"paired over {result.paired.pass_fraction.n} shared case(s), pass fraction "
+            f"B - A: {result.paired.pass_fraction.render()}",
+            highlight=False,
+        )
+        for name, test in result.paired.metrics.items():
+            console.print(f"  {name}: {test.render(percent=False)}", highlight=False)
+    if result.flaky:
+        console.print(
+            f"flaky ({len(result.flaky)}, not counted as regressions): "
+            + ", ".join(result.flaky[:20])
+            + (" …" if len(result.flaky) > 20 else ""),
+            highlight=False,
+        )
     if result.is_regression:
         console.print(
             Text.assemble(plain("REGRESSION", "bold red"), plain(": " + "; ".join(result.reasons)))
@@ -336,10 +354,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.max_drop <= 1.0:
         raise ConfigError("--max-drop is a fraction between 0 and 1 (0.05 = 5 points)")
+    if not 0.0 < args.alpha < 1.0:
+        raise ConfigError("--alpha is a significance level between 0 and 1 (default 0.05)")
     with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
         run_a = queries.resolve_run(con, args.run_a)
         run_b = queries.resolve_run(con, args.run_b)
-        result = queries.compare_runs(con, run_a, run_b, max_drop=args.max_drop)
+        result = queries.compare_runs(
+            con, run_a, run_b, max_drop=args.max_drop, strict=args.strict, alpha=args.alpha
+        )
     for warning in result.warnings:
         _err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
     if args.format == "json":
@@ -501,8 +523,8 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     compare = add(
         "compare",
         _cmd_compare,
-        "compare run B against run A: case flips, metric deltas, pass rate, tokens, cost; "
-        "exit 1 on a regression (for CI gates)",
+        "compare run B against run A: case flips, metric deltas, pass rate, tokens, cost, "
+        "and a paired test; exit 1 on a significant regression (for CI gates)",
     )
     compare.add_argument("run_a", metavar="RUN_A", help="baseline run (id or prefix)")
     compare.add_argument("run_b", metavar="RUN_B", help="candidate run (id or prefix)")
@@ -512,6 +534,14 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         default=0.0,
         metavar="F",
         help="tolerated pass-rate drop as a fraction (0.05 = 5 points; default 0)",
+    )
+    compare.add_argument(
+        "--strict",
+        action="store_true",
+        help="any case that passed in A and not in B is a regression (the any-flip rule)",
+    )
+    compare.add_argument(
+        "--alpha", type=float, default=0.05, help="significance level (default 0.05)"
     )
     compare.add_argument("--format", choices=("table", "json"), default="table")
 

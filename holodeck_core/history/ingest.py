@@ -26,9 +26,11 @@ from holodeck_core.history.rows import (
     PromptInfo,
     RunSource,
     build_tables,
+    derived_case_ids,
     run_id_of,
     sha256_hex,
 )
+from holodeck_core.history.trial_rows import trial_tables
 from holodeck_core.models import EvalRun
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ def prepare_run(
         file_sha256=file_sha256,
     )
     tables = build_tables(run, source, resolve_prompt(run, prompts_dir))
+    tables.update(trial_tables(run, rid, derived_case_ids(run.report.results)))
     return PreparedRun(run_id=rid, tables=tables)
 
 

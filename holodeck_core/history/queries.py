@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from holodeck_core.errors import ConfigError
 from holodeck_core.history import store
+from holodeck_core.history.paired import PairedRuns, compare_paired
 from holodeck_core.history.sql import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
@@ -18,6 +19,8 @@ from holodeck_core.history.sql import (
     check_bounds,
     run_bounded,
 )
+from holodeck_core.stats import Verdict
+from holodeck_core.stats.paired import ALPHA
 
 if TYPE_CHECKING:
     import duckdb
@@ -180,6 +183,10 @@ class Comparison:
     tokens_common_a: int | None
     tokens_common_b: int | None
     warnings: list[str] = field(default_factory=list)
+    paired: PairedRuns | None = None
+    strict: bool = False
+    """``--strict``: any case that passed in A and not in B is a regression (the any-flip
+    rule); otherwise only a significant drop of the paired comparison is (DESIGN §7.8)."""
 
     @property
     def pass_rate_a(self) -> float:
@@ -204,12 +211,24 @@ class Comparison:
         return self.passed_b / self.common_cases if self.common_cases else 0.0
 
     @property
+    def flaky(self) -> list[str]:
+        return self.paired.flaky if self.paired else []
+
+    @property
     def regressions(self) -> list[CaseFlip]:
-        return [flip for flip in self.flips if flip.regression]
+        """Cases that passed in A and not in B; without ``strict``, known-flaky ones apart."""
+        flaky = set() if self.strict else set(self.flaky)
+        return [flip for flip in self.flips if flip.regression and flip.case_id not in flaky]
 
     @property
     def reasons(self) -> list[str]:
         """Why this is a regression (empty: it is not)."""
+        if not self.strict and self.paired is not None:
+            test = self.paired.pass_fraction
+            drop = -(test.mean_diff or 0.0)
+            if test.verdict is Verdict.REGRESSION and drop > self.max_drop + 1e-12:
+                return [f"the pass fraction fell significantly: {test.render()}"]
+            return []
         found = []
         if self.regressions:
             found.append(f"{len(self.regressions)} case(s) passed in A and fail or error in B")
@@ -257,13 +276,28 @@ class Comparison:
             "metrics": [asdict(m) | {"delta": m.delta, "worse": m.worse} for m in self.metrics],
             "regression": self.is_regression,
             "reasons": self.reasons,
+            "strict": self.strict,
+            "verdict": self.paired.verdict.value if self.paired else None,
+            "paired": self.paired.pass_fraction.model_dump() if self.paired else None,
+            "metric_tests": {k: v.model_dump() for k, v in self.paired.metrics.items()}
+            if self.paired
+            else {},
+            "flaky": self.flaky,
+            "regressed_cases": [flip.case_id for flip in self.regressions],
         }
 
 
 def compare_runs(
-    con: duckdb.DuckDBPyConnection, run_a: str, run_b: str, *, max_drop: float = 0.0
+    con: duckdb.DuckDBPyConnection,
+    run_a: str,
+    run_b: str,
+    *,
+    max_drop: float = 0.0,
+    strict: bool = False,
+    alpha: float = ALPHA,
 ) -> Comparison:
-    """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A."""
+    """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A, and
+    the paired comparison that decides a regression (unless ``strict``)."""
     sides = {
         row["run_id"]: row
         for row in _dicts(
@@ -353,6 +387,8 @@ def compare_runs(
         tokens_common_a=sum(tokens_a) if tokens_a else None,
         tokens_common_b=sum(tokens_b) if tokens_b else None,
         warnings=warnings,
+        paired=compare_paired(con, run_a, run_b, alpha=alpha),
+        strict=strict,
     )
 
 

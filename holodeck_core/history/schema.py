@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history import views
+from holodeck_core.history import stats_views, views
 
 if TYPE_CHECKING:
     import duckdb
@@ -195,9 +195,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
 )
+MIGRATIONS += (
+    Migration(
+        4,
+        "tables case_trials (one row per trial), judge_control_scores; views v_case_trials, "
+        "v_run_stats, v_metric_stats, v_run_comparisons, v_judge_drift; v_flaky_cases by "
+        "the DESIGN 7.6 rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
+        stats_views.VIEWS_V4,
+    ),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
-TABLES = ("eval_runs", "test_results", "metric_results", "tool_invocations", "prompt_versions")
+TABLES = (
+    "eval_runs",
+    "test_results",
+    "metric_results",
+    "tool_invocations",
+    "prompt_versions",
+    *stats_views.TABLES_V4,
+)
 """Tables that hold one run's rows, in insert order (``prompt_versions`` is upserted)."""
 
 

@@ -15,6 +15,7 @@ from holodeck_core.models.evaluation import (
 )
 from holodeck_core.models.llm import LLMProvider, ProviderEnum
 from holodeck_core.models.results import (
+    JudgeControlScore,
     MetricResult,
     ProcessedFileInput,
     ReportSummary,
@@ -53,6 +54,7 @@ __all__ = [
     "Gate",
     "HierarchicalDocumentTool",
     "Instructions",
+    "JudgeControlScore",
     "LLMProvider",
     "MCPTool",
     "Metric",

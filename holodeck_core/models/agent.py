@@ -16,6 +16,7 @@ from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.models.llm import LLMProvider
 from holodeck_core.models.test_case import TestCaseModel
 from holodeck_core.models.tools import Tool
+from holodeck_core.stats.trials import Reducer
 
 IGNORED_BLOCKS = ("observability", "deployment", "openai", "claude")
 DEFAULT_PARALLEL_TEST_CASES = 32
@@ -51,6 +52,12 @@ class ExecutionConfig(StrictModel):
     max_tool_turns: int | None = Field(None, ge=1, le=100)
     tool_timeout: int | None = Field(None, gt=0, description="Seconds per function tool call.")
     max_file_mb: float | None = Field(None, gt=0)
+    trials: int | None = Field(
+        None, ge=1, le=100, description="Independent runs of every case (DESIGN §7.6)."
+    )
+    reducer: Reducer | None = Field(
+        None, description="A case's status from its trials: all (default), majority, any."
+    )
 
 
 class Agent(StrictModel):

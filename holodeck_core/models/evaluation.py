@@ -233,6 +233,29 @@ class EvaluationConfig(StrictModel):
         None, description="HoloDeck's prompt optimizer: parsed, not used."
     )
     gate: Gate | None = None
+    regression: Literal["significant", "strict"] | None = Field(
+        None,
+        description="What a regression is: a significant drop (default, DESIGN §7.8) or, "
+        "strict, any case that passed before and does not now.",
+    )
+    alpha: float | None = Field(
+        None, gt=0.0, lt=1.0, description="Significance level of comparisons (default 0.05)."
+    )
+    baseline: str | None = Field(
+        None,
+        min_length=1,
+        description="A prompt version whose latest run the no_regression check compares "
+        "against (default: the partition's previous run).",
+    )
+    judge_control: str | None = Field(
+        None,
+        min_length=1,
+        description="A YAML/JSON file of fixed (input, output, expected) rows the judges "
+        "re-score on every run, uncached, to measure judge drift.",
+    )
+    judge_drift_max: float | None = Field(
+        None, gt=0.0, le=1.0, description="Mean score change that makes the drift check warn."
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvaluationConfig:

@@ -10,11 +10,18 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from holodeck_core.models.base import StrictModel, json_bytes
 from holodeck_core.models.evaluation import Direction
 from holodeck_core.models.test_case import ExpectedToolSpec, FileInput
+from holodeck_core.stats import CaseOutcome, Reducer, RunStatistics, run_statistics
 
 
 def _iso8601(value: str) -> str:
@@ -190,8 +197,18 @@ class TestResult(StrictModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     weight: float = Field(1.0, gt=0.0)
+    trials: list[TestResult] | None = Field(
+        None,
+        description="With execution.trials K > 1: each trial's own result. The case's status "
+        "is the reducer's verdict over them and its scores are their means (DESIGN §7.6).",
+    )
 
     _ts = field_validator("timestamp")(_iso8601)
+
+    @model_serializer(mode="wrap")
+    def _without_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """One trial per case writes exactly the shape it always had (no ``trials`` key)."""
+        return _omit_if_none(self, handler, "trials")
 
     @model_validator(mode="before")
     @classmethod
@@ -227,6 +244,31 @@ class TestResult(StrictModel):
         return sum(1 for m in self.metric_results if m.passed)
 
     @property
+    def trial_count(self) -> int:
+        return len(self.trials) if self.trials else 1
+
+    @property
+    def trial_passes(self) -> int:
+        """How many of the case's trials passed."""
+        if not self.trials:
+            return 1 if self.status is Status.PASS else 0
+        return sum(1 for t in self.trials if t.status is Status.PASS)
+
+    def outcome(self) -> CaseOutcome:
+        """The case as the run statistics see it: passes of K, mean score per metric."""
+        scores: dict[str, list[float]] = {}
+        for metric in all_metric_results(self):
+            value = metric.score if metric.score is not None else metric.raw_score
+            if metric.error is None and value is not None:
+                scores.setdefault(metric.metric_name, []).append(value)
+        return CaseOutcome(
+            case_id=self.test_id or self.test_name or self.test_input,
+            passes=self.trial_passes,
+            trials=self.trial_count,
+            scores={name: sum(v) / len(v) for name, v in scores.items()},
+        )
+
+    @property
     def metrics_total(self) -> int:
         return len(self.metric_results)
 
@@ -247,6 +289,9 @@ class ReportSummary(StrictModel):
     metric_pass_rates: dict[str, float] = Field(default_factory=dict)
     token_usage: TokenUsage | None = None
     cost_usd: float | None = Field(None, ge=0.0)
+    statistics: RunStatistics | None = Field(
+        None, description="Intervals, pass@k and flaky cases (DESIGN §7.7)."
+    )
 
     @model_validator(mode="after")
     def _counts(self) -> ReportSummary:
@@ -259,7 +304,11 @@ class ReportSummary(StrictModel):
 
     @classmethod
     def from_results(
-        cls, results: list[TestResult], *, wall_time_ms: int | None = None
+        cls,
+        results: list[TestResult],
+        *,
+        wall_time_ms: int | None = None,
+        reducer: Reducer = Reducer.ALL,
     ) -> ReportSummary:
         """Aggregate per DESIGN §6.2: ERROR counts in the denominator, averages include zero
         scores, errored metrics are counted apart and excluded from averages."""
@@ -302,7 +351,23 @@ class ReportSummary(StrictModel):
                 name: passed[name] / count for name, count in evaluated.items() if count
             },
             token_usage=usage,
+            statistics=run_statistics(
+                [r.outcome() for r in results],
+                trials=max((r.trial_count for r in results), default=1),
+                reducer=reducer,
+            ),
         )
+
+
+def _omit_if_none(
+    model: StrictModel, handler: SerializerFunctionWrapHandler, name: str
+) -> dict[str, Any]:
+    """Serialize without ``name`` when it is None: an optional addition leaves the files of
+    runs that do not use it exactly as they were."""
+    data: dict[str, Any] = handler(model)
+    if getattr(model, name) is None:
+        data.pop(name, None)
+    return data
 
 
 def all_metric_results(result: TestResult) -> list[MetricResult]:
@@ -311,6 +376,16 @@ def all_metric_results(result: TestResult) -> list[MetricResult]:
     for turn in result.turns or []:
         found.extend(turn.metric_results)
     return found
+
+
+class JudgeControlScore(StrictModel):
+    """A judge's score of one fixed judge-control row on this run (judge drift, uncached)."""
+
+    control_id: str
+    metric_name: str
+    judge_model: str | None = None
+    score: float | None = None
+    error: str | None = None
 
 
 class TestReport(StrictModel):
@@ -323,8 +398,15 @@ class TestReport(StrictModel):
     timestamp: str
     holodeck_version: str
     environment: dict[str, Any] = Field(default_factory=dict)
+    judge_control: list[JudgeControlScore] | None = Field(
+        None, description="evaluations.judge_control re-scored by this run's judges."
+    )
 
     _ts = field_validator("timestamp")(_iso8601)
+
+    @model_serializer(mode="wrap")
+    def _without_control(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_if_none(self, handler, "judge_control")
 
     @model_validator(mode="after")
     def _totals(self) -> TestReport:

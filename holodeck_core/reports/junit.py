@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 from holodeck_core.models import Status, TestReport
 from holodeck_core.models.results import all_metric_results
+from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.terminal import escape_match
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -33,6 +34,10 @@ def render_junit(report: TestReport) -> str:
         time=f"{(summary.wall_time_ms or summary.total_duration_ms) / 1000:.3f}",
         timestamp=xml_text(report.timestamp),
     )
+    if summary.statistics is not None:
+        properties = ET.SubElement(suite, "properties")
+        for key, number in statistics_properties(summary.statistics).items():
+            ET.SubElement(properties, "property", name=f"stats.{key}", value=f"{number:.6g}")
     for number, result in enumerate(report.results, start=1):
         case = ET.SubElement(
             suite,
@@ -42,11 +47,18 @@ def render_junit(report: TestReport) -> str:
             time=f"{result.execution_time_ms / 1000:.3f}",
         )
         metrics = all_metric_results(result)
-        if metrics or result.test_id:
+        if metrics or result.test_id or result.trials:
             properties = ET.SubElement(case, "properties")
             if result.test_id:
                 ET.SubElement(
                     properties, "property", name="test_id", value=xml_text(result.test_id)
+                )
+            if result.trials:
+                ET.SubElement(
+                    properties,
+                    "property",
+                    name="trials.passed",
+                    value=f"{result.trial_passes}/{result.trial_count}",
                 )
             for metric in metrics:
                 value = metric.score if metric.score is not None else metric.raw_score

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from holodeck_core.metrics.units import format_average, metric_units
 from holodeck_core.models import EvalRun, ExpectedTool, MetricResult, Status, TestResult
+from holodeck_core.reports.statistics import statistics_lines
 from holodeck_core.terminal import one_line
 
 ENGINE = "holodeck-pipelines"
@@ -41,6 +42,9 @@ def render_markdown(run: EvalRun) -> str:
             f"{units[name]} | {'—' if rate is None else f'{rate:.0%}'} | "
             f"{summary.metrics_errored.get(name, 0)} |"
         )
+    if summary.statistics is not None:
+        lines += ["", "## Statistics", ""]
+        lines += [f"- {line}" for line in statistics_lines(summary.statistics)]
     lines += ["", "## Test Results", ""]
     for number, result in enumerate(report.results, start=1):
         lines += _result(number, result)
@@ -65,6 +69,9 @@ def _result(number: int, result: TestResult) -> list[str]:
                 expected = ", ".join(_expected(e) for e in result.expected_tools or [])
                 verdict += one_line(expected) + ")"
         lines.append(f"**Tools Called**: {called}{verdict}")
+    if result.trials:
+        marks = "".join(_ICONS[t.status] for t in result.trials)
+        lines.append(f"**Trials**: {result.trial_passes}/{result.trial_count} passed {marks}")
     lines.append(f"**Execution Time**: {result.execution_time_ms / 1000:.1f}s")
     metrics = list(result.metric_results) + [
         m for turn in result.turns or [] for m in turn.metric_results

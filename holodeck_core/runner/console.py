@@ -17,6 +17,7 @@ from rich.text import Text
 from holodeck_core.metrics.units import format_average, metric_units
 from holodeck_core.models import EvalRun, Gate, Status, TestResult
 from holodeck_core.redaction import redact_text
+from holodeck_core.reports.statistics import statistics_lines
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite
 from holodeck_core.terminal import one_line, plain
@@ -41,9 +42,10 @@ class Progress:
         self._task: TaskID | None = None
         resumable = suite.resumable
         if resumable and not quiet:
+            unit = "cases" if suite.trials == 1 else f"case trials ({suite.trials} per case)"
             self.console.print(
-                f"resuming: {resumable} of {self.total} cases come from the journal "
-                "(no model calls for them); --fresh starts over"
+                f"resuming: {resumable} of {self.total * suite.trials} {unit} come from the "
+                "journal (no model calls for them); --fresh starts over"
             )
 
     def __enter__(self) -> Progress:
@@ -121,4 +123,7 @@ def print_summary(
     )
     if gate is not None:
         console.print(plain(check_gate(summary, gate).line), highlight=False, soft_wrap=True)
+    if summary.statistics is not None and not quiet:
+        for line in statistics_lines(summary.statistics):
+            console.print(plain(line), highlight=False, soft_wrap=True)
     console.print(plain(f"EvalRun: {path}"), highlight=False, soft_wrap=True)

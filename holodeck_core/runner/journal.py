@@ -44,32 +44,32 @@ class Journal:
         self.failure: str | None = None
         """Why appending stopped (ENOSPC, a read-only disk...), once it did."""
         self._lock = threading.Lock()
-        self._entries: dict[str, CaseRun] = {}
+        self._entries: dict[tuple[str, int], CaseRun] = {}
         self._offset = 0
         self._done = self.path.with_suffix(".jsonl.done")
         self._done_at_load: tuple[int, int] | None = None
         self._lock_fd: int | None = None
 
-    def load(self) -> dict[str, CaseRun]:
-        """Entries of the open journal by case fingerprint. A torn last line (a crash while
-        writing) is ignored."""
+    def load(self) -> dict[tuple[str, int], CaseRun]:
+        """Entries of the open journal by case fingerprint and trial. A torn last line (a
+        crash while writing) is ignored."""
         self._done_at_load = _identity(self._done)
         self._entries, self._offset = {}, 0
         self._read_new()
         return dict(self._entries)
 
-    def finished(self, fingerprint: str) -> CaseRun | None:
-        """The entry of ``fingerprint`` if this or another run journaled it since
+    def finished(self, fingerprint: str, trial: int = 0) -> CaseRun | None:
+        """The entry of ``fingerprint``'s ``trial`` if this or another run journaled it since
         :meth:`load`, including a run that closed the journal meanwhile."""
         with self._lock:
             self._read_new()
-            if fingerprint not in self._entries:
+            if (fingerprint, trial) not in self._entries:
                 done = _identity(self._done)
                 if done is not None and done != self._done_at_load:  # closed since load
                     self._done_at_load = done
                     with contextlib.suppress(OSError):
                         self._entries.update(_parse(self._done.read_bytes()))
-            return self._entries.get(fingerprint)
+            return self._entries.get((fingerprint, trial))
 
     def _read_new(self) -> None:
         try:
@@ -83,13 +83,14 @@ class Journal:
         self._entries.update(_parse(complete))
 
     @contextlib.asynccontextmanager
-    async def claim(self, fingerprint: str) -> AsyncIterator[None]:
-        """Hold ``fingerprint``'s claim: a concurrent run of the same suite waits here."""
+    async def claim(self, fingerprint: str, trial: int = 0) -> AsyncIterator[None]:
+        """Hold the claim on ``fingerprint``'s ``trial``: a concurrent run of the same suite
+        waits here."""
         fd = await asyncio.to_thread(self._lock_file)
         if fd is None:  # no lock file possible (read-only disk): run unclaimed
             yield
             return
-        slot = int(fingerprint[:15], 16) % _LOCK_SLOTS if fingerprint else 0
+        slot = (int(fingerprint[:15], 16) + trial) % _LOCK_SLOTS if fingerprint else trial
         await asyncio.to_thread(fcntl.lockf, fd, fcntl.LOCK_EX, 1, slot)
         try:
             yield
@@ -162,12 +163,12 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def _parse(data: bytes) -> dict[str, CaseRun]:
-    entries: dict[str, CaseRun] = {}
+def _parse(data: bytes) -> dict[tuple[str, int], CaseRun]:
+    entries: dict[tuple[str, int], CaseRun] = {}
     for line in data.splitlines():
         try:
             run = CaseRun.model_validate_json(line)
         except (ValidationError, UnicodeDecodeError):
             continue  # a line torn by a crash: that case simply runs again
-        entries[run.fingerprint] = run
+        entries[run.fingerprint, run.trial] = run
     return entries

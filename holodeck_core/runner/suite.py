@@ -18,8 +18,10 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from holodeck_core import __version__
+from holodeck_core.agents.factory import make_client
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
@@ -29,6 +31,8 @@ from holodeck_core.metrics.operational import run_cost_usd
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
+    JudgeControlScore,
+    LLMProvider,
     ProviderEnum,
     ReportSummary,
     TestCaseModel,
@@ -42,7 +46,13 @@ from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
+from holodeck_core.runner.judge_control import load_control, score_control
 from holodeck_core.runner.runtime import SuiteRuntime
+from holodeck_core.runner.trials import combine_trials
+from holodeck_core.stats import Reducer
+
+if TYPE_CHECKING:
+    from holodeck_core.agents.base import ModelClient
 
 DEFAULT_LLM_TIMEOUT = 60.0
 
@@ -60,6 +70,7 @@ class SuiteOptions:
     dagster_run_id: str | None = None
     partition_key: str | None = None
     api_keys: dict[ProviderEnum, str] = field(default_factory=dict)
+    trials: int | None = None
 
 
 CaseCallback = Callable[[TestResult, bool], None]
@@ -124,6 +135,9 @@ class Suite:
             else None
         )
         self.file_limits = FileLimits.from_execution(execution)
+        self.trials = self.options.trials or (execution.trials if execution else None) or 1
+        self.reducer = (execution.reducer if execution else None) or Reducer.ALL
+        self.control_rows = load_control(agent, loaded.resolve)
         self.suite_fingerprint = fp.suite_fingerprint(
             loaded, self.prompt.version.body_hash, self.cases
         )
@@ -133,9 +147,9 @@ class Suite:
             for case in self.cases
         }
         self.journal_key = self.suite_fingerprint
-        self._journaled: dict[str, CaseRun] | None = None
+        self._journaled: dict[tuple[str, int], CaseRun] | None = None
         self._runtime: SuiteRuntime | None = None
-        self.runs: dict[str, CaseRun] = {}
+        self.runs: dict[tuple[str, int], CaseRun] = {}
         self.started_at = now_iso()
         self._clock = time.perf_counter()
 
@@ -172,46 +186,76 @@ class Suite:
                 self.journal_key = f"{self.suite_fingerprint}-{digest(identities)[:12]}"
                 self._load_journal()
 
+    async def score_judge_control(self) -> list[JudgeControlScore] | None:
+        """The judge-control rows scored afresh (None when the agent has none)."""
+        if not self.control_rows:
+            return None
+        runtime = self.runtime
+        return await score_control(
+            self.control_rows,
+            self.loaded.agent,
+            runtime.scheduler,
+            runtime.judges.default_model,
+            self._judge_client,
+            self.loaded.base_dir,
+        )
+
+    def _judge_client(self, model: LLMProvider) -> ModelClient:
+        return make_client(
+            model, where="judge", fallback_key=self.options.api_keys.get(model.provider)
+        )
+
     @property
     def resumable(self) -> int:
-        """Cases the open journal already holds."""
+        """Case trials the open journal already holds."""
         journaled = self._journaled or {}
-        return sum(1 for f in self.case_fingerprints.values() if f in journaled)
+        return sum(
+            1
+            for f in self.case_fingerprints.values()
+            for trial in range(self.trials)
+            if (f, trial) in journaled
+        )
 
-    async def execute(self, case: TestCaseModel) -> CaseRun:
+    async def execute(self, case: TestCaseModel, trial: int = 0) -> CaseRun:
+        """One trial of a case; the journal keys each trial, so a resumed run pays only for
+        the trials it misses."""
         fingerprint = self.case_fingerprints[case.id or ""]
         runtime = self.runtime
-        cached = (self._journaled or {}).get(fingerprint)
+        cached = (self._journaled or {}).get((fingerprint, trial))
         if cached is None:
-            # another run of this suite may be on this case: wait for it, then reuse its work
-            async with self.journal.claim(fingerprint):
-                cached = await asyncio.to_thread(self.journal.finished, fingerprint)
+            # another run of this suite may be on this trial: wait for it, then reuse its work
+            async with self.journal.claim(fingerprint, trial):
+                cached = await asyncio.to_thread(self.journal.finished, fingerprint, trial)
                 if cached is None:
                     run = await runtime.executor.run(case, fingerprint)
+                    run.trial = trial
                     await asyncio.to_thread(self.journal.append, run)  # fsync off the loop
         if cached is not None:
             run = cached.model_copy(update={"resumed": True})
-        self.runs[run.case_id] = run
+        self.runs[(run.case_id, trial)] = run
         return run
+
+    def _case_trials(self) -> list[tuple[TestCaseModel, int]]:
+        return [(case, trial) for case in self.cases for trial in range(self.trials)]
 
     async def execute_all(self) -> list[CaseRun]:
         await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
 
-        async def one(case: TestCaseModel) -> CaseRun:
+        async def one(case: TestCaseModel, trial: int) -> CaseRun:
             async with limit:
-                return await self.execute(case)
+                return await self.execute(case, trial)
 
-        return list(await asyncio.gather(*map(one, self.cases)))
+        return list(await asyncio.gather(*(one(c, t) for c, t in self._case_trials())))
 
     async def evaluate_all(self, runs: list[CaseRun]) -> list[TestResult]:
         """Score stored runs, matched to the cases by id and fingerprint. Runs made for other
         cases or other inputs (the config changed since) are refused, never mis-paired."""
-        by_id = {run.case_id: run for run in runs}
+        by_id = {(run.case_id, run.trial): run for run in runs}
         stale = [
             case.id or ""
-            for case in self.cases
-            if (run := by_id.get(case.id or "")) is None
+            for case, trial in self._case_trials()
+            if (run := by_id.get((case.id or "", trial))) is None
             or run.fingerprint != self.case_fingerprints[case.id or ""]
         ]
         if stale:
@@ -220,35 +264,43 @@ class Suite:
                 "the agent's config or test cases changed since they were made; run the agent "
                 "stage again (re-materialize the whole partition)"
             )
-        runs = [by_id[case.id or ""] for case in self.cases]
         limit = asyncio.Semaphore(self.parallel)
         evaluator = self.runtime.evaluator
 
-        async def one(case: TestCaseModel, run: CaseRun) -> TestResult:
+        async def one(case: TestCaseModel, trial: int) -> TestResult:
             async with limit:
-                return await evaluator.evaluate(case, run)
+                return await evaluator.evaluate(case, by_id[(case.id or "", trial)])
 
-        return list(await asyncio.gather(*map(one, self.cases, runs)))
+        async def trials(case: TestCaseModel) -> TestResult:
+            results = await asyncio.gather(*(one(case, t) for t in range(self.trials)))
+            return combine_trials(results, self.reducer)
+
+        return list(await asyncio.gather(*map(trials, self.cases)))
 
     async def run_all(self, on_case: CaseCallback | None = None) -> list[TestResult]:
-        """Run and score every case, pipelined; results keep the input order."""
+        """Run and score every case (each of its trials), pipelined; results keep the input
+        order."""
         await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
         evaluator = self.runtime.evaluator
 
-        async def one(case: TestCaseModel) -> TestResult:
+        async def one(case: TestCaseModel, trial: int) -> tuple[TestResult, bool]:
             async with limit:
-                run = await self.execute(case)
-                result = await evaluator.evaluate(case, run)
+                run = await self.execute(case, trial)
+                return await evaluator.evaluate(case, run), run.resumed
+
+        async def trials(case: TestCaseModel) -> TestResult:
+            done = await asyncio.gather(*(one(case, t) for t in range(self.trials)))
+            result = combine_trials([r for r, _ in done], self.reducer)
             if on_case is not None:
-                on_case(result, run.resumed)
+                on_case(result, all(resumed for _, resumed in done))
             return result
 
-        return list(await asyncio.gather(*map(one, self.cases)))
+        return list(await asyncio.gather(*map(trials, self.cases)))
 
     def transient_failures(self) -> list[str]:
         """Cases that failed for reasons a rerun may fix (429, 5xx, timeouts, drops)."""
-        return [case_id for case_id, run in self.runs.items() if run.transient]
+        return list(dict.fromkeys(key[0] for key, run in self.runs.items() if run.transient))
 
     def finish(self, journal_key: str | None = None) -> None:
         """Close the journal (the one ``journal_key`` names, when the agent ran in another
@@ -268,12 +320,13 @@ class Suite:
         wall_ms: int | None = None,
         scheduler: dict[str, object] | None = None,
         judges: dict[str, object] | None = None,
+        judge_control: list[JudgeControlScore] | None = None,
     ) -> EvalRun:
         """The redacted EvalRun of this suite. A pipeline that ran the stages in separate
         steps passes the stage outputs (``runs``, the ``scheduler`` and ``judges``
         provenance) and when the first stage started; it opens no runtime here."""
         if runs is not None:
-            self.runs = {run.case_id: run for run in runs}
+            self.runs = {(run.case_id, run.trial): run for run in runs}
         if wall_ms is None:
             wall_ms = int((time.perf_counter() - self._clock) * 1000)
         agent = self.loaded.agent
@@ -285,6 +338,7 @@ class Suite:
             timestamp=now_iso(),
             holodeck_version=__version__,
             environment={"parallel": self.parallel, "llm_timeout_s": self.timeout},
+            judge_control=judge_control,
         )
         fingerprints = sorted(
             {
@@ -312,6 +366,7 @@ class Suite:
                 "suite_fingerprint": self.suite_fingerprint,
                 "scheduler": scheduler if scheduler is not None else self.scheduler_stats(),
                 "system_fingerprints": fingerprints,
+                "case_fingerprints": self.case_fingerprints,
                 **(judges if judges is not None else self.judge_provenance()),
                 **self.tool_provenance(),
             },
@@ -319,7 +374,7 @@ class Suite:
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
 
     def _summary(self, results: list[TestResult], wall_ms: int) -> ReportSummary:
-        summary = ReportSummary.from_results(results, wall_time_ms=wall_ms)
+        summary = ReportSummary.from_results(results, wall_time_ms=wall_ms, reducer=self.reducer)
         model = self.loaded.agent.model.name
         return summary.model_copy(update={"cost_usd": run_cost_usd(model, summary.token_usage)})
 

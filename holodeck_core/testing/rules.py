@@ -182,6 +182,13 @@ def _check_logprobs(v: Any) -> Any:
     )
 
 
+class ReplyChoice(_Strict):
+    """One of a rule's random replies: answered with probability ``p``."""
+
+    p: float = Field(gt=0.0, le=1.0)
+    reply: str
+
+
 class Action(_Strict):
     """What the server answers: tool calls, a reply (template) or a JSON reply, plus extras.
 
@@ -194,6 +201,9 @@ class Action(_Strict):
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
     reply: str | None = None
     json_: Any = Field(default=None, alias="json")
+    replies: list[ReplyChoice] = Field(default_factory=list)
+    """Answer one at random (seeded by the top-level ``seed``, the request key and the call
+    number); with probabilities adding up to less than 1 the rest goes to ``reply``."""
     logprobs: bool | dict[str, float] = False
     latency: float = Field(default=0.0, ge=0.0)
     fault: FaultSpec | None = None
@@ -214,6 +224,11 @@ class Action(_Strict):
             raise ValueError(
                 "give either 'reply' (a string template) or 'json' (a value), not both"
             )
+        if self.replies and self.has_json:
+            raise ValueError("give either 'replies' or 'json', not both")
+        total = sum(choice.p for choice in self.replies)
+        if total > 1.0 + 1e-9:
+            raise ValueError(f"the replies' probabilities add up to {total:g}, more than 1")
         return self
 
     @property
@@ -223,7 +238,7 @@ class Action(_Strict):
 
     @property
     def has_reply(self) -> bool:
-        return self.reply is not None or self.has_json
+        return self.reply is not None or self.has_json or bool(self.replies)
 
 
 class Rule(Action):
@@ -287,8 +302,10 @@ class Rules(_Strict):
     default: Action = Field(default_factory=lambda: Action(reply="I don't know."))
     faults: GlobalFaults = Field(default_factory=GlobalFaults)
     rules: list[Rule] = Field(default_factory=list)
+    seed: int = 0
+    """Seeds the choice among a rule's ``replies``."""
 
-    top_level_fields: ClassVar[tuple[str, ...]] = ("default", "faults", "rules")
+    top_level_fields: ClassVar[tuple[str, ...]] = ("default", "faults", "rules", "seed")
 
     @field_validator("default", mode="before")
     @classmethod

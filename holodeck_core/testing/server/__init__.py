@@ -30,6 +30,7 @@ Rules file (DESIGN §6.12)
       retry_after: 1                             # seconds, Retry-After header of a 429
       seed: 7                                    # rate faults are reproducible per seed
       slow_seconds: 30                           # how long a `slow` fault waits
+    seed: 0                                      # seeds the choice among a rule's `replies`
     rules:                                       # first matching rule wins, else `default`
       - name: weather                            # optional; the rule's label in /_stats
         match:                                   # all optional, all must hold
@@ -40,6 +41,7 @@ Rules file (DESIGN §6.12)
           nth: 1                                 # only the Nth call (1-based) of the request key
         tool_calls: [{name: get_weather, arguments: {city: "$1"}}]  # or arguments_raw: "{bad"
         reply: "It is {tool_result} in $1."      # or json: {...} (serialized as the content)
+        replies: [{p: 0.6, reply: "Paris"}, {p: 0.4, reply: "Lyon"}]  # one at random (seed)
         logprobs: true                           # or {"8": 0.7, "7": 0.2, "9": 0.1}
         latency: 0.2                             # seconds, added to --latency
         fault: {kind: "429", first: 2}           # or rate: 0.1, or neither (= every call)
@@ -63,6 +65,10 @@ Semantics:
   carries no tool result, the reply once it does (one rule scripts a whole round trip); tool
   calls alone → tool calls on every call (a model that never stops calling tools); a reply
   alone → the reply; neither (e.g. a rule that only injects a fault) → the ``default`` reply.
+- **Random replies**: ``replies`` answers ``replies[i].reply`` with probability ``p`` (the rest,
+  if the probabilities add up to less than 1, goes to ``reply``), drawn from
+  ``sha256(seed, scope|replies, request key, call number)``: reproducible for a seed, different
+  for each call of a key (so K trials of a case draw K times), and another ``seed`` draws anew.
 - **Faults** (rule fault first, then global ``first``, then global ``rate``): ``429`` with a
   ``Retry-After`` header, ``500``/``503`` with the protocol's error body (OpenAI
   ``{"error": {"message", "type", "code", "param"}}``, Anthropic

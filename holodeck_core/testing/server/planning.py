@@ -137,15 +137,26 @@ def _tool_calls(
     return calls
 
 
+def _reply(action: Action, u: float) -> str | None:
+    """The reply template: one of ``replies`` by the uniform draw ``u``, else ``reply``."""
+    acc = 0.0
+    for choice in action.replies:
+        acc += choice.p
+        if u < acc:
+            return choice.reply
+    return action.reply
+
+
 def _answer(
-    action: Action, groups: tuple[str | None, ...], conv: Conversation
+    action: Action, groups: tuple[str | None, ...], conv: Conversation, u: float
 ) -> tuple[str | None, list[ToolCall]] | None:
     if action.tool_calls and (not conv.tool_result or not action.has_reply):
         return None, _tool_calls(action, groups, conv)
     if action.has_json:
         return json.dumps(_render_json(action.json_, groups, conv), ensure_ascii=False), []
-    if action.reply is not None:
-        return _render(action.reply, groups, conv), []
+    reply = _reply(action, u)
+    if reply is not None:
+        return _render(reply, groups, conv), []
     return None
 
 
@@ -160,9 +171,10 @@ def plan_call(
             index, groups = i, found
             break
     governing: Action = rules.default if index is None else rules.rules[index]
-    answer = _answer(governing, groups, conv) or _answer(rules.default, groups, conv)
-    content, calls = answer if answer is not None else ("", [])
     scope = "default" if index is None else f"rule{index}"
+    u = _uniform(rules.seed, f"{scope}|replies", key, call_no)
+    answer = _answer(governing, groups, conv, u) or _answer(rules.default, groups, conv, u)
+    content, calls = answer if answer is not None else ("", [])
     return Plan(
         rule_index=index,
         content=content,

@@ -1,0 +1,113 @@
+"""The statistical side of ``history compare`` and the ``no_regression`` check (DESIGN
+§7.6, §7.8): the paired comparison of two runs from their stored trial rows, per-metric
+paired comparisons, and which of the shared cases are flaky.
+
+A case is listed as *flaky* rather than as a regression when its trials disagree in either
+run, or when the history before the later run already shows its status changing while its
+case fingerprint did not: it is known to flip without a cause."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from holodeck_core.stats import PairedComparison, Verdict, paired_comparison
+from holodeck_core.stats.paired import ALPHA
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+@dataclass(frozen=True)
+class PairedRuns:
+    """B (after) against A (before) on their shared cases."""
+
+    pass_fraction: PairedComparison
+    metrics: dict[str, PairedComparison] = field(default_factory=dict)
+    flaky: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.pass_fraction.verdict
+
+
+def _fractions(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, tuple[float, int]]:
+    rows = con.execute(
+        "SELECT case_id, pass_fraction, trials FROM v_case_trials WHERE run_id = ?", [run_id]
+    ).fetchall()
+    return {str(r[0]): (float(r[1]), int(r[2])) for r in rows}
+
+
+def _metric_means(
+    con: duckdb.DuckDBPyConnection, run_id: str
+) -> dict[str, tuple[str, dict[str, float]]]:
+    """metric → (direction, case → mean score over trials and turns)."""
+    out: dict[str, tuple[str, dict[str, float]]] = {}
+    for name, direction, case_id, mean in con.execute(
+        """
+        SELECT metric_name, any_value(direction), case_id, avg(coalesce(score, raw_score))
+        FROM metric_results
+        WHERE run_id = ? AND error IS NULL AND coalesce(score, raw_score) IS NOT NULL
+        GROUP BY metric_name, case_id
+        """,
+        [run_id],
+    ).fetchall():
+        out.setdefault(str(name), (str(direction), {}))[1][str(case_id)] = float(mean)
+    return out
+
+
+FLAKY_BEFORE = """
+WITH head AS (SELECT agent_slug, finished_at FROM eval_runs WHERE run_id = $b),
+hist AS (
+    SELECT e.run_id, e.finished_at, e.prompt_version, t.case_id, t.status,
+           c.case_fingerprint, c.trials_disagree
+    FROM eval_runs e
+    JOIN head h ON e.agent_slug = h.agent_slug
+               AND (e.finished_at < h.finished_at OR e.run_id = $a)
+    JOIN test_results t ON t.run_id = e.run_id
+    LEFT JOIN v_case_trials c ON c.run_id = t.run_id AND c.case_id = t.case_id
+    WHERE e.run_id <> $b AND e.trigger IS DISTINCT FROM 'rescore'
+),
+lagged AS (
+    SELECT *, lag(status) OVER w AS previous_status,
+           lag(case_fingerprint) OVER w AS previous_fingerprint
+    FROM hist
+    WINDOW w AS (PARTITION BY prompt_version, case_id ORDER BY finished_at, run_id)
+)
+SELECT DISTINCT case_id FROM lagged
+WHERE trials_disagree
+   OR (previous_status IS NOT NULL AND previous_status <> status
+       AND previous_fingerprint IS NOT DISTINCT FROM case_fingerprint)
+UNION
+SELECT case_id FROM v_case_trials WHERE run_id = $b AND trials_disagree
+"""
+
+
+def compare_paired(
+    con: duckdb.DuckDBPyConnection, run_a: str, run_b: str, *, alpha: float = ALPHA
+) -> PairedRuns:
+    a, b = _fractions(con, run_a), _fractions(con, run_b)
+    shared = a.keys() & b.keys()
+    binary = all(a[k][1] == 1 and b[k][1] == 1 for k in shared)
+    pass_fraction = paired_comparison(
+        {k: a[k][0] for k in shared}, {k: b[k][0] for k in shared}, binary=binary, alpha=alpha
+    )
+    metrics_a, metrics_b = _metric_means(con, run_a), _metric_means(con, run_b)
+    metrics = {
+        name: paired_comparison(
+            scores_a,
+            metrics_b[name][1],
+            alpha=alpha,
+            higher_is_better=direction != "lower_is_better",
+        )
+        for name, (direction, scores_a) in sorted(metrics_a.items())
+        if name in metrics_b
+    }
+    flaky = sorted(
+        str(r[0]) for r in con.execute(FLAKY_BEFORE, {"a": run_a, "b": run_b}).fetchall()
+    )
+    return PairedRuns(
+        pass_fraction=pass_fraction,
+        metrics=metrics,
+        flaky=[case for case in flaky if case in shared],
+    )

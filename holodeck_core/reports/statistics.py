@@ -1,0 +1,57 @@
+"""The run statistics (DESIGN §7.7) as text lines and flat properties, shared by the console
+summary, the Markdown report, JUnit and the Dagster metadata."""
+
+from __future__ import annotations
+
+from holodeck_core.stats import Estimate, RunStatistics
+
+MAX_FLAKY_SHOWN = 10
+
+
+def statistics_lines(stats: RunStatistics) -> list[str]:
+    method = {"wilson": "Wilson", "clustered": "clustered by case", "t": "t"}
+    rate = stats.pass_rate
+    what = "pass rate" if stats.trials == 1 else f"pass fraction over {stats.trials} trials"
+    lines = [f"{what} ({method[rate.method]}): {rate.render(percent=True)}"]
+    if stats.trials > 1:
+        lines[0] += f"; cases decided by reducer '{stats.reducer.value}'"
+    if stats.pass_at_k and stats.pass_hat_k:
+        k = stats.trials
+        lines.append(
+            f"pass@1 {stats.pass_at_k[1]:.3f} · pass@{k} {stats.pass_at_k[k]:.3f} · "
+            f"pass^{k} {stats.pass_hat_k[k]:.3f}"
+        )
+    if stats.flaky_cases:
+        shown = ", ".join(stats.flaky_cases[:MAX_FLAKY_SHOWN])
+        more = "…" if len(stats.flaky_cases) > MAX_FLAKY_SHOWN else ""
+        lines.append(
+            f"flaky: {len(stats.flaky_cases)} case(s) whose trials disagree: {shown}{more}"
+        )
+    for name, estimate in stats.metrics.items():
+        lines.append(f"{name}: mean {estimate.render()}")
+    return lines
+
+
+def statistics_properties(stats: RunStatistics) -> dict[str, float | int]:
+    """Flat numbers: ``pass_rate.ci95_low``, ``metric.<name>.se``, ``pass_at_k.5``, ..."""
+    out: dict[str, float | int] = {"trials": stats.trials, "cases": stats.cases}
+    out.update(_estimate("pass_rate", stats.pass_rate))
+    for name, estimate in stats.metrics.items():
+        out.update(_estimate(f"metric.{name}", estimate))
+    for label, values in (("pass_at_k", stats.pass_at_k), ("pass_hat_k", stats.pass_hat_k)):
+        for k, value in (values or {}).items():
+            out[f"{label}.{k}"] = value
+    out["flaky_cases"] = len(stats.flaky_cases)
+    return out
+
+
+def _estimate(prefix: str, estimate: Estimate) -> dict[str, float | int]:
+    out: dict[str, float | int] = {f"{prefix}.mean": estimate.mean, f"{prefix}.n": estimate.n}
+    for key, value in (
+        ("se", estimate.se),
+        ("ci95_low", estimate.low),
+        ("ci95_high", estimate.high),
+    ):
+        if value is not None:
+            out[f"{prefix}.{key}"] = value
+    return out

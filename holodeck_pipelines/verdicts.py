@@ -1,0 +1,67 @@
+"""The statistical checks of ``eval_history`` (DESIGN §7.8): ``no_regression``, decided as
+``holodeck history compare`` decides, and ``judge_drift``."""
+
+from typing import Any
+
+import dagster as dg
+
+from holodeck_core.history.drift import judge_drift
+from holodeck_core.history.queries import Comparison
+from holodeck_core.history.store import History
+from holodeck_core.models.evaluation import EvaluationConfig
+
+
+def regression_result(previous: str | None, comparison: Comparison | None) -> dg.AssetCheckResult:
+    """The ``no_regression`` check, decided as ``holodeck history compare`` decides."""
+    if comparison is None:
+        return dg.AssetCheckResult(
+            check_name="no_regression",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="nothing to compare with yet",
+            metadata={"previous_run_id": ""},
+        )
+    assert comparison.paired is not None  # compare_runs always pairs
+    paired = comparison.paired.pass_fraction
+    metadata: dict[str, Any] = {
+        "previous_run_id": previous or "",
+        "verdict": "strict" if comparison.strict else paired.verdict.value,
+        "regressed_cases": ", ".join(f.case_id for f in comparison.regressions[:20]),
+        "flaky_cases": ", ".join(comparison.flaky[:20]),
+        "shared_cases": paired.n,
+    }
+    for key in ("mean_diff", "se", "low", "high", "p_value"):
+        value = getattr(paired, key)
+        if value is not None:
+            metadata[key] = dg.MetadataValue.float(value)
+    return dg.AssetCheckResult(
+        check_name="no_regression",
+        passed=not comparison.is_regression,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=("; ".join(comparison.reasons) or f"against run {previous}: {paired.render()}"),
+        metadata=metadata,
+    )
+
+
+def drift_result(
+    db: History, run_id: str, evaluations: EvaluationConfig | None
+) -> dg.AssetCheckResult:
+    limit = evaluations.judge_drift_max if evaluations else None
+    drift = judge_drift(db, run_id)
+    if not drift:
+        return dg.AssetCheckResult(
+            check_name="judge_drift",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="no evaluations.judge_control rows were scored",
+        )
+    worst = max(abs(d.drift) for d in drift)
+    passed = limit is None or worst <= limit
+    return dg.AssetCheckResult(
+        check_name="judge_drift",
+        passed=passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=", ".join(f"{d.metric_name} {d.drift:+.3f} (n={d.n})" for d in drift)
+        + ("" if passed else f": beyond evaluations.judge_drift_max {limit}"),
+        metadata={f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift},
+    )
