@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("agent", metavar="AGENT_YAML")
     listing.set_defaults(handler=_prompts_list)
 
+    from holodeck_core.dashboard.command import add_dashboard_parser
     from holodeck_core.history.cli import add_history_parser
     from holodeck_core.runner.command import add_test_parser
     from holodeck_core.runner.rescore_command import add_rescore_parser
@@ -152,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_test_parser(commands)
     add_rescore_parser(commands)
     add_history_parser(commands)
+    add_dashboard_parser(commands)
 
     # listed for --help; its own options are parsed by the server's main (see main() below)
     commands.add_parser(
@@ -166,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["model-server"]:
         return _model_server(arguments[1:])
+    if arguments[:2] == ["test", "view"]:  # HoloDeck's name for the dashboard
+        arguments = ["dashboard", *arguments[2:]]
     args = build_parser().parse_args(arguments)
     handler: Handler = args.handler
     try:

@@ -1,0 +1,64 @@
+"""The Dash app: a URL router over the three pages, and the error page for bad input.
+
+Each page is rendered on the server from the URL (path + query string), inside one short
+read-only connection; filters and pickers only rewrite the URL. So a link is the whole state,
+and a reload shows what the history holds now.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from dash import Dash, Input, Output, dcc, html
+
+from holodeck_core.dashboard import compare, explorer, summary, ui
+from holodeck_core.dashboard.data import PageError, parse_query
+from holodeck_core.errors import HolodeckError
+
+log = logging.getLogger("holodeck.dashboard")
+
+PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer.page,
+         "/compare": compare.page}  # fmt: skip
+
+
+def render(db: Path, pathname: str | None, search: str | None) -> Any:
+    """The page for a URL; bad input becomes a notice (logged as one line, no traceback)."""
+    handler = PAGES.get((pathname or "/").rstrip("/") or "/")
+    if handler is None:
+        return ui.notice("Page not found", f"There is no page {pathname!r}: try the Summary.")
+    try:
+        return handler(db, parse_query(search))
+    except PageError as exc:
+        log.warning("%s: %s", exc.title, exc.message)
+        return ui.notice(exc.title, exc.message)
+    except HolodeckError as exc:
+        log.warning("%s", exc)
+        return ui.notice("Cannot show this page", str(exc))
+
+
+def create_app(db: Path) -> Dash:
+    app = Dash(
+        __name__,
+        title="HoloDeck eval runs",
+        update_title="",
+        suppress_callback_exceptions=True,
+        index_string=ui.INDEX,
+        serve_locally=True,
+    )
+    app.layout = html.Div([
+        dcc.Location(id="url", refresh="callback-nav"),
+        html.Div([html.B("HoloDeck eval runs"), dcc.Link("Summary", href="/"),
+                  dcc.Link("Explorer", href="/explorer"), dcc.Link("Compare", href="/compare"),
+                  html.Span(str(db), className="db")], className="nav"),
+        dcc.Loading(html.Div(id="page"), delay_show=300),
+    ])  # fmt: skip
+
+    @app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))
+    def _route(pathname: str | None, search: str | None) -> Any:
+        return render(db, pathname, search)
+
+    summary.register(app)
+    compare.register(app)
+    return app

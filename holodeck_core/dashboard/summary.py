@@ -1,0 +1,254 @@
+"""The Summary page: KPI tiles, the pass-rate series per agent with prompt/model change
+markers, per-metric trends grouped by kind, filters, and the sortable runs table."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import plotly.graph_objects as go
+from dash import Dash, Input, Output, State, dash_table, dcc, html, no_update
+
+from holodeck_core.dashboard import ui
+from holodeck_core.dashboard.data import Filters, Options, summary
+from holodeck_core.dashboard.links import compare_href, explorer_href
+from holodeck_core.dashboard.stats import wilson
+
+if TYPE_CHECKING:
+    import pandas as pd  # type: ignore[import-untyped]
+
+MAX_MARKERS = 20
+"""Past this many changes in view (A/B runs alternate versions), only each version's first
+run is marked."""
+KIND_ORDER = ("standard", "rag", "geval", "code")
+FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-trigger", "f-tag")
+
+
+def page(db: Path, query: dict[str, list[str]]) -> html.Div:
+    filters = Filters.from_query(query)
+    data = summary(db, filters)
+    return html.Div(
+        [
+            html.H2("Summary"),
+            _filters(filters, data.options),
+            _kpis(data.runs),
+            html.Div(dcc.Graph(id="pass-rate-chart", figure=pass_rate_figure(data.runs)),
+                     className="card"),
+            html.Div(_metric_graphs(data.metrics), className="card", id="metric-trends"),
+            html.Div(_runs_table(data.runs), className="card"),
+        ],
+        className="page",
+        id="summary-page",
+    )  # fmt: skip
+
+
+def _dropdown(dom_id: str, label: str, choices: list[str], chosen: list[str]) -> html.Div:
+    return html.Div(
+        [html.Label(label, htmlFor=dom_id),
+         dcc.Dropdown(id=dom_id, options=choices, value=chosen, multi=True,
+                      placeholder=f"all {label.lower()}s")]
+    )  # fmt: skip
+
+
+def _filters(filters: Filters, options: Options) -> html.Div:
+    return html.Div(
+        [
+            _dropdown("f-agent", "Agent", options.agents, filters.agents),
+            _dropdown("f-prompt", "Prompt version", options.prompt_versions,
+                      filters.prompt_versions),
+            _dropdown("f-model", "Model", options.models, filters.models),
+            _dropdown("f-trigger", "Trigger", options.triggers, filters.triggers),
+            _dropdown("f-tag", "Prompt tag", options.tags, filters.tags),
+            html.Div([html.Label("Date range"),
+                      dcc.DatePickerRange(id="f-dates", start_date=_iso(filters.start),
+                                          end_date=_iso(filters.end),
+                                          min_date_allowed=_iso(options.first_day),
+                                          max_date_allowed=_iso(options.last_day),
+                                          display_format="YYYY-MM-DD", clearable=True)]),
+            html.Div([html.Label("Min pass rate (%)", htmlFor="f-min-rate"),
+                      dcc.Input(id="f-min-rate", type="number", min=0, max=100, debounce=True,
+                                value=filters.min_pass_rate)]),
+            html.Div([html.Label("\u00a0"), dcc.Link("Clear filters", href="/")]),
+        ],
+        className="filters",
+    )  # fmt: skip
+
+
+def _iso(day: date | None) -> str | None:
+    return day.isoformat() if day else None
+
+
+def _kpis(runs: pd.DataFrame) -> html.Div:
+    if runs.empty:
+        return html.Div(ui.notice("No runs match", "No run matches these filters; clear some."),
+                        className="kpis")  # fmt: skip
+    latest = runs.iloc[-1]
+    interval = wilson(int(latest["passed"]), int(latest["total_tests"]))
+    sub = f"95% CI {ui.pct(interval[0])}-{ui.pct(interval[1])}" if interval else ""
+    return html.Div(
+        [
+            ui.kpi("Runs", ui.num(len(runs)), f"{runs['agent_name'].nunique()} agent(s)"),
+            ui.kpi("Latest pass rate", ui.pct(latest["pass_rate"]),
+                   f"{latest['agent_name']} {latest['prompt_version']} · {sub}"),
+            ui.kpi("Errored cases", ui.num(runs["errored"].sum())),
+            ui.kpi("Tokens", ui.num(runs["total_tokens"].sum(min_count=1))),
+            ui.kpi("Cost", ui.usd(runs["cost_usd"].sum(min_count=1))),
+        ],
+        className="kpis",
+    )  # fmt: skip
+
+
+def change_points(runs: pd.DataFrame) -> list[tuple[Any, str]]:
+    """(x, label) wherever an agent's prompt version or model differs from its previous run;
+    past :data:`MAX_MARKERS`, the first run of each new version or model only."""
+    changes: list[tuple[Any, str]] = []
+    firsts: list[tuple[Any, str]] = []
+    for agent, group in runs.groupby("agent_name", sort=True):
+        previous: tuple[str, str] | None = None
+        seen: set[tuple[str, str]] = set()
+        for row in group.itertuples():
+            current = (str(row.prompt_version), str(row.model_name))
+            if previous is not None and current != previous:
+                what = (f"prompt {current[0]}" if current[0] != previous[0]
+                        else f"model {current[1]}")  # fmt: skip
+                label = f"{agent}: {what}" if runs["agent_name"].nunique() > 1 else what
+                changes.append((row.finished_at, label))
+                if current not in seen:
+                    firsts.append((row.finished_at, label))
+            seen.add(current)
+            previous = current
+    return changes if len(changes) <= MAX_MARKERS else firsts
+
+
+def pass_rate_figure(runs: pd.DataFrame) -> go.Figure:
+    figure = go.Figure()
+    for agent, group in runs.groupby("agent_name", sort=True):
+        figure.add_trace(
+            go.Scatter(
+                x=group["finished_at"], y=group["pass_rate"] * 100, mode="lines+markers",
+                name=str(agent),
+                customdata=group[["prompt_version", "model_name", "run_id"]].to_numpy(),
+                hovertemplate="%{x}<br>%{y:.1f}% · prompt %{customdata[0]} · "
+                "%{customdata[1]}<br>run %{customdata[2]}<extra>%{fullData.name}</extra>",
+            )
+        )  # fmt: skip
+    for x, label in change_points(runs):
+        figure.add_vline(x=x, line_dash="dot", line_color="#9c36b5")
+        figure.add_annotation(
+            x=x,
+            y=1.0,
+            yref="paper",
+            text=label,
+            showarrow=False,
+            yanchor="bottom",
+            font={"color": "#9c36b5", "size": 11},
+        )
+    figure.update_layout(title="Pass rate per agent", yaxis_title="pass rate (%)",
+                         yaxis_range=[0, 105], margin={"t": 60, "b": 40}, height=340,
+                         legend_title="agent")  # fmt: skip
+    return figure
+
+
+def _metric_graphs(metrics: pd.DataFrame) -> list[Any]:
+    if metrics.empty:
+        return [html.P("No metric results in these runs.", className="muted")]
+    metrics = metrics.assign(group=[
+        kind if unit is None or unit != unit else f"{kind} · {unit}"
+        for kind, unit in zip(metrics["kind"], metrics["unit"], strict=True)
+    ])  # fmt: skip
+    several = metrics["agent_name"].nunique() > 1
+    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    groups = sorted(metrics["group"].unique(), key=lambda g: (order.get(g.split(" ")[0], 9), g))
+    graphs: list[Any] = [html.H3("Metric trends by kind")]
+    for group in groups:
+        part = metrics[metrics["group"] == group]
+        figure = go.Figure()
+        for (agent, name), line in part.groupby(["agent_name", "metric_name"], sort=True):
+            figure.add_trace(
+                go.Scatter(
+                    x=line["finished_at"],
+                    y=line["mean"],
+                    mode="lines+markers",
+                    name=f"{agent} · {name}" if several else str(name),
+                )
+            )
+        unit = group.split(" · ")[1] if " · " in group else "mean score (0-1)"
+        figure.update_layout(title=group, yaxis_title=unit, height=260,
+                             margin={"t": 40, "b": 30})  # fmt: skip
+        graphs.append(dcc.Graph(id=f"metric-{group.split(' ')[0]}-{len(graphs)}", figure=figure))
+    return graphs
+
+
+COLUMNS = (
+    ("finished", "finished"), ("agent_name", "agent"), ("prompt_version", "prompt"),
+    ("model_name", "model"), ("trigger", "trigger"), ("total_tests", "tests"),
+    ("passed", "passed"), ("failed", "failed"), ("errored", "errored"),
+    ("pass_rate_pct", "pass rate %"), ("total_tokens", "tokens"), ("cost_usd", "cost USD"),
+    ("git_commit", "commit"), ("run", "run"),
+)  # fmt: skip
+
+
+def _runs_table(runs: pd.DataFrame) -> list[Any]:
+    records = [
+        {
+            "id": row["run_id"], "finished": ui.when(row["finished_at"]),
+            "agent_name": row["agent_name"], "prompt_version": row["prompt_version"],
+            "model_name": row["model_name"], "trigger": row["trigger"],
+            "total_tests": row["total_tests"], "passed": row["passed"], "failed": row["failed"],
+            "errored": row["errored"], "pass_rate_pct": round(100 * row["pass_rate"], 1),
+            "total_tokens": None if row["total_tokens"] != row["total_tokens"]
+            else row["total_tokens"],
+            "cost_usd": None if row["cost_usd"] != row["cost_usd"] else row["cost_usd"],
+            "git_commit": (row["git_commit"] or "")[:8],
+            "run": f"[{ui.short(row['run_id'])}]({explorer_href(row['run_id'])})",
+        }
+        for row in runs.iloc[::-1].to_dict("records")
+    ]  # fmt: skip
+    return [
+        html.H3("Runs"),
+        html.Button("Compare selected runs (2-3)", id="compare-selected"),
+        dash_table.DataTable(  # type: ignore[attr-defined]
+            id="runs-table", data=records, page_size=20, sort_action="native",
+            row_selectable="multi", export_format="csv", export_headers="display",
+            columns=[{"id": c, "name": n, **({"presentation": "markdown"} if c == "run" else {})}
+                     for c, n in COLUMNS],
+            style_cell={"fontSize": "0.8rem", "padding": "4px"}, markdown_options={"link_target":
+                                                                                   "_self"},
+        ),
+    ]  # fmt: skip
+
+
+def register(app: Dash) -> None:
+    @app.callback(
+        Output("url", "search"),
+        [Input(i, "value") for i in FILTER_IDS],
+        Input("f-dates", "start_date"),
+        Input("f-dates", "end_date"),
+        Input("f-min-rate", "value"),
+        prevent_initial_call=True,
+    )
+    def _filter(
+        agents: list[str] | None, prompts: list[str] | None, models: list[str] | None,
+        triggers: list[str] | None, tags: list[str] | None, start: str | None,
+        end: str | None, min_rate: float | None,
+    ) -> str:  # fmt: skip
+        return Filters(
+            agents=agents or [], prompt_versions=prompts or [], models=models or [],
+            triggers=triggers or [], tags=tags or [],
+            start=date.fromisoformat(start[:10]) if start else None,
+            end=date.fromisoformat(end[:10]) if end else None,
+            min_pass_rate=None if min_rate is None else float(min_rate),
+        ).to_query()  # fmt: skip
+
+    @app.callback(
+        Output("url", "href", allow_duplicate=True),
+        Input("compare-selected", "n_clicks"),
+        State("runs-table", "selected_row_ids"),
+        prevent_initial_call=True,
+    )
+    def _compare(_: int | None, selected: list[str] | None) -> Any:
+        chosen = list(selected or [])
+        if not 2 <= len(chosen) <= 3:
+            return no_update
+        return compare_href(chosen)
