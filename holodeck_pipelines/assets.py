@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 
 from holodeck_core.config.loader import LoadedAgent, load_agent
+from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import previous_run_flips
 from holodeck_core.models import EvalRun, Status, Trigger
@@ -187,7 +188,8 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         metric_results: MetricResults,
     ) -> RunReport:
         report = write_report(suite(context, project, keys), agent_responses, metric_results)
-        context.add_output_metadata(report_metadata(report.eval_run, report.path))
+        dashboard_url = project.project().settings.dashboard_url
+        context.add_output_metadata(report_metadata(report.eval_run, report.path, dashboard_url))
         return report
 
     @dg.asset(
@@ -289,7 +291,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     )
 
 
-def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
+def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
     """Numbers the UI plots across materializations, the Markdown report, failing cases."""
     summary = run.report.summary
     metadata: dict[str, Any] = {
@@ -304,6 +306,9 @@ def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
         "eval_run_path": dg.MetadataValue.path(path),
         "report": dg.MetadataValue.md(render_markdown(run.report)),
     }
+    if dashboard_url and run.metadata.run_id:
+        for key, url in dashboard_links(dashboard_url, run.metadata.run_id).items():
+            metadata[key] = dg.MetadataValue.url(url)
     if summary.cost_usd is not None:
         metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
     for metric, score in summary.average_scores.items():

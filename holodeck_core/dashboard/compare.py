@@ -28,7 +28,7 @@ HEADLINES = (
 
 def page(db: Path, query: dict[str, list[str]]) -> html.Div:
     refs = [r for item in query.get("runs", []) for r in item.split(",") if r]
-    data = compare(db, refs, first(query, "baseline"))
+    data = compare(db, refs, first(query, "baseline"), first(query, "previous_of"))
     body = (
         _body(data)
         if data.runs

@@ -69,7 +69,24 @@ def picker(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
 
 
-def compare(db: Path, refs: list[str], baseline_ref: str | None) -> CompareData:
+def previous_of(con: duckdb.DuckDBPyConnection, ref: str) -> list[str]:
+    """The previous run of a run's agent and prompt version (its partition), and the run."""
+    run_id = resolve(con, ref)
+    found = con.execute("SELECT previous_run_id FROM v_runs WHERE run_id = ?", [run_id]).fetchone()
+    if not found or found[0] is None:
+        raise PageError(
+            "No previous run",
+            f"Run {run_id[:12]} is the first run of its prompt version: there is nothing "
+            "before it to compare with. Pick runs below.",
+        )
+    return [str(found[0]), run_id]
+
+
+def compare(
+    db: Path, refs: list[str], baseline_ref: str | None, previous: str | None = None
+) -> CompareData:
+    """``refs`` (the first is the baseline unless ``baseline_ref`` says), or the run
+    ``previous`` against the run before it."""
     from holodeck_core.history.queries import compare_runs
 
     if len(refs) > MAX_RUNS:
@@ -79,6 +96,8 @@ def compare(db: Path, refs: list[str], baseline_ref: str | None) -> CompareData:
     with connect(db) as con:
         require_runs(con, db)
         choices = picker(con)
+        if previous:
+            refs = previous_of(con, previous)
         ids = list(dict.fromkeys(resolve(con, ref) for ref in refs))
         if len(ids) < 2:
             return CompareData([], 0, [], [], [], [], [], choices)

@@ -142,12 +142,12 @@ def _case_detail(detail: CaseDetail) -> list[Any]:
             ["turn", "metric", "kind", "score", "raw", "threshold", "passed", "reasoning / error"],
             [
                 [
-                    ui.num(m["turn_index"]) if m["turn_index"] is not None else "case",
+                    m["turn_index"] + 1 if m["turn_index"] is not None else "case",
                     m["metric_name"],
                     m["kind"],
                     ui.score(m["score"]),
                     f"{ui.score(m['raw_score'])} {m['unit'] or ''}".strip(),
-                    ui.score(m["threshold"]),
+                    "-" if m["threshold"] is None else f"{m['threshold']:g}",
                     {True: "yes", False: "no"}.get(m["passed"], "error"),
                     m["error"] or m["reasoning"] or "",
                 ]
@@ -166,7 +166,7 @@ def _case_detail(detail: CaseDetail) -> list[Any]:
                     [
                         e["source"],
                         e["name"] or "",
-                        "" if e["turn_index"] is None else e["turn_index"],
+                        "" if e["turn_index"] is None else e["turn_index"] + 1,
                         e["message"] or "(no message)",
                     ]
                     for e in detail.errors

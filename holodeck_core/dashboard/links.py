@@ -15,3 +15,17 @@ def explorer_href(run_id: str, case_id: str | None = None, base: str = "") -> st
 def compare_href(run_ids: Sequence[str], baseline: str | None = None, base: str = "") -> str:
     query = {"runs": ",".join(run_ids)} | ({"baseline": baseline} if baseline else {})
     return f"{base.rstrip('/')}/compare?{urlencode(query)}"
+
+
+def previous_href(run_id: str, base: str = "") -> str:
+    """Compare a run with the previous run of its agent and prompt version (its partition),
+    resolved when the page is opened (the run need not be in the history yet)."""
+    return f"{base.rstrip('/')}/compare?{urlencode({'previous_of': run_id})}"
+
+
+def dashboard_links(base: str, run_id: str) -> dict[str, str]:
+    """The deep links Dagster's ``report_summary`` metadata carries."""
+    return {
+        "dashboard_run": explorer_href(run_id, base=base),
+        "dashboard_compare_previous": previous_href(run_id, base=base),
+    }

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 MAX_MARKERS = 20
 """Past this many changes in view (A/B runs alternate versions), only each version's first
 run is marked."""
+LABELLED_POINTS = 30
+"""Up to this many runs per agent, each point is labelled with its prompt version."""
 KIND_ORDER = ("standard", "rag", "geval", "code")
 FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-trigger", "f-tag")
 
@@ -126,7 +128,9 @@ def pass_rate_figure(runs: pd.DataFrame) -> go.Figure:
     for agent, group in runs.groupby("agent_name", sort=True):
         figure.add_trace(
             go.Scatter(
-                x=group["finished_at"], y=group["pass_rate"] * 100, mode="lines+markers",
+                x=group["finished_at"], y=group["pass_rate"] * 100,
+                mode="lines+markers+text" if len(group) <= LABELLED_POINTS else "lines+markers",
+                text=group["prompt_version"], textposition="bottom center",
                 name=str(agent),
                 customdata=group[["prompt_version", "model_name", "run_id"]].to_numpy(),
                 hovertemplate="%{x}<br>%{y:.1f}% · prompt %{customdata[0]} · "
