@@ -36,6 +36,13 @@ def render(db: Path, pathname: str | None, search: str | None) -> Any:
     except HolodeckError as exc:
         log.warning("%s", exc)
         return ui.notice("Cannot show this page", str(exc))
+    except Exception:  # a bug, not bad input: keep the evidence in the log, not on the page
+        log.exception("rendering %s%s failed", pathname, search or "")
+        return ui.notice(
+            "Unexpected error",
+            "The dashboard failed to render this page (a bug: please report it with the "
+            "server's log). Other pages still work.",
+        )
 
 
 def create_app(db: Path) -> Dash:

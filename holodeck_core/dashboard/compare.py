@@ -56,6 +56,7 @@ def _picker(data: CompareData) -> html.Div:
     options += [{"label": ui.short(i), "value": i} for i in chosen if i not in known]
     baseline = chosen[data.baseline] if chosen else None
     return html.Div([
+        dcc.Store(id="cmp-state", data=compare_href(chosen, baseline)),
         html.Div([html.Label("Runs"), dcc.Dropdown(id="cmp-runs", options=options, value=chosen,
                                                    multi=True, placeholder="pick runs")]),
         html.Div([html.Label("Baseline"), dcc.Dropdown(id="cmp-baseline", value=baseline,
@@ -172,11 +173,12 @@ def register(app: Dash) -> None:
         Output("url", "href", allow_duplicate=True),
         Input("cmp-runs", "value"),
         Input("cmp-baseline", "value"),
-        State("url", "search"),
+        State("cmp-state", "data"),
         prevent_initial_call=True,
     )
-    def _pick(runs: list[str] | None, baseline: str | None, _: str | None) -> Any:
+    def _pick(runs: list[str] | None, baseline: str | None, shown: str | None) -> Any:
+        """A new URL when the choice differs from what the page shows (not when the
+        dropdowns mount with the page's own values)."""
         chosen = list(runs or [])[:MAX_RUNS]
-        if len(chosen) < 2:
-            return no_update
-        return compare_href(chosen, baseline if baseline in chosen else None)
+        href = compare_href(chosen, baseline if baseline in chosen else None)
+        return no_update if len(chosen) < 2 or href == shown else href

@@ -13,7 +13,11 @@ def explorer_href(run_id: str, case_id: str | None = None, base: str = "") -> st
 
 
 def compare_href(run_ids: Sequence[str], baseline: str | None = None, base: str = "") -> str:
-    query = {"runs": ",".join(run_ids)} | ({"baseline": baseline} if baseline else {})
+    """The first run is the baseline unless ``baseline`` names another."""
+    first = run_ids[0] if run_ids else None
+    query = {"runs": ",".join(run_ids)} | (
+        {"baseline": baseline} if baseline and baseline != first else {}
+    )
     return f"{base.rstrip('/')}/compare?{urlencode(query)}"
 
 

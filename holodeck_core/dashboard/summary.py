@@ -56,6 +56,8 @@ def _dropdown(dom_id: str, label: str, choices: list[str], chosen: list[str]) ->
 def _filters(filters: Filters, options: Options) -> html.Div:
     return html.Div(
         [
+            # what the page shows: a control that mounts with these values changes nothing
+            dcc.Store(id="summary-state", data=filters.to_query()),
             _dropdown("f-agent", "Agent", options.agents, filters.agents),
             _dropdown("f-prompt", "Prompt version", options.prompt_versions,
                       filters.prompt_versions),
@@ -201,13 +203,11 @@ def _runs_table(runs: pd.DataFrame) -> list[Any]:
             "model_name": row["model_name"], "trigger": row["trigger"],
             "total_tests": row["total_tests"], "passed": row["passed"], "failed": row["failed"],
             "errored": row["errored"], "pass_rate_pct": round(100 * row["pass_rate"], 1),
-            "total_tokens": None if row["total_tokens"] != row["total_tokens"]
-            else row["total_tokens"],
-            "cost_usd": None if row["cost_usd"] != row["cost_usd"] else row["cost_usd"],
+            "total_tokens": row["total_tokens"], "cost_usd": row["cost_usd"],
             "git_commit": (row["git_commit"] or "")[:8],
             "run": f"[{ui.short(row['run_id'])}]({explorer_href(row['run_id'])})",
         }
-        for row in runs.iloc[::-1].to_dict("records")
+        for row in runs.iloc[::-1].astype(object).where(runs.notna(), None).to_dict("records")
     ]  # fmt: skip
     return [
         html.H3("Runs"),
@@ -230,20 +230,22 @@ def register(app: Dash) -> None:
         Input("f-dates", "start_date"),
         Input("f-dates", "end_date"),
         Input("f-min-rate", "value"),
+        State("summary-state", "data"),
         prevent_initial_call=True,
     )
     def _filter(
         agents: list[str] | None, prompts: list[str] | None, models: list[str] | None,
         triggers: list[str] | None, tags: list[str] | None, start: str | None,
-        end: str | None, min_rate: float | None,
-    ) -> str:  # fmt: skip
-        return Filters(
+        end: str | None, min_rate: float | None, shown: str | None,
+    ) -> Any:  # fmt: skip
+        query = Filters(
             agents=agents or [], prompt_versions=prompts or [], models=models or [],
             triggers=triggers or [], tags=tags or [],
             start=date.fromisoformat(start[:10]) if start else None,
             end=date.fromisoformat(end[:10]) if end else None,
             min_pass_rate=None if min_rate is None else float(min_rate),
         ).to_query()  # fmt: skip
+        return no_update if query == shown else query
 
     @app.callback(
         Output("url", "href", allow_duplicate=True),
