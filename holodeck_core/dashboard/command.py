@@ -80,6 +80,9 @@ def run_dashboard(args: argparse.Namespace) -> int:
         print(f"warning: serving on {args.host}: anyone who can reach it reads the history",
               file=sys.stderr)  # fmt: skip
     app = create_app(db)
+    from holodeck_core.dashboard.app import render
+
+    render(db, "/", "")  # load DuckDB, pandas and the first query now, not for the first visitor
     print(f"dashboard: http://{args.host}:{args.port}/ over {db} (Ctrl-C stops it)", flush=True)
     app.run(host=args.host, port=args.port, debug=False)
     return ExitCode.OK
