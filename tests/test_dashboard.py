@@ -19,7 +19,7 @@ from holodeck_core.dashboard.links import compare_href, dashboard_links, explore
 from holodeck_core.dashboard.summary import MAX_MARKERS, change_points
 from holodeck_core.history import schema, store
 from holodeck_core.history.ingest import ingest_runs
-from tests.test_history import HISTORY, build_history, day, make_run, write_run
+from tests.test_history import HISTORY, build_history, day, make_run, query, write_run
 
 
 @pytest.fixture
@@ -248,3 +248,18 @@ def test_many_runs_summary_is_one_query_per_part(tmp_path: Path) -> None:
     assert len(ingest_runs(db, runs).ingested) == 60
     result = data.summary(db, data.Filters())
     assert len(result.runs) == 60 and result.runs["run_id"].is_unique
+
+
+@pytest.mark.slow
+def test_seed_fills_a_history_with_the_examples_two_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holodeck_core.dashboard.command import seed_history
+
+    for name in ("HOLODECK_HOME", "HOLODECK_HISTORY_DB", "HOLODECK_MODEL_ENDPOINT"):
+        monkeypatch.setenv(name, "")  # seed_history sets them; these restore them afterwards
+    db = seed_history(tmp_path)
+    assert query(
+        db,
+        "SELECT prompt_version, passed, total_tests, trigger FROM eval_runs ORDER BY finished_at",
+    ) == [("v1", 17, 25, "cli"), ("v2", 25, 25, "cli")]

@@ -127,6 +127,11 @@ def page(browser: Browser) -> Iterator[Page]:
     context.close()
 
 
+def visit(page: Page, server: tuple[str, Path], path: str, selector: str) -> None:
+    page.goto(server[0] + path)
+    page.wait_for_selector(selector)
+
+
 def chart_annotations(page: Page, chart: str) -> list[str]:
     texts = page.evaluate(
         f"() => document.querySelector('#{chart} .js-plotly-plot').layout.annotations"
@@ -138,9 +143,7 @@ def chart_annotations(page: Page, chart: str) -> list[str]:
 def test_summary_shows_both_prompt_versions_with_a_marker_at_the_change(
     page: Page, server: tuple[str, Path], history: History
 ) -> None:
-    base, _ = server
-    page.goto(base + "/")
-    page.wait_for_selector("#summary-page #pass-rate-chart .js-plotly-plot")
+    visit(page, server, "/", "#summary-page #pass-rate-chart .js-plotly-plot")
     assert "acme-support: prompt v2" in chart_annotations(page, "pass-rate-chart")
     series = page.evaluate(
         "() => document.querySelector('#pass-rate-chart .js-plotly-plot').data"
@@ -152,12 +155,15 @@ def test_summary_shows_both_prompt_versions_with_a_marker_at_the_change(
     assert page.inner_text("#kpi-runs .value") == "6"  # 2 Dagster + 1 CLI + 3 imported
     kinds = page.inner_text("#metric-trends")
     assert all(kind in kinds for kind in ("standard", "rag", "geval", "code"))
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export").click()
+    csv = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+    assert csv[0].startswith('"",finished,agent,prompt') or "pass rate %" in csv[0]
+    assert len(csv) == 1 + 6 and any(",v1," in line for line in csv)
 
 
 def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -> None:
-    base, _ = server
-    page.goto(base + "/")
-    page.wait_for_selector("#summary-page")
+    visit(page, server, "/", "#summary-page")
     page.click("#f-agent")
     page.keyboard.type("acme-support")
     page.keyboard.press("Enter")
@@ -177,9 +183,7 @@ def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -
 def test_explorer_shows_a_multi_turn_case_and_a_tool_call(
     page: Page, server: tuple[str, Path], history: History
 ) -> None:
-    base, _ = server
-    page.goto(base + "/")
-    page.wait_for_selector("#runs-table")
+    visit(page, server, "/", "#runs-table")
     page.get_by_role("link", name=history.v1[:12]).click()
     page.wait_for_selector("#explorer-page")
     page.click("#case-cancel-conversation")
@@ -199,14 +203,15 @@ def test_explorer_shows_a_multi_turn_case_and_a_tool_call(
     snapshot = page.inner_text("#config-snapshot")
     assert "gpt-4o-mini" in snapshot and "sk-offline-demo-key" not in snapshot
     assert "v1" in page.inner_text("#prompt-snapshot")
+    page.click("#case-invoice-total")
+    page.wait_for_selector("#processed-files")
+    assert "invoice-1042.pdf" in page.inner_text("#processed-files")
 
 
 def test_compare_v1_and_v2_shows_the_eight_cases_v2_fixed(
     page: Page, server: tuple[str, Path], history: History
 ) -> None:
-    base, _ = server
-    page.goto(base + "/?agent=acme-support")
-    page.wait_for_selector("#runs-table")
+    visit(page, server, "/?agent=acme-support", "#runs-table")
     for run_id in (history.v1, history.v2):
         row = page.locator("#runs-table tr", has_text=run_id[:12])
         row.locator("input[type=checkbox]").check()
@@ -221,17 +226,15 @@ def test_compare_v1_and_v2_shows_the_eight_cases_v2_fixed(
     assert "differs" in (prompt_row.get_attribute("class") or "")
     assert "ACME policy" in page.inner_text(".prompt-diff")
     # the baseline can be switched: v1's fixes become v2's regressions
-    page.goto(f"{base}/compare?runs={history.v1},{history.v2}&baseline={history.v2}")
-    page.wait_for_selector("#case-matrix")
+    compared = f"/compare?runs={history.v1},{history.v2}&baseline={history.v2}"
+    visit(page, server, compared, "#case-matrix")
     assert page.locator("#case-matrix td.regression").count() == 8
 
 
 def test_a_run_written_while_the_dashboard_is_open_appears_on_refresh(
     page: Page, server: tuple[str, Path], history: History
 ) -> None:
-    base, _ = server
-    page.goto(base + "/")
-    page.wait_for_selector("#summary-page")
+    visit(page, server, "/", "#summary-page")
     before = int(page.inner_text("#kpi-runs .value"))
     ((last,),) = query(history.db, "SELECT max(finished_at) FROM eval_runs")
     run = make_run("PPFP", last + timedelta(hours=1), run_id="written-while-open")
@@ -258,9 +261,8 @@ def test_a_run_written_while_the_dashboard_is_open_appears_on_refresh(
 def test_bad_links_show_a_page_that_says_so(
     page: Page, server: tuple[str, Path], history: History, path: str, title: str
 ) -> None:
-    base, log = server
-    page.goto(base + path.format(v1=history.v1))
-    page.wait_for_selector("#notice")
+    visit(page, server, path.format(v1=history.v1), "#notice")
+    log = server[1]
     assert page.inner_text("#notice h2") == title
     assert "Traceback" not in page.content()
     assert "Traceback" not in log.read_text()

@@ -22,6 +22,7 @@ MAX_MARKERS = 20
 run is marked."""
 LABELLED_POINTS = 30
 """Up to this many runs per agent, each point is labelled with its prompt version."""
+MARKED_POINTS = 150
 KIND_ORDER = ("standard", "rag", "geval", "code")
 MARK_COLOR = "#9c36b5"
 FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-trigger", "f-tag")
@@ -108,6 +109,7 @@ def change_points(runs: pd.DataFrame) -> list[tuple[Any, str]]:
     past :data:`MAX_MARKERS`, the first run of each new version or model only."""
     changes: list[tuple[Any, str]] = []
     firsts: list[tuple[Any, str]] = []
+    several = runs["agent_name"].nunique() > 1
     for agent, group in runs.groupby("agent_name", sort=True):
         previous: tuple[str, str] | None = None
         seen: set[tuple[str, str]] = set()
@@ -116,7 +118,7 @@ def change_points(runs: pd.DataFrame) -> list[tuple[Any, str]]:
             if previous is not None and current != previous:
                 what = (f"prompt {current[0]}" if current[0] != previous[0]
                         else f"model {current[1]}")  # fmt: skip
-                label = f"{agent}: {what}" if runs["agent_name"].nunique() > 1 else what
+                label = f"{agent}: {what}" if several else what
                 changes.append((row.finished_at, label))
                 if current not in seen:
                     firsts.append((row.finished_at, label))
@@ -130,6 +132,14 @@ Figure = dict[str, Any]
 ``plotly.graph_objects`` validation (most of a page's render time on a large history)."""
 
 
+def _mode(points: int, *, labelled: bool = False) -> str:
+    """Markers (and version labels) while a line has few points; a bare line past that, so
+    the browser draws one path instead of one node per run."""
+    if labelled and points <= LABELLED_POINTS:
+        return "lines+markers+text"
+    return "lines+markers" if points <= MARKED_POINTS else "lines"
+
+
 def _times(column: pd.Series) -> list[str]:
     return [str(t) for t in column]
 
@@ -139,7 +149,7 @@ def pass_rate_figure(runs: pd.DataFrame) -> Figure:
         {
             "type": "scatter", "name": str(agent), "x": _times(group["finished_at"]),
             "y": (group["pass_rate"] * 100).round(2).tolist(),
-            "mode": "lines+markers+text" if len(group) <= LABELLED_POINTS else "lines+markers",
+            "mode": _mode(len(group), labelled=True),
             "text": group["prompt_version"].tolist(), "textposition": "bottom center",
             "customdata": group[["prompt_version", "model_name", "run_id"]].values.tolist(),
             "hovertemplate": "%{x}<br>%{y:.1f}% · prompt %{customdata[0]} · %{customdata[1]}"
@@ -182,7 +192,7 @@ def _metric_graphs(metrics: pd.DataFrame) -> list[Any]:
     for group in groups:
         part = metrics[metrics["group"] == group]
         traces = [
-            {"type": "scatter", "mode": "lines+markers", "x": _times(line["finished_at"]),
+            {"type": "scatter", "mode": _mode(len(line)), "x": _times(line["finished_at"]),
              "y": [None if v != v else v for v in line["mean"].round(4).tolist()],
              "name": f"{agent} · {name}" if several else str(name)}
             for (agent, name), line in part.groupby(["agent_name", "metric_name"], sort=True)
