@@ -110,9 +110,7 @@ def compare(
         runs = [rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [i]))[0] for i in ids]
         comparisons = [None if i == base_id else compare_runs(con, base_id, i) for i in ids]
         matrix = _matrix(con, runs)
-        bodies = {
-            i: _body(con, run) for i, run in zip(ids, runs, strict=True)
-        }  # fmt: skip
+        bodies = {i: _body(con, run) for i, run in zip(ids, runs, strict=True)}
     base = ids.index(base_id)
     stats = [_paired(matrix, base, k) if k != base else None for k in range(len(ids))]
     config = _config(runs)

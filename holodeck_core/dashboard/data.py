@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlencode
 
 from holodeck_core.errors import ConfigError, HolodeckError
@@ -109,15 +109,17 @@ class Filters:
     min_pass_rate: float | None = None
     """Percent, 0-100: runs at or above it."""
 
-    LISTS = ("agents", "prompt_versions", "models", "triggers", "tags")
-    KEYS = {"agents": "agent", "prompt_versions": "prompt", "models": "model",
-            "triggers": "trigger", "tags": "tag"}  # fmt: skip
+    KEYS: ClassVar[dict[str, str]] = {
+        "agents": "agent", "prompt_versions": "prompt", "models": "model",
+        "triggers": "trigger", "tags": "tag",
+    }  # fmt: skip
+    """List filters and their URL keys (values joined with commas)."""
 
     @classmethod
     def from_query(cls, query: dict[str, list[str]]) -> Filters:
         found = cls()
-        for name in cls.LISTS:
-            values = [v for item in query.get(cls.KEYS[name], []) for v in item.split(",") if v]
+        for name, key in cls.KEYS.items():
+            values = [v for item in query.get(key, []) for v in item.split(",") if v]
             setattr(found, name, values)
         for key in ("from", "to"):
             text = first(query, key)
@@ -143,10 +145,9 @@ class Filters:
 
     def to_query(self) -> str:
         pairs: list[tuple[str, str]] = [
-            (self.KEYS[name], ",".join(getattr(self, name)))
-            for name in self.LISTS
+            (key, ",".join(getattr(self, name))) for name, key in self.KEYS.items()
             if getattr(self, name)
-        ]
+        ]  # fmt: skip
         if self.start:
             pairs.append(("from", self.start.isoformat()))
         if self.end:

@@ -199,7 +199,9 @@ def _metric_graphs(metrics: pd.DataFrame) -> list[Any]:
         ]  # fmt: skip
         unit = group.split(" · ")[1] if " · " in group else "mean score (0-1)"
         layout = {"title": {"text": group}, "height": 260, "margin": {"t": 40, "b": 30},
-                  "yaxis": {"title": {"text": unit}}, "xaxis": {"type": "date"}}  # fmt: skip
+                  "yaxis": {"title": {"text": unit}} | ({} if " · " in group else
+                                                        {"range": [-0.02, 1.05]}),
+                  "xaxis": {"type": "date"}}  # fmt: skip
         graphs.append(
             dcc.Graph(id=f"metric-{group.split(' ')[0]}-{len(graphs)}",
                       figure={"data": traces, "layout": layout})
