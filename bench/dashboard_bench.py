@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import history_bench  # noqa: E402  (bench/ is on sys.path when run as a script)
+import common  # noqa: E402  (bench/ is on sys.path when run as a script)
+import history_bench  # noqa: E402
 from playwright.sync_api import Browser, sync_playwright  # noqa: E402
 
 from holodeck_core.dashboard.harness import launch, running  # noqa: E402
@@ -73,7 +74,8 @@ def bench(db: Path, runs: int, repeat: int, log: Path) -> int:
             results.append((name, cold, warm, times))
         browser.close()
     load = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    print(f"dashboard bench: {db} (load average {load}, {os.cpu_count()} CPUs)")
+    print(common.machine_line())
+    print(f"dashboard bench: {db} (load average {load} during the loads)")
     print("| view | cold (median) | warm (median) | loads (cold/warm) |")
     print("|---|---|---|---|")
     for name, cold, warm, times in results:
@@ -81,7 +83,7 @@ def bench(db: Path, runs: int, repeat: int, log: Path) -> int:
         print(f"| {name} | {cold:.2f} s | {warm:.2f} s | {loads} |")
     worst_cold = max(r[1] for r in results)
     worst_warm = max(r[2] for r in results)
-    print(f"RESULT slowest_cold={worst_cold:.2f}s slowest_warm={worst_warm:.2f}s target=2.00s")
+    print(f"RATIOS slowest_cold_s={worst_cold:.2f} slowest_warm_s={worst_warm:.2f} target_s=2.00")
     return 0
 
 
