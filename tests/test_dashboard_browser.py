@@ -155,6 +155,11 @@ def test_summary_shows_both_prompt_versions_with_a_marker_at_the_change(
     assert page.inner_text("#kpi-runs .value") == "6"  # 2 Dagster + 1 CLI + 3 imported
     kinds = page.inner_text("#metric-trends")
     assert all(kind in kinds for kind in ("standard", "rag", "geval", "code"))
+    header = page.locator("#runs-table th", has_text="pass rate %")
+    header.locator(".column-header--sort").click()  # ascending
+    first = page.locator("#runs-table td[data-dash-column=pass_rate_pct]").first
+    ((lowest,),) = query(history.db, "SELECT round(100 * min(pass_rate), 1) FROM eval_runs")
+    assert float(first.inner_text()) == lowest
     with page.expect_download() as download:
         page.get_by_role("button", name="Export").click()
     csv = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
