@@ -77,7 +77,7 @@ def previous_of(con: duckdb.DuckDBPyConnection, ref: str) -> list[str]:
         raise PageError(
             "No previous run",
             f"Run {run_id[:12]} is the first run of its prompt version: there is nothing "
-            "before it to compare with. Pick runs below.",
+            "before it to compare with. Pick two runs on the Compare page.",
         )
     return [str(found[0]), run_id]
 
