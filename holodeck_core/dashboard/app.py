@@ -11,9 +11,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import flask
 from dash import Dash, Input, Output, dcc, html
 
-from holodeck_core.dashboard import compare, explorer, summary, ui
+from holodeck_core.dashboard import cache, compare, explorer, summary, ui
 from holodeck_core.dashboard.data import PageError, parse_query
 from holodeck_core.errors import HolodeckError
 
@@ -21,15 +22,19 @@ log = logging.getLogger("holodeck.dashboard")
 
 PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer.page,
          "/compare": compare.page}  # fmt: skip
+CHARTED = {"/", "/summary"}
+"""Pages whose first paint draws Plotly charts."""
 
 
 def render(db: Path, pathname: str | None, search: str | None) -> Any:
     """The page for a URL; bad input becomes a notice (logged as one line, no traceback)."""
-    handler = PAGES.get((pathname or "/").rstrip("/") or "/")
+    path = (pathname or "/").rstrip("/") or "/"
+    handler = PAGES.get(path)
     if handler is None:
         return ui.notice("Page not found", f"There is no page {pathname!r}: try the Summary.")
     try:
-        return handler(db, parse_query(search))
+        return cache.cached(db, ("page", path, search or ""),
+                            lambda: handler(db, parse_query(search)))  # fmt: skip
     except PageError as exc:
         log.warning("%s: %s", exc.title, exc.message)
         return ui.notice(exc.title, exc.message)
@@ -45,8 +50,17 @@ def render(db: Path, pathname: str | None, search: str | None) -> Any:
         )
 
 
+class _Dash(Dash):
+    def interpolate_index(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        """On a charted page, Plotly (4.8 MB) starts loading with the page, so the browser
+        parses it while the server renders the page instead of after."""
+        if flask.request.path.rstrip("/") in {p.rstrip("/") for p in CHARTED}:
+            kwargs["metas"] = kwargs.get("metas", "") + ui.EARLY_PLOTLY
+        return super().interpolate_index(**kwargs)  # type: ignore[no-untyped-call]
+
+
 def create_app(db: Path) -> Dash:
-    app = Dash(
+    app = _Dash(
         __name__,
         title="HoloDeck eval runs",
         update_title="",
@@ -66,6 +80,6 @@ def create_app(db: Path) -> Dash:
     def _route(pathname: str | None, search: str | None) -> Any:
         return render(db, pathname, search)
 
-    summary.register(app)
+    summary.register(app, db)
     compare.register(app)
     return app

@@ -3,14 +3,25 @@ markers, per-metric trends grouped by kind, filters, and the sortable runs table
 
 from __future__ import annotations
 
+import csv
+import io
+import math
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import flask
 from dash import Dash, Input, Output, State, dash_table, dcc, html, no_update
 
-from holodeck_core.dashboard import ui
-from holodeck_core.dashboard.data import Filters, Options, summary
+from holodeck_core.dashboard import cache, ui
+from holodeck_core.dashboard.data import (
+    Filters,
+    Options,
+    PageError,
+    SummaryData,
+    parse_query,
+    summary,
+)
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.dashboard.stats import wilson
 
@@ -26,11 +37,18 @@ MARKED_POINTS = 150
 KIND_ORDER = ("standard", "rag", "geval", "code")
 MARK_COLOR = "#9c36b5"
 FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-trigger", "f-tag")
+PAGE_SIZE = 20
+"""Rows of the runs table sent to the browser at a time (sorted and paged on the server)."""
+
+
+def filtered(db: Path, filters: Filters) -> SummaryData:
+    """The Summary's data, shared by the page, the table's pages and the CSV export."""
+    return cache.cached(db, ("summary", filters.to_query()), lambda: summary(db, filters))
 
 
 def page(db: Path, query: dict[str, list[str]]) -> html.Div:
     filters = Filters.from_query(query)
-    data = summary(db, filters)
+    data = filtered(db, filters)
     return html.Div(
         [
             html.H2("Summary"),
@@ -39,7 +57,7 @@ def page(db: Path, query: dict[str, list[str]]) -> html.Div:
             html.Div(dcc.Graph(id="pass-rate-chart", figure=pass_rate_figure(data.runs)),
                      className="card"),
             html.Div(_metric_graphs(data.metrics), className="card", id="metric-trends"),
-            html.Div(_runs_table(data.runs), className="card"),
+            html.Div(_runs_table(data.runs, filters.to_query()), className="card"),
         ],
         className="page",
         id="summary-page",
@@ -181,6 +199,13 @@ def pass_rate_figure(runs: pd.DataFrame) -> Figure:
 def _metric_graphs(metrics: pd.DataFrame) -> list[Any]:
     if metrics.empty:
         return [html.P("No metric results in these runs.", className="muted")]
+    return [html.H3("Metric trends by kind"),
+            dcc.Graph(id="metric-chart", figure=metric_figure(metrics))]  # fmt: skip
+
+
+def metric_figure(metrics: pd.DataFrame) -> Figure:
+    """One figure, one panel per kind (and unit) stacked on a shared time axis: one Plotly
+    plot for the browser to draw instead of one per kind."""
     metrics = metrics.assign(group=[
         kind if unit is None or unit != unit else f"{kind} · {unit}"
         for kind, unit in zip(metrics["kind"], metrics["unit"], strict=True)
@@ -188,25 +213,33 @@ def _metric_graphs(metrics: pd.DataFrame) -> list[Any]:
     several = metrics["agent_name"].nunique() > 1
     order = {kind: i for i, kind in enumerate(KIND_ORDER)}
     groups = sorted(metrics["group"].unique(), key=lambda g: (order.get(g.split(" ")[0], 9), g))
-    graphs: list[Any] = [html.H3("Metric trends by kind")]
-    for group in groups:
+    gap = 0.08
+    height = (1 - gap * (len(groups) - 1)) / len(groups)
+    traces: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {"height": 80 + 220 * len(groups), "annotations": [],
+                              "margin": {"t": 40, "b": 30}}  # fmt: skip
+    for i, group in enumerate(groups):
+        axis = "" if i == 0 else str(i + 1)
         part = metrics[metrics["group"] == group]
-        traces = [
+        traces += [
             {"type": "scatter", "mode": _mode(len(line)), "x": _times(line["finished_at"]),
              "y": [None if v != v else v for v in line["mean"].round(4).tolist()],
-             "name": f"{agent} · {name}" if several else str(name)}
+             "name": f"{agent} · {name}" if several else str(name),
+             "xaxis": f"x{axis}", "yaxis": f"y{axis}"}
             for (agent, name), line in part.groupby(["agent_name", "metric_name"], sort=True)
         ]  # fmt: skip
+        top = 1 - i * (height + gap)
         unit = group.split(" · ")[1] if " · " in group else "mean score (0-1)"
-        layout = {"title": {"text": group}, "height": 260, "margin": {"t": 40, "b": 30},
-                  "yaxis": {"title": {"text": unit}} | ({} if " · " in group else
-                                                        {"range": [-0.02, 1.05]}),
-                  "xaxis": {"type": "date"}}  # fmt: skip
-        graphs.append(
-            dcc.Graph(id=f"metric-{group.split(' ')[0]}-{len(graphs)}",
-                      figure={"data": traces, "layout": layout})
+        layout[f"yaxis{axis}"] = {"title": {"text": unit}, "domain": [top - height, top],
+                                  "anchor": f"x{axis}"} | (
+            {} if " · " in group else {"range": [-0.02, 1.05]})  # fmt: skip
+        layout[f"xaxis{axis}"] = {"type": "date", "anchor": f"y{axis}"} | (
+            {"matches": "x"} if axis else {})  # fmt: skip
+        layout["annotations"].append(
+            {"text": f"<b>{group}</b>", "x": 0, "y": top, "xref": "paper", "yref": "paper",
+             "xanchor": "left", "yanchor": "bottom", "showarrow": False}
         )  # fmt: skip
-    return graphs
+    return {"data": traces, "layout": layout}
 
 
 COLUMNS = (
@@ -216,10 +249,12 @@ COLUMNS = (
     ("pass_rate_pct", "pass rate %"), ("total_tokens", "tokens"), ("cost_usd", "cost USD"),
     ("git_commit", "commit"), ("run", "run"),
 )  # fmt: skip
+SORT_KEYS = {"finished": "finished_at", "pass_rate_pct": "pass_rate", "run": "run_id"}
+"""Table columns sorted by another column of the runs frame (the rest by their own)."""
 
 
-def _runs_table(runs: pd.DataFrame) -> list[Any]:
-    records = [
+def _records(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    return [
         {
             "id": row["run_id"], "finished": ui.when(row["finished_at"]),
             "agent_name": row["agent_name"], "prompt_version": row["prompt_version"],
@@ -230,14 +265,36 @@ def _runs_table(runs: pd.DataFrame) -> list[Any]:
             "git_commit": (row["git_commit"] or "")[:8],
             "run": f"[{ui.short(row['run_id'])}]({explorer_href(row['run_id'])})",
         }
-        for row in runs.iloc[::-1].astype(object).where(runs.notna(), None).to_dict("records")
+        for row in runs.astype(object).where(runs.notna(), None).to_dict("records")
     ]  # fmt: skip
+
+
+def ordered(runs: pd.DataFrame, sort_by: list[dict[str, str]] | None) -> pd.DataFrame:
+    """Runs in the table's order: newest first, or by the clicked column (stable, blanks
+    last)."""
+    if not sort_by:
+        return runs.iloc[::-1]
+    column = sort_by[0]["column_id"]
+    return runs.sort_values(SORT_KEYS.get(column, column), kind="stable", na_position="last",
+                            ascending=sort_by[0].get("direction") != "desc")  # fmt: skip
+
+
+def table_page(runs: pd.DataFrame, sort_by: list[dict[str, str]] | None, current: int) -> Any:
+    start = current * PAGE_SIZE
+    return _records(ordered(runs, sort_by).iloc[start : start + PAGE_SIZE])
+
+
+def _runs_table(runs: pd.DataFrame, query: str) -> list[Any]:
     return [
         html.H3("Runs"),
         html.Button("Compare selected runs (2-3)", id="compare-selected"),
+        html.A(html.Button("Export"), href=f"/runs.csv{query}", download="runs.csv",
+               className="export"),
         dash_table.DataTable(  # type: ignore[attr-defined]
-            id="runs-table", data=records, page_size=20, sort_action="native",
-            row_selectable="multi", export_format="csv", export_headers="display",
+            id="runs-table", data=table_page(runs, None, 0), page_size=PAGE_SIZE,
+            page_action="custom", page_current=0,
+            page_count=max(1, math.ceil(len(runs) / PAGE_SIZE)), sort_action="custom",
+            sort_by=[], row_selectable="multi",
             columns=[{"id": c, "name": n, **({"presentation": "markdown"} if c == "run" else {})}
                      for c, n in COLUMNS],
             style_cell={"fontSize": "0.8rem", "padding": "4px"}, markdown_options={"link_target":
@@ -246,7 +303,46 @@ def _runs_table(runs: pd.DataFrame) -> list[Any]:
     ]  # fmt: skip
 
 
-def register(app: Dash) -> None:
+def runs_csv(db: Path, search: str) -> flask.Response:
+    """Every filtered run (not one page of the table) as CSV, newest first."""
+    try:
+        runs = filtered(db, Filters.from_query(parse_query(search))).runs
+    except PageError as exc:
+        return flask.Response(f"{exc.title}: {exc.message}\n", status=400, mimetype="text/plain")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([name for _, name in COLUMNS])
+    for record in _records(ordered(runs, None)):
+        writer.writerow([record["id"] if c == "run" else record[c] for c, _ in COLUMNS])
+    return flask.Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": "attachment; filename=runs.csv"},
+    )
+
+
+def register(app: Dash, db: Path) -> None:
+    app.server.add_url_rule(
+        "/runs.csv", "runs_csv", lambda: runs_csv(db, flask.request.query_string.decode())
+    )
+
+    @app.callback(
+        Output("runs-table", "data"),
+        Output("runs-table", "selected_rows"),
+        Input("runs-table", "page_current"),
+        Input("runs-table", "sort_by"),
+        State("runs-table", "selected_row_ids"),
+        State("summary-state", "data"),
+        prevent_initial_call=True,
+    )
+    def _table(
+        current: int | None, sort_by: list[dict[str, str]] | None,
+        chosen: list[str] | None, shown: str | None,
+    ) -> Any:  # fmt: skip
+        runs = filtered(db, Filters.from_query(parse_query(shown))).runs
+        records = table_page(runs, sort_by, current or 0)
+        return records, [i for i, r in enumerate(records) if r["id"] in (chosen or [])]
+
     @app.callback(
         Output("url", "search"),
         [Input(i, "value") for i in FILTER_IDS],

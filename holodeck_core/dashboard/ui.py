@@ -59,6 +59,17 @@ INDEX = (
 </head><body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body></html>"""
 )
 
+PLOTLY_URL = "/_dash-component-suites/plotly/package_data/plotly.min.js"
+EARLY_PLOTLY = (
+    "<script>window.Plotly=new Promise(function(ok,fail){var s=document.createElement('script');"
+    f"s.src='{PLOTLY_URL}';s.onload=function(){{ok(window.Plotly)}};s.onerror=fail;"
+    "document.head.appendChild(s)});</script>"
+)
+"""Plotly fetched from the page's first line. Dash's Graph loads ``plotly.min.js`` itself
+unless ``window.Plotly`` is set, and waits on it with ``Promise.resolve``: here it is a
+promise until the script runs (the script then replaces it with Plotly itself), so the file
+is fetched and parsed once, while the server renders the page."""
+
 
 def notice(title: str, message: str) -> html.Div:
     return html.Div(
