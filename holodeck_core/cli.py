@@ -10,7 +10,19 @@ from collections.abc import Callable, Sequence
 from holodeck_core.errors import ExitCode, HolodeckError, safe_message
 
 Handler = Callable[[argparse.Namespace], int]
-BUILT_IN = frozenset({"validate", "schema", "prompts", "test", "rescore", "history"})
+BUILT_IN = frozenset(
+    {
+        "validate",
+        "schema",
+        "prompts",
+        "test",
+        "rescore",
+        "history",
+        "plan",
+        "dashboard",
+        "model-server",
+    }
+)
 COMMANDS_GROUP = "holodeck.commands"
 """Entry point group: ``name = "module:function"``, the function adds a subparser."""
 
@@ -170,12 +182,14 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     from holodeck_core.commands.plan import add_plan_parser
     from holodeck_core.commands.rescore import add_rescore_parser
     from holodeck_core.commands.test import add_test_parser
+    from holodeck_core.dashboard.command import add_dashboard_parser
     from holodeck_core.history.cli import add_history_parser
 
     add_test_parser(commands)
     add_rescore_parser(commands)
     add_history_parser(commands)
     add_plan_parser(commands)
+    add_dashboard_parser(commands)
     if plugins:
         _add_plugin_commands(commands)
 
@@ -192,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["model-server"]:
         return _model_server(arguments[1:])
+    if arguments[:2] == ["test", "view"]:  # HoloDeck's name for the dashboard
+        arguments = ["dashboard", *arguments[2:]]
     plugins = not arguments or arguments[0] not in BUILT_IN
     args = build_parser(plugins=plugins).parse_args(arguments)
     handler: Handler = args.handler

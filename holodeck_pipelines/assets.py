@@ -26,6 +26,7 @@ from holodeck_core.commands.stages import (
 )
 from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.config.project import location
+from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import regression_check
@@ -209,7 +210,8 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         metric_results: MetricResults,
     ) -> RunReport:
         report = write_report(suite(context, project, keys), agent_responses, metric_results)
-        context.add_output_metadata(report_metadata(report.eval_run, report.path))
+        dashboard_url = project.project().settings.dashboard_url
+        context.add_output_metadata(report_metadata(report.eval_run, report.path, dashboard_url))
         return report
 
     @dg.asset(
@@ -387,7 +389,7 @@ def trials_of(context: dg.AssetExecutionContext) -> int | None:
     return int(value)
 
 
-def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
+def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
     """Numbers the UI plots across materializations, the Markdown report, failing cases."""
     summary = run.report.summary
     metadata: dict[str, Any] = {"pass_rate": dg.MetadataValue.float(summary.pass_rate / 100)}
@@ -404,6 +406,9 @@ def report_metadata(run: EvalRun, path: str) -> dict[str, Any]:
         "eval_run_path": dg.MetadataValue.path(path),
         "report": dg.MetadataValue.md(render_markdown(run)),
     }
+    if dashboard_url and run.metadata.run_id:
+        for key, url in dashboard_links(dashboard_url, run.metadata.run_id).items():
+            metadata[key] = dg.MetadataValue.url(url)
     for metric, score in summary.average_scores.items():
         metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
     if summary.statistics is not None:

@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "holodeck_core.reports": 5,
     "holodeck_core.commands": 6,
     "holodeck_core.cli": 6,
+    "holodeck_core.dashboard": 6,  # a reader of the history, like the CLI
     "holodeck_core": 0,  # the package itself: its version only
     "holodeck_pipelines": 7,
 }

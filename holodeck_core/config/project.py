@@ -52,6 +52,9 @@ class ProjectSettings(StrictModel):
     launch_new_versions: bool = Field(
         False, description="The prompt-version sensor also launches a run for a new version."
     )
+    dashboard_url: str | None = Field(
+        None, description="Base URL of `holodeck dashboard`; report_summary links to it."
+    )
 
 
 def find_project_root(start: Path | None = None) -> Path:

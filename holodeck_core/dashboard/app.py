@@ -1,0 +1,85 @@
+"""The Dash app: a URL router over the three pages, and the error page for bad input.
+
+Each page is rendered on the server from the URL (path + query string), inside one short
+read-only connection; filters and pickers only rewrite the URL. So a link is the whole state,
+and a reload shows what the history holds now.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import flask
+from dash import Dash, Input, Output, dcc, html
+
+from holodeck_core.dashboard import cache, compare, explorer, summary, ui
+from holodeck_core.dashboard.data import PageError, parse_query
+from holodeck_core.errors import HolodeckError
+
+log = logging.getLogger("holodeck.dashboard")
+
+PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer.page,
+         "/compare": compare.page}  # fmt: skip
+CHARTED = {"/", "/summary"}
+"""Pages whose first paint draws Plotly charts."""
+
+
+def render(db: Path, pathname: str | None, search: str | None) -> Any:
+    """The page for a URL; bad input becomes a notice (logged as one line, no traceback)."""
+    path = (pathname or "/").rstrip("/") or "/"
+    handler = PAGES.get(path)
+    if handler is None:
+        return ui.notice("Page not found", f"There is no page {pathname!r}: try the Summary.")
+    try:
+        return cache.cached(db, ("page", path, search or ""),
+                            lambda: handler(db, parse_query(search)))  # fmt: skip
+    except PageError as exc:
+        log.warning("%s: %s", exc.title, exc.message)
+        return ui.notice(exc.title, exc.message)
+    except HolodeckError as exc:
+        log.warning("%s", exc)
+        return ui.notice("Cannot show this page", str(exc))
+    except Exception:  # a bug, not bad input: keep the evidence in the log, not on the page
+        log.exception("rendering %s%s failed", pathname, search or "")
+        return ui.notice(
+            "Unexpected error",
+            "The dashboard failed to render this page (a bug: please report it with the "
+            "server's log). Other pages still work.",
+        )
+
+
+class _Dash(Dash):
+    def interpolate_index(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        """On a charted page, Plotly (4.8 MB) starts loading with the page, so the browser
+        parses it while the server renders the page instead of after."""
+        if flask.request.path.rstrip("/") in {p.rstrip("/") for p in CHARTED}:
+            kwargs["metas"] = kwargs.get("metas", "") + ui.EARLY_PLOTLY
+        return super().interpolate_index(**kwargs)  # type: ignore[no-untyped-call]
+
+
+def create_app(db: Path) -> Dash:
+    app = _Dash(
+        __name__,
+        title="HoloDeck eval runs",
+        update_title="",
+        suppress_callback_exceptions=True,
+        index_string=ui.INDEX,
+        serve_locally=True,
+    )
+    app.layout = html.Div([
+        dcc.Location(id="url", refresh="callback-nav"),
+        html.Div([html.B("HoloDeck eval runs"), dcc.Link("Summary", href="/"),
+                  dcc.Link("Explorer", href="/explorer"), dcc.Link("Compare", href="/compare"),
+                  html.Span(str(db), className="db")], className="nav"),
+        dcc.Loading(html.Div(id="page"), delay_show=300),
+    ])  # fmt: skip
+
+    @app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))
+    def _route(pathname: str | None, search: str | None) -> Any:
+        return render(db, pathname, search)
+
+    summary.register(app, db)
+    compare.register(app)
+    return app

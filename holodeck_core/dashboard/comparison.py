@@ -1,0 +1,214 @@
+"""Compare data: two or three runs against a chosen baseline.
+
+Flips and metric deltas come from :func:`holodeck_core.history.queries.compare_runs` (the
+same comparison as ``holodeck history compare``); flaky cases from ``v_flaky_cases``; the
+paired statistics from :mod:`holodeck_core.dashboard.stats`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from holodeck_core.dashboard.data import PageError, connect, require_runs, resolve, rows
+from holodeck_core.dashboard.detail import load_run_file
+from holodeck_core.dashboard.stats import Paired, paired
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from holodeck_core.history.queries import Comparison
+
+MAX_RUNS = 3
+PICKER_LIMIT = 200
+MODEL_PARAMS = ("temperature", "max_tokens", "top_p")
+
+
+@dataclass
+class ConfigRow:
+    label: str
+    values: list[str]
+
+    @property
+    def differs(self) -> bool:
+        return len(set(self.values)) > 1
+
+
+@dataclass
+class CaseRow:
+    case_id: str
+    test_name: str | None
+    statuses: list[str | None]
+    """One per run, in the page's order (None: the run does not have the case)."""
+    flaky: bool
+
+
+@dataclass
+class CompareData:
+    runs: list[dict[str, Any]]
+    baseline: int
+    """Index of the baseline in ``runs``."""
+    comparisons: list[Comparison | None]
+    """Each run against the baseline (None for the baseline itself)."""
+    stats: list[Paired | None]
+    config: list[ConfigRow]
+    prompt_diffs: list[str]
+    matrix: list[CaseRow]
+    picker: list[dict[str, Any]]
+
+
+def picker(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    return rows(
+        con.execute(
+            "SELECT run_id, agent_name, prompt_version, finished_at, pass_rate FROM eval_runs "
+            "ORDER BY finished_at DESC, run_id DESC LIMIT ?",
+            [PICKER_LIMIT],
+        )
+    )
+
+
+def previous_of(con: duckdb.DuckDBPyConnection, ref: str) -> list[str]:
+    """The previous run of a run's agent and prompt version (its partition), and the run."""
+    run_id = resolve(con, ref)
+    found = con.execute("SELECT previous_run_id FROM v_runs WHERE run_id = ?", [run_id]).fetchone()
+    if not found or found[0] is None:
+        raise PageError(
+            "No previous run",
+            f"Run {run_id[:12]} is the first run of its prompt version: there is nothing "
+            "before it to compare with. Pick two runs on the Compare page.",
+        )
+    return [str(found[0]), run_id]
+
+
+def compare(
+    db: Path, refs: list[str], baseline_ref: str | None, previous: str | None = None
+) -> CompareData:
+    """``refs`` (the first is the baseline unless ``baseline_ref`` says), or the run
+    ``previous`` against the run before it."""
+    from holodeck_core.history.queries import compare_runs
+
+    if len(refs) > MAX_RUNS:
+        raise PageError(
+            "Too many runs", f"Compare takes two or three runs; the link names {len(refs)}."
+        )
+    with connect(db) as con:
+        require_runs(con, db)
+        choices = picker(con)
+        if previous:
+            refs = previous_of(con, previous)
+        ids = list(dict.fromkeys(resolve(con, ref) for ref in refs))
+        if len(ids) < 2:
+            return CompareData([], 0, [], [], [], [], [], choices)
+        base_id = resolve(con, baseline_ref) if baseline_ref else ids[0]
+        if base_id not in ids:
+            raise PageError(
+                "Baseline not among the runs",
+                f"baseline={baseline_ref!r} is not one of the compared runs; pick one of them.",
+            )
+        runs = [rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [i]))[0] for i in ids]
+        comparisons = [None if i == base_id else compare_runs(con, base_id, i) for i in ids]
+        matrix = _matrix(con, runs)
+        bodies = {i: _body(con, run) for i, run in zip(ids, runs, strict=True)}
+    base = ids.index(base_id)
+    stats = [_paired(matrix, base, k) if k != base else None for k in range(len(ids))]
+    config = _config(runs)
+    diffs = [
+        "" if k == base else _diff(bodies[ids[base]], bodies[i], runs[base], runs[k])
+        for k, i in enumerate(ids)
+    ]
+    return CompareData(runs, base, comparisons, stats, config, diffs, matrix, choices)
+
+
+def _matrix(con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]]) -> list[CaseRow]:
+    ids = [r["run_id"] for r in runs]
+    statuses: dict[str, list[str | None]] = {}
+    names: dict[str, str | None] = {}
+    for k, run_id in enumerate(ids):
+        for case_id, name, status in con.execute(
+            "SELECT case_id, test_name, status FROM test_results WHERE run_id = ? "
+            "ORDER BY case_index",
+            [run_id],
+        ).fetchall():
+            statuses.setdefault(case_id, [None] * len(ids))[k] = status
+            names.setdefault(case_id, name)
+    flaky = {
+        str(r[0])
+        for r in con.execute(
+            "SELECT DISTINCT case_id FROM v_flaky_cases WHERE (agent_slug, prompt_version) IN "
+            f"({', '.join('(?, ?)' for _ in runs)})",
+            [v for r in runs for v in (r["agent_slug"], r["prompt_version"])],
+        ).fetchall()
+    }
+    return [
+        CaseRow(case_id, names[case_id], found, case_id in flaky)
+        for case_id, found in statuses.items()
+    ]
+
+
+def _paired(matrix: list[CaseRow], base: int, other: int) -> Paired | None:
+    shared = [r for r in matrix if r.statuses[base] is not None and r.statuses[other] is not None]
+    if not shared:
+        return None
+    return paired(
+        [r.statuses[base] == "PASS" for r in shared],
+        [r.statuses[other] == "PASS" for r in shared],
+    )
+
+
+def _body(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> str | None:
+    found = con.execute(
+        "SELECT body FROM prompt_versions WHERE agent_slug = ? AND prompt_version = ? "
+        "AND body_hash IS NOT DISTINCT FROM ?",
+        [run["agent_slug"], run["prompt_version"], run["prompt_body_hash"]],
+    ).fetchone()
+    return found[0] if found else None
+
+
+def _diff(before: str | None, after: str | None, base: dict[str, Any], run: dict[str, Any]) -> str:
+    if before is None or after is None:
+        return "(a prompt body is not in the history: its snapshot was not registered)"
+    if before == after:
+        return ""
+    return "\n".join(
+        difflib.unified_diff(
+            before.splitlines(),
+            after.splitlines(),
+            fromfile=f"{base['prompt_version']} (baseline)",
+            tofile=str(run["prompt_version"]),
+            lineterm="",
+        )
+    )
+
+
+def _config(runs: list[dict[str, Any]]) -> list[ConfigRow]:
+    def text(value: Any) -> str:
+        return "-" if value is None else str(value)
+
+    models = []
+    for run in runs:
+        loaded = load_run_file(run.get("source_path"), run["run_id"]).run
+        models.append(loaded.metadata.agent_config.model if loaded is not None else None)
+    config = [
+        ConfigRow(label, [text(r[column]) for r in runs])
+        for label, column in (
+            ("agent", "agent_name"),
+            ("prompt version", "prompt_version"),
+            ("prompt body", "prompt_body_hash"),
+            ("model", "model_name"),
+            ("provider", "model_provider"),
+            ("judge model", "judge_model"),
+            ("test set", "dataset_hash"),
+            ("config hash", "config_hash"),
+            ("git commit", "git_commit"),
+        )
+    ]
+    for row in config:
+        if row.label in ("prompt body", "test set", "config hash"):
+            row.values = [v[:12] for v in row.values]
+    for param in MODEL_PARAMS:
+        config.append(
+            ConfigRow(param, [text(getattr(m, param, None)) if m else "?" for m in models])
+        )
+    return config

@@ -1,0 +1,270 @@
+"""The dashboard's reads: one short read-only connection per request (DESIGN §7.9).
+
+A connection is opened when a page is rendered and closed before the page is sent, so a
+writer (a nightly run, ``holodeck test``) never waits on the dashboard for longer than one
+query. Nothing is cached between requests: a run written a second ago is on the next page.
+The database is never migrated from here (that would make the dashboard a writer): an old
+schema is a page that says how to upgrade it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import parse_qs, urlencode
+
+from holodeck_core.errors import ConfigError, HolodeckError
+from holodeck_core.history import schema, store
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd  # type: ignore[import-untyped]
+
+READ_TIMEOUT_S = 10.0
+"""How long a page waits for a writer's lock (writers hold it for one short transaction)."""
+
+
+class PageError(HolodeckError):
+    """Bad input the page explains: a title and what to do about it."""
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__(message)
+        self.title = title
+        self.message = message
+
+
+def rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    columns = [d[0] for d in cursor.description or []]
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+@contextmanager
+def connect(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to a history at the current schema, or a :class:`PageError`."""
+    if not db.is_file():
+        raise PageError(
+            "No history database",
+            f"There is no history database at {db}. Run an evaluation first "
+            "(`holodeck test AGENT_YAML` or `holodeck demo`), ingest EvalRun files with "
+            "`holodeck history sync RESULTS_DIR`, or restart the dashboard with --db PATH "
+            "(or --seed for the example's runs).",
+        )
+    try:
+        con = store.connect_with_retry(db, read_only=True, timeout_s=READ_TIMEOUT_S)
+    except HolodeckError as exc:
+        raise PageError("Cannot open the history", str(exc)) from None
+    try:
+        version = schema.current_version(con)
+        if version == 0:
+            raise PageError(
+                "Not a history database",
+                f"{db} is a DuckDB file without the history tables. Point --db at the "
+                "history (default .holodeck/history.duckdb in the project root).",
+            )
+        if version < schema.LATEST_VERSION:
+            raise PageError(
+                "Old history schema",
+                f"The history at {db} has schema version {version}; this release reads "
+                f"version {schema.LATEST_VERSION}. The dashboard only reads, so upgrade it "
+                f"once with `holodeck history runs --db {db}` (any history command migrates "
+                "it in place), then reload this page.",
+            )
+        try:
+            schema.check_known(version, str(db))
+        except HolodeckError as exc:
+            raise PageError("Newer history schema", str(exc)) from None
+        yield con
+    finally:
+        con.close()
+
+
+def require_runs(con: duckdb.DuckDBPyConnection, db: Path) -> None:
+    (count,) = con.execute("SELECT count(*) FROM eval_runs").fetchone() or (0,)
+    if not count:
+        raise PageError(
+            "The history is empty",
+            f"The history at {db} holds no runs yet. Run `holodeck test AGENT_YAML`, "
+            "`holodeck demo`, or `holodeck history sync RESULTS_DIR`, then reload this page.",
+        )
+
+
+# --------------------------------------------------------------------------- filters
+
+
+@dataclass
+class Filters:
+    """The Summary's filters; the URL query string is their only home (deep links)."""
+
+    agents: list[str] = field(default_factory=list)
+    start: date | None = None
+    end: date | None = None
+    prompt_versions: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    triggers: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    min_pass_rate: float | None = None
+    """Percent, 0-100: runs at or above it."""
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "agents": "agent", "prompt_versions": "prompt", "models": "model",
+        "triggers": "trigger", "tags": "tag",
+    }  # fmt: skip
+    """List filters and their URL keys (values joined with commas)."""
+
+    @classmethod
+    def from_query(cls, query: dict[str, list[str]]) -> Filters:
+        found = cls()
+        for name, key in cls.KEYS.items():
+            values = [v for item in query.get(key, []) for v in item.split(",") if v]
+            setattr(found, name, values)
+        for key in ("from", "to"):
+            text = first(query, key)
+            if text:
+                try:
+                    setattr(found, "start" if key == "from" else "end", date.fromisoformat(text))
+                except ValueError:
+                    raise PageError(
+                        "Bad date in the link", f"{key}={text!r} is not a date; use YYYY-MM-DD."
+                    ) from None
+        text = first(query, "min_rate")
+        if text:
+            try:
+                found.min_pass_rate = float(text)
+            except ValueError:
+                found.min_pass_rate = -1.0
+            if not 0 <= found.min_pass_rate <= 100:
+                raise PageError(
+                    "Bad pass-rate threshold in the link",
+                    f"min_rate={text!r} is not a percentage; use a number from 0 to 100.",
+                )
+        return found
+
+    def to_query(self) -> str:
+        pairs: list[tuple[str, str]] = [
+            (key, ",".join(getattr(self, name))) for name, key in self.KEYS.items()
+            if getattr(self, name)
+        ]  # fmt: skip
+        if self.start:
+            pairs.append(("from", self.start.isoformat()))
+        if self.end:
+            pairs.append(("to", self.end.isoformat()))
+        if self.min_pass_rate is not None:
+            pairs.append(("min_rate", f"{self.min_pass_rate:g}"))
+        return "?" + urlencode(pairs) if pairs else ""
+
+    def where(self) -> tuple[str, list[Any]]:
+        """A WHERE clause over ``v_runs r`` (with ``tags``, the prompt's frontmatter tags)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, values in (
+            ("r.agent_name", self.agents),
+            ("r.prompt_version", self.prompt_versions),
+            ("r.model_name", self.models),
+            ("r.trigger", self.triggers),
+        ):
+            if values:
+                clauses.append(f"{column} IN ({', '.join('?' for _ in values)})")
+                params.extend(values)
+        if self.tags:
+            clauses.append("list_has_any(coalesce(p.tags, []), ?::VARCHAR[])")
+            params.append(self.tags)
+        if self.start:
+            clauses.append("r.day >= ?")
+            params.append(self.start)
+        if self.end:
+            clauses.append("r.day <= ?")
+            params.append(self.end)
+        if self.min_pass_rate is not None:
+            clauses.append("r.pass_rate >= ?")
+            params.append(self.min_pass_rate / 100)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def parse_query(search: str | None) -> dict[str, list[str]]:
+    return parse_qs((search or "").lstrip("?"))
+
+
+def first(query: dict[str, list[str]], key: str) -> str | None:
+    values = query.get(key)
+    return values[0] if values else None
+
+
+# --------------------------------------------------------------------------- summary
+
+FILTERED_RUNS = """
+SELECT r.run_id, r.agent_name, r.agent_slug, r.prompt_version, r.model_provider, r.model_name,
+       r.trigger, r.finished_at, r.total_tests, r.passed, r.failed, r.errored, r.pass_rate,
+       r.total_tokens, r.cost_usd, r.total_duration_ms, r.git_commit,
+       coalesce(p.tags, []) AS prompt_tags
+FROM v_runs r
+LEFT JOIN prompt_versions p
+  ON p.agent_slug = r.agent_slug AND p.prompt_version = r.prompt_version
+ AND p.body_hash = r.prompt_body_hash
+"""
+
+
+@dataclass
+class Options:
+    """What the filters can choose from (the whole history, not the filtered part)."""
+
+    agents: list[str]
+    prompt_versions: list[str]
+    models: list[str]
+    triggers: list[str]
+    tags: list[str]
+    first_day: date | None
+    last_day: date | None
+
+
+def options(con: duckdb.DuckDBPyConnection) -> Options:
+    def distinct(sql: str) -> list[str]:
+        return [str(r[0]) for r in con.execute(sql).fetchall() if r[0] is not None]
+
+    days = con.execute("SELECT min(day), max(day) FROM v_runs").fetchone() or (None, None)
+    return Options(
+        agents=distinct("SELECT DISTINCT agent_name FROM eval_runs ORDER BY 1"),
+        prompt_versions=distinct("SELECT DISTINCT prompt_version FROM eval_runs ORDER BY 1"),
+        models=distinct("SELECT DISTINCT model_name FROM eval_runs ORDER BY 1"),
+        triggers=distinct("SELECT DISTINCT trigger FROM eval_runs ORDER BY 1"),
+        tags=distinct("SELECT DISTINCT unnest(tags) FROM prompt_versions ORDER BY 1"),
+        first_day=days[0],
+        last_day=days[1],
+    )
+
+
+@dataclass
+class SummaryData:
+    runs: pd.DataFrame
+    """Filtered runs, oldest first."""
+    metrics: pd.DataFrame
+    """Per run and metric: mean score (``v_metric_trend``) of the filtered runs."""
+    options: Options
+
+
+def summary(db: Path, filters: Filters) -> SummaryData:
+    where, params = filters.where()
+    with connect(db) as con:
+        require_runs(con, db)
+        runs = con.execute(f"{FILTERED_RUNS}{where} ORDER BY r.finished_at, r.run_id", params).df()
+        metrics = con.execute(
+            "SELECT m.run_id, r.agent_name, m.prompt_version, m.finished_at, m.metric_name, "
+            "m.kind, m.unit, m.mean FROM v_metric_trend m "
+            f"JOIN ({FILTERED_RUNS}{where}) r USING (run_id) "
+            "ORDER BY m.finished_at, m.run_id",
+            params,
+        ).df()
+        return SummaryData(runs=runs, metrics=metrics, options=options(con))
+
+
+def resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
+    """A run id from a full id or unique prefix, or a page that says which run is missing."""
+    from holodeck_core.history.queries import resolve_run
+
+    try:
+        return resolve_run(con, ref)
+    except ConfigError as exc:
+        raise PageError("Run not found", f"{exc}. Pick a run from the Summary.") from None

@@ -1,0 +1,183 @@
+"""Explorer data: a run, its cases, one case's detail.
+
+Scores, statuses, tool calls and errors come from the history tables. What the tables do not
+hold (each turn's input and reply, processed files, expected tools, the redacted config
+snapshot) comes from the run's EvalRun file at ``source_path``, read through the history's own
+loader; when that file is gone the page says so and shows what the history has.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from holodeck_core.dashboard.data import PageError, connect, require_runs, resolve, rows
+from holodeck_core.errors import HolodeckError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from holodeck_core.models import EvalRun, TestResult
+
+RUN_LIST_LIMIT = 50
+
+
+@dataclass
+class RunFile:
+    """The EvalRun file behind a run, or why it cannot be read."""
+
+    run: EvalRun | None
+    problem: str | None = None
+
+
+def load_run_file(source_path: str | None, run_id: str) -> RunFile:
+    from holodeck_core.history.holodeck_format import NotAnEvalRun, load_run_file
+
+    if not source_path or not Path(source_path).is_file():
+        return RunFile(
+            None,
+            f"the run's EvalRun file ({source_path or 'not recorded'}) is gone: turns, "
+            "processed files and the config snapshot are not shown (scores, tool calls and "
+            "errors come from the history)",
+        )
+    try:
+        loaded = load_run_file(Path(source_path))
+    except (NotAnEvalRun, HolodeckError, ValueError, OSError) as exc:
+        return RunFile(None, f"{source_path} cannot be read: {str(exc)[:200]}")
+    if loaded.run_id != run_id:
+        return RunFile(None, f"{source_path} changed since it was ingested")
+    return RunFile(loaded.run)
+
+
+@dataclass
+class CaseDetail:
+    case: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+    result: TestResult | None
+    """The case in the EvalRun file (turns, files, expected tools), when the file is there."""
+
+
+@dataclass
+class Explorer:
+    run: dict[str, Any]
+    runs: list[dict[str, Any]]
+    cases: list[dict[str, Any]]
+    prompt: dict[str, Any]
+    run_file: RunFile
+    detail: CaseDetail | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def explorer(db: Path, run_ref: str | None, case_id: str | None) -> Explorer:
+    with connect(db) as con:
+        require_runs(con, db)
+        if run_ref:
+            run_id = resolve(con, run_ref)
+        else:
+            latest = con.execute(
+                "SELECT run_id FROM eval_runs ORDER BY finished_at DESC, run_id DESC LIMIT 1"
+            ).fetchone()
+            run_id = str(latest[0]) if latest else ""
+        (run,) = rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [run_id]))
+        runs = rows(
+            con.execute(
+                "SELECT run_id, prompt_version, finished_at, pass_rate, total_tests, trigger "
+                "FROM eval_runs WHERE agent_slug = ? ORDER BY finished_at DESC, run_id DESC "
+                "LIMIT ?",
+                [run["agent_slug"], RUN_LIST_LIMIT],
+            )
+        )
+        cases = rows(
+            con.execute(
+                "SELECT case_id, test_name, status, turn_count, tools_matched, "
+                "execution_time_ms FROM test_results WHERE run_id = ? ORDER BY case_index",
+                [run_id],
+            )
+        )
+        prompts = rows(
+            con.execute(
+                "SELECT label, prompt_version, author, description, tags, body, file_path "
+                "FROM prompt_versions WHERE agent_slug = ? AND prompt_version = ? "
+                "AND body_hash IS NOT DISTINCT FROM ?",
+                [run["agent_slug"], run["prompt_version"], run["prompt_body_hash"]],
+            )
+        )
+        detail = _case(con, run_id, case_id) if case_id else None
+    run_file = load_run_file(run.get("source_path"), run_id)
+    config: dict[str, Any] = {}
+    if run_file.run is not None:
+        config = run_file.run.metadata.agent_config.model_dump(mode="json", exclude_none=True)
+        if detail is not None:
+            detail.result = _result_of(run_file.run, detail.case)
+    return Explorer(
+        run=run,
+        runs=runs,
+        cases=cases,
+        prompt=prompts[0] if prompts else {},
+        run_file=run_file,
+        detail=detail,
+        config=config,
+    )
+
+
+def _case(con: duckdb.DuckDBPyConnection, run_id: str, case_id: str) -> CaseDetail:
+    found = rows(
+        con.execute(
+            "SELECT * FROM test_results WHERE run_id = ? AND case_id = ?", [run_id, case_id]
+        )
+    )
+    if not found:
+        raise PageError(
+            "Case not found",
+            f"Run {run_id[:12]} has no case {case_id!r}. Pick a case from the run's list.",
+        )
+    metrics = rows(
+        con.execute(
+            "SELECT turn_index, metric_name, kind, score, raw_score, unit, threshold, "
+            "direction, passed, error, reasoning, judge_model FROM metric_results "
+            "WHERE run_id = ? AND case_id = ? ORDER BY turn_index NULLS FIRST, metric_index",
+            [run_id, case_id],
+        )
+    )
+    tools = rows(
+        con.execute(
+            "SELECT turn_index, call_index, name, args, result, bytes, duration_ms, error "
+            "FROM tool_invocations WHERE run_id = ? AND case_id = ? ORDER BY call_index",
+            [run_id, case_id],
+        )
+    )
+    for tool in tools:
+        tool["args"] = _pretty(tool["args"])
+        tool["result"] = _pretty(tool["result"])
+    errors = rows(
+        con.execute(
+            "SELECT source, name, turn_index, message FROM v_errors "
+            "WHERE run_id = ? AND case_id = ? ORDER BY source, turn_index NULLS FIRST",
+            [run_id, case_id],
+        )
+    )
+    return CaseDetail(case=found[0], metrics=metrics, tools=tools, errors=errors, result=None)
+
+
+def _pretty(text: str | None) -> str:
+    if text is None:
+        return "null"
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def _result_of(run: EvalRun, case: dict[str, Any]) -> TestResult | None:
+    from holodeck_core.history.rows import derived_case_ids
+
+    results = run.report.results
+    ids = derived_case_ids(results)
+    for case_id, result in zip(ids, results, strict=True):
+        if case_id == case["case_id"]:
+            return result
+    return None

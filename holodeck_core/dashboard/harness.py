@@ -1,0 +1,66 @@
+"""Run the dashboard in a child process and drive it with Chromium (tests, bench, docs).
+
+The server is the real ``holodeck dashboard`` command on 127.0.0.1; it is ended by its own
+process id. The browser is Debian's ``/usr/bin/chromium`` driven by Playwright (a dev
+dependency, imported here only when a browser is launched).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running(db: Path, log: IO[Any], *, port: int | None = None) -> Iterator[str]:
+    """``holodeck dashboard --db DB`` in a child process; yields its base URL once it answers.
+    Its stdout and stderr go to ``log``."""
+    port = port or free_port()
+    command = [sys.executable, "-m", "holodeck_core.cli", "dashboard", "--db", str(db)]
+    process = subprocess.Popen([*command, "--port", str(port)], stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the dashboard exited with {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{base}/_dash-layout", timeout=2):
+                    break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the dashboard did not answer in time") from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def launch(playwright: Playwright) -> Browser:
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

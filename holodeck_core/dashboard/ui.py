@@ -1,0 +1,128 @@
+"""Shared pieces of the pages: formatting, status badges, notices and the stylesheet."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dash import dcc, html
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #1f2933; background: #f7f8fa; }
+.nav { display: flex; gap: 1.5rem; align-items: center; padding: .6rem 1.2rem;
+       background: #1f2933; color: #fff; }
+.nav a { color: #cbd2d9; text-decoration: none; font-weight: 600; }
+.nav a:hover { color: #fff; }
+.nav .db { margin-left: auto; font-size: .8rem; color: #9aa5b1; }
+.page { padding: 1rem 1.2rem; }
+.filters { display: grid; grid-template-columns: repeat(4, minmax(180px, 1fr)); gap: .6rem;
+           margin-bottom: 1rem; }
+.filters label { font-size: .75rem; color: #52606d; display: block; }
+.kpis { display: flex; gap: .8rem; margin-bottom: 1rem; flex-wrap: wrap; }
+.kpi { background: #fff; border: 1px solid #e4e7eb; border-radius: 6px; padding: .6rem 1rem;
+       min-width: 150px; }
+.kpi .label { font-size: .75rem; color: #52606d; }
+.kpi .value { font-size: 1.5rem; font-weight: 700; }
+.kpi .sub { font-size: .75rem; color: #7b8794; }
+.card { background: #fff; border: 1px solid #e4e7eb; border-radius: 6px; padding: .8rem;
+        margin-bottom: 1rem; }
+.cols { display: grid; grid-template-columns: 260px 300px 1fr; gap: .8rem; }
+.list a { display: block; padding: .3rem .4rem; border-radius: 4px; color: inherit;
+          text-decoration: none; font-size: .85rem; }
+.list a:hover { background: #eef2f7; }
+.list a.current { background: #dbe7ff; font-weight: 600; }
+.badge { display: inline-block; padding: 0 .4rem; border-radius: 3px; font-size: .75rem;
+         font-weight: 700; color: #fff; margin-right: .3rem; }
+.PASS { background: #2f9e44; } .FAIL { background: #e03131; } .ERROR { background: #f08c00; }
+.none { background: #adb5bd; }
+.bubble { padding: .5rem .7rem; border-radius: 8px; margin: .3rem 0; white-space: pre-wrap; }
+.user { background: #e7f0ff; } .agent { background: #f1f3f5; }
+.turn { border-left: 3px solid #c1c7d0; padding-left: .6rem; margin-bottom: .8rem; }
+pre { background: #f8f9fa; padding: .5rem; overflow-x: auto; font-size: .8rem; margin: .3rem 0; }
+table.grid { border-collapse: collapse; font-size: .85rem; }
+table.grid td, table.grid th { border: 1px solid #e4e7eb; padding: .25rem .5rem; text-align: left; }
+table.grid tr.differs td { background: #fff4e6; }
+td.regression { outline: 3px solid #c92a2a; outline-offset: -3px; }
+td.fixed::after { content: " fixed"; color: #2f9e44; font-size: .7rem; font-weight: 700; }
+.flaky { color: #9c36b5; font-size: .7rem; font-weight: 700; margin-left: .3rem; }
+.better { color: #2f9e44; } .worse { color: #c92a2a; }
+.notice { max-width: 720px; margin: 3rem auto; background: #fff; border: 1px solid #f0c36d;
+          border-radius: 6px; padding: 1rem 1.4rem; }
+.muted { color: #7b8794; font-size: .8rem; }
+"""
+
+INDEX = (
+    """<!DOCTYPE html>
+<html><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>"""
+    + CSS
+    + """</style>
+</head><body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body></html>"""
+)
+
+PLOTLY_URL = "/_dash-component-suites/plotly/package_data/plotly.min.js"
+EARLY_PLOTLY = (
+    "<script>window.Plotly=new Promise(function(ok,fail){var s=document.createElement('script');"
+    f"s.src='{PLOTLY_URL}';s.onload=function(){{ok(window.Plotly)}};s.onerror=fail;"
+    "document.head.appendChild(s)});</script>"
+)
+"""Plotly fetched from the page's first line. Dash's Graph loads ``plotly.min.js`` itself
+unless ``window.Plotly`` is set, and waits on it with ``Promise.resolve``: here it is a
+promise until the script runs (the script then replaces it with Plotly itself), so the file
+is fetched and parsed once, while the server renders the page."""
+
+
+def notice(title: str, message: str) -> html.Div:
+    return html.Div(
+        [html.H2(title), html.P(message), dcc.Link("Back to the Summary", href="/")],
+        className="notice",
+        id="notice",
+    )
+
+
+def pct(value: Any) -> str:
+    return "-" if _missing(value) else f"{100 * float(value):.1f}%"
+
+
+def num(value: Any) -> str:
+    return "-" if _missing(value) else f"{int(value):,}"
+
+
+def usd(value: Any) -> str:
+    return "-" if _missing(value) else f"${float(value):.4f}"
+
+
+def score(value: Any) -> str:
+    return "-" if _missing(value) else f"{float(value):.3g}"
+
+
+def short(run_id: str) -> str:
+    return run_id[:12]
+
+
+def when(value: Any) -> str:
+    return "-" if _missing(value) else str(value)[:19].replace("T", " ")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def badge(status: str | None) -> html.Span:
+    return html.Span(status or "-", className=f"badge {status or 'none'}")
+
+
+def kpi(label: str, value: str, sub: str = "", kpi_id: str = "") -> html.Div:
+    return html.Div(
+        [html.Div(label, className="label"), html.Div(value, className="value"),
+         html.Div(sub, className="sub")],
+        className="kpi",
+        id=kpi_id or f"kpi-{label.lower().replace(' ', '-')}",
+    )  # fmt: skip
+
+
+def grid(header: list[Any], body: list[list[Any]], table_id: str = "") -> html.Table:
+    children = [html.Thead(html.Tr([html.Th(h) for h in header])),
+                html.Tbody([html.Tr([html.Td(c) for c in row]) for row in body])]  # fmt: skip
+    if table_id:
+        return html.Table(children, className="grid", id=table_id)
+    return html.Table(children, className="grid")

@@ -1,0 +1,265 @@
+"""The dashboard's data layer, statistics, links, CLI wiring and Dagster deep links (no
+browser: those are in test_dashboard_browser.py)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from holodeck_core.cli import build_parser, main
+from holodeck_core.dashboard import app as dashboard_app
+from holodeck_core.dashboard import comparison, data, detail, stats
+from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
+from holodeck_core.dashboard.summary import MAX_MARKERS, change_points
+from holodeck_core.history import schema, store
+from holodeck_core.history.ingest import ingest_runs
+from tests.test_history import HISTORY, build_history, day, make_run, query, write_run
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    db = tmp_path / "history.duckdb"
+    build_history(db)
+    return db
+
+
+def test_filters_round_trip_through_the_url() -> None:
+    filters = data.Filters(
+        agents=["support-bot"], start=date(2026, 5, 1), end=date(2026, 5, 3),
+        prompt_versions=["v2", "v3"], triggers=["nightly"], tags=["support"], min_pass_rate=50,
+    )  # fmt: skip
+    query = filters.to_query()
+    assert query.startswith("?agent=support-bot&prompt=v2%2Cv3")
+    assert data.Filters.from_query(data.parse_query(query)) == filters
+    assert data.Filters().to_query() == ""
+
+
+@pytest.mark.parametrize(
+    ("query", "title"),
+    [("min_rate=abc", "pass-rate threshold"), ("min_rate=120", "pass-rate threshold"),
+     ("from=2026-13-01", "Bad date")],
+)  # fmt: skip
+def test_bad_filters_are_page_errors(query: str, title: str) -> None:
+    with pytest.raises(data.PageError) as caught:
+        data.Filters.from_query(data.parse_query(query))
+    assert title in caught.value.title
+
+
+def test_summary_filters_runs(history: Path) -> None:
+    def run_ids(**kwargs: Any) -> list[str]:
+        return list(data.summary(history, data.Filters(**kwargs)).runs["run_id"])
+
+    assert run_ids() == [r[0] for r in HISTORY]  # oldest first
+    assert run_ids(prompt_versions=["v3"]) == ["r4", "r5"]
+    assert run_ids(triggers=["manual"]) == ["r2"]
+    assert run_ids(min_pass_rate=75) == ["r1", "r3", "r4"]
+    assert run_ids(start=day(1).date(), end=day(2).date()) == ["r3", "r4"]
+    assert run_ids(tags=["support"]) == [r[0] for r in HISTORY]
+    assert run_ids(tags=["other"]) == []
+    result = data.summary(history, data.Filters(prompt_versions=["v3"]))
+    assert set(result.metrics["run_id"]) == {"r4", "r5"}
+    assert result.options.prompt_versions == ["v2", "v3"]
+    assert result.options.tags == ["support"]
+
+
+def test_change_markers_at_each_version_change_then_first_appearances(history: Path) -> None:
+    runs = data.summary(history, data.Filters()).runs
+    assert [label for _, label in change_points(runs)] == ["prompt v3"]
+    alternating = runs.iloc[[i % len(runs) for i in range(2 * MAX_MARKERS)]].copy()
+    versions = ["a" if i % 2 else "b" for i in range(len(alternating) - 1)] + ["c"]
+    alternating["prompt_version"] = versions  # A/B runs: too many changes to mark each
+    alternating["finished_at"] = range(len(alternating))
+    assert [label for _, label in change_points(alternating)] == ["prompt a", "prompt c"]
+
+
+def test_connect_explains_missing_empty_old_and_foreign_files(tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+
+    def title() -> str:
+        with pytest.raises(data.PageError) as caught, data.connect(db) as con:
+            data.require_runs(con, db)
+        return caught.value.title
+
+    assert title() == "No history database"
+    con = store.connect_with_retry(db, read_only=False)
+    con.execute("CREATE TABLE other (x INTEGER)")
+    con.close()
+    assert title() == "Not a history database"
+    db.unlink()
+    con = store.connect_with_retry(db, read_only=False)
+    schema.migrate(con, target=2)
+    con.close()
+    assert title() == "Old history schema"
+    with store.reader(db) as con:  # what the page tells the user to run upgrades it
+        pass
+    assert title() == "The history is empty"
+    con = store.connect_with_retry(db, read_only=False)
+    con.execute("INSERT INTO schema_version (version, description) VALUES (99, 'future')")
+    con.close()
+    assert title() == "Newer history schema"
+
+
+def test_pages_hold_no_connection_between_requests(history: Path) -> None:
+    dashboard_app.render(history, "/", "")
+    dashboard_app.render(history, "/explorer", "?run=r5&case=weather-paris")
+    dashboard_app.render(history, "/compare", "?runs=r4,r5")
+    with store.writer(history, timeout_s=0):  # a writer gets the file at once
+        pass
+
+
+def test_explorer_reads_the_eval_run_file_when_it_is_there(tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+    run = make_run("PPFP", day(0), run_id="with-file")
+    path = write_run(tmp_path / "results", run)
+    from holodeck_core.history.ingest import ingest_run
+
+    assert ingest_run(db, run, source_path=path)
+    found = detail.explorer(db, "with-file", "weather-paris")
+    assert found.detail is not None and found.detail.result is not None
+    assert found.detail.result.test_id == "weather-paris"
+    assert found.config["name"] == "support-bot" and found.run_file.problem is None
+    path.unlink()
+    gone = detail.explorer(db, "with-f", "weather-paris")  # a unique prefix resolves
+    assert gone.detail is not None and gone.detail.result is None
+    assert gone.run_file.problem and "is gone" in gone.run_file.problem
+    assert gone.config == {}
+
+
+def test_explorer_defaults_to_the_latest_run_and_names_missing_ones(history: Path) -> None:
+    assert detail.explorer(history, None, None).run["run_id"] == "r5"
+    with pytest.raises(data.PageError, match="not found"):
+        detail.explorer(history, "zzzz-missing", None)
+    with pytest.raises(data.PageError, match="has no case"):
+        detail.explorer(history, "r5", "no-such-case")
+
+
+def test_compare_matrix_flips_flaky_and_config(history: Path) -> None:
+    result = comparison.compare(history, ["r1", "r3"], None)
+    assert [r["run_id"] for r in result.runs] == ["r1", "r3"] and result.baseline == 0
+    statuses = {row.case_id: row.statuses for row in result.matrix}
+    assert statuses["weather-paris"] == ["FAIL", "ERROR"]
+    assert statuses["refund-policy"] == ["PASS", "PASS"]
+    # v_flaky_cases: order-status went P, F, P and weather-paris F, F, E across v2's runs
+    assert {row.case_id for row in result.matrix if row.flaky} == {"order-status", "weather-paris"}
+    other = result.comparisons[1]
+    assert other is not None and other.common_cases == 4
+    paired = result.stats[1]
+    assert paired is not None and (paired.fixed, paired.broken) == (0, 0)
+    rows = {row.label: row for row in result.config}
+    assert not rows["prompt version"].differs and rows["temperature"].values == ["?", "?"]
+    across = comparison.compare(history, ["r3", "r4"], "r4")
+    assert across.baseline == 1
+    assert {row.label for row in across.config if row.differs} >= {"prompt version", "prompt body"}
+    previous = comparison.compare(history, [], None, previous="r5")
+    assert [r["run_id"] for r in previous.runs] == ["r4", "r5"]
+
+
+@pytest.mark.parametrize(
+    ("refs", "baseline", "previous", "title"),
+    [(["r1", "r2", "r3", "r4"], None, None, "Too many runs"),
+     (["r1", "r2"], "r5", None, "Baseline not among the runs"),
+     (["r1", "nope"], None, None, "Run not found"),
+     ([], None, "r1", "No previous run")],
+)  # fmt: skip
+def test_compare_bad_input(
+    history: Path, refs: list[str], baseline: str | None, previous: str | None, title: str
+) -> None:
+    with pytest.raises(data.PageError) as caught:
+        comparison.compare(history, refs, baseline, previous)
+    assert caught.value.title == title
+
+
+def test_compare_with_one_run_returns_only_the_picker(history: Path) -> None:
+    result = comparison.compare(history, ["r1"], None)
+    assert result.runs == [] and {r["run_id"] for r in result.picker} == {r[0] for r in HISTORY}
+
+
+def test_paired_statistics() -> None:
+    assert stats.mcnemar_exact(0, 8) == pytest.approx(2 / 256)
+    assert stats.mcnemar_exact(3, 3) == 1.0 and stats.mcnemar_exact(0, 0) == 1.0
+    better = stats.paired([False] * 8 + [True] * 17, [True] * 25)
+    assert (better.fixed, better.broken, better.n) == (8, 0, 25)
+    assert better.mean_diff == pytest.approx(0.32) and better.verdict == "improvement"
+    assert better.low < 0.32 < better.high
+    worse = stats.paired([True] * 25, [False] * 8 + [True] * 17)
+    assert worse.verdict == "regression"
+    assert stats.paired([True, False], [False, True]).verdict == "no significant change"
+    low, high = stats.wilson(17, 25) or (0.0, 0.0)
+    assert low == pytest.approx(0.4841, abs=1e-3) and high == pytest.approx(0.8284, abs=1e-3)
+    assert stats.wilson(0, 0) is None
+
+
+def test_links() -> None:
+    assert explorer_href("r1", "case a") == "/explorer?run=r1&case=case+a"
+    assert compare_href(["a", "b"]) == "/compare?runs=a%2Cb"
+    assert compare_href(["a", "b"], "a") == "/compare?runs=a%2Cb"
+    assert (
+        compare_href(["a", "b"], "b", base="http://h/") == "http://h/compare?runs=a%2Cb&baseline=b"
+    )
+    assert dashboard_links("http://127.0.0.1:8501", "r9") == {
+        "dashboard_run": "http://127.0.0.1:8501/explorer?run=r9",
+        "dashboard_compare_previous": "http://127.0.0.1:8501/compare?previous_of=r9",
+    }
+
+
+def test_report_summary_metadata_links_to_the_dashboard_when_configured() -> None:
+    from holodeck_pipelines.assets import report_metadata
+
+    run = make_run("PPFP", day(0), run_id="r-linked")
+    assert "dashboard_run" not in report_metadata(run, "x.json")
+    linked = report_metadata(run, "x.json", "http://dash.local:8501/")
+    assert linked["dashboard_run"].url == "http://dash.local:8501/explorer?run=r-linked"
+    assert linked["dashboard_compare_previous"].url.endswith("/compare?previous_of=r-linked")
+
+
+def test_dashboard_command_and_holodeck_alias(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    served: list[dict[str, Any]] = []
+    monkeypatch.setattr("dash.Dash.run", lambda self, **kwargs: served.append(kwargs))
+    assert main(["test", "view", "--db", str(tmp_path / "h.duckdb"), "--port", "9999"]) == 0
+    assert main(["dashboard"]) == 0
+    assert served == [
+        {"host": "127.0.0.1", "port": 9999, "debug": False},
+        {"host": "127.0.0.1", "port": 8501, "debug": False},
+    ]
+    args = build_parser().parse_args(["dashboard", "examples/acme-support/agent.yaml"])
+    assert isinstance(args, argparse.Namespace) and args.agent.endswith("agent.yaml")
+
+
+def test_help_does_not_import_dash() -> None:
+    code = (
+        "import sys; from holodeck_core.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('dash', 'plotly', 'duckdb') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_many_runs_summary_is_one_query_per_part(tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+    runs = [make_run("PPPF", day(i % 20, 8 + i // 20), run_id=f"m{i:03d}") for i in range(60)]
+    assert len(ingest_runs(db, runs).ingested) == 60
+    result = data.summary(db, data.Filters())
+    assert len(result.runs) == 60 and result.runs["run_id"].is_unique
+
+
+@pytest.mark.slow
+def test_seed_fills_a_history_with_the_examples_two_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holodeck_core.dashboard.command import seed_history
+
+    for name in ("HOLODECK_HOME", "HOLODECK_HISTORY_DB", "HOLODECK_MODEL_ENDPOINT"):
+        monkeypatch.setenv(name, "")  # seed_history sets them; these restore them afterwards
+    db = seed_history(tmp_path)
+    assert query(
+        db,
+        "SELECT prompt_version, passed, total_tests, trigger FROM eval_runs ORDER BY finished_at",
+    ) == [("v1", 17, 25, "cli"), ("v2", 25, 25, "cli")]

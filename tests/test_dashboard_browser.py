@@ -1,0 +1,299 @@
+"""The dashboard in a real browser (Playwright driving Debian's Chromium).
+
+The history is built from real runs: ``holodeck demo`` (Dagster, prompt v1 then v2) on a copy
+of the project, one CLI run, and HoloDeck 0.7.1 files imported from the corpus. The dashboard
+is the real ``holodeck dashboard`` command in a child process; each test reads what a person
+would read on the page.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from holodeck_core.cli import main
+from holodeck_core.dashboard.harness import CHROMIUM, launch, running
+from holodeck_core.history import schema, store
+from holodeck_core.history.ingest import ingest_paths, ingest_run
+from holodeck_core.testing import load_rules, run_model_server
+from tests.conftest import REPO
+from tests.test_history import GENERATED, make_run, query
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+EXAMPLE = REPO / "examples" / "acme-support"
+V2_FIXED = {
+    "cancel-conversation", "return-window", "refund-timing", "shipping-cost", "price-match",
+    "support-hours", "club-discount", "free-shipping-export",
+}  # fmt: skip
+
+
+def need_chromium(path: Path = CHROMIUM) -> None:
+    """Skip without Chromium, except under CI=true, where a skip would hide the tests."""
+    if path.exists():
+        return
+    reason = f"no Chromium at {path} (apt-get install -y chromium)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests cannot skip under CI=true: {reason}")
+    pytest.skip(reason)
+
+
+def test_browser_tests_fail_instead_of_skipping_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="cannot skip under CI=true"):
+        need_chromium(Path("/nonexistent/chromium"))
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="no Chromium"):
+        need_chromium(Path("/nonexistent/chromium"))
+
+
+@dataclass(frozen=True)
+class History:
+    root: Path
+    db: Path
+    v1: str
+    v2: str
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    need_chromium()
+    from holodeck_pipelines.demo import run_demo
+
+    root = tmp_path_factory.mktemp("dashboard-project")
+    for name in ("holodeck.yaml", "dagster.yaml"):
+        shutil.copy(REPO / name, root / name)
+    agent_dir = root / "examples" / "acme-support"
+    shutil.copytree(EXAMPLE, agent_dir, ignore=shutil.ignore_patterns(".holodeck", "results"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOLODECK_HOME", str(root / ".holodeck"))
+        patch.setenv("DAGSTER_HOME", str(root))
+        patch.setenv("HOLODECK_MODEL_ENDPOINT", "")
+        for name in ("HOLODECK_HISTORY_DB", "HOLODECK_AGENTS", "OPENAI_API_KEY"):
+            patch.delenv(name, raising=False)
+        patch.chdir(root)
+        assert run_demo(root) == 0
+        with run_model_server(load_rules(agent_dir / "model-rules.yaml")) as server:
+            patch.setenv("HOLODECK_MODEL_ENDPOINT", server.openai_base_url)
+            assert (
+                main(["test", str(agent_dir / "agent.yaml"), "-q", "--prompt-version", "v2"]) == 0
+            )
+    db = root / ".holodeck" / "history.duckdb"
+    if GENERATED.is_dir():
+        assert ingest_paths(db, [GENERATED]).ingested
+    ((v1,),) = query(
+        db, "SELECT run_id FROM eval_runs WHERE trigger = 'manual' AND prompt_version = 'v1'"
+    )
+    ((v2,),) = query(
+        db, "SELECT run_id FROM eval_runs WHERE trigger = 'manual' AND prompt_version = 'v2'"
+    )
+    return History(root=root, db=db, v1=v1, v2=v2)
+
+
+@pytest.fixture(scope="module")
+def browser(history: History) -> Iterator[Browser]:
+    """After the history: Playwright's sync API runs an event loop in this thread, and the
+    runs behind the history call asyncio.run."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = launch(playwright)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def server(
+    history: History, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    log_path = tmp_path_factory.mktemp("dashboard-log") / "server.log"
+    with log_path.open("w") as log, running(history.db, log) as base:
+        yield base, log_path
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def visit(page: Page, server: tuple[str, Path], path: str, selector: str) -> None:
+    page.goto(server[0] + path)
+    page.wait_for_selector(selector)
+
+
+def chart_annotations(page: Page, chart: str) -> list[str]:
+    texts = page.evaluate(
+        f"() => document.querySelector('#{chart} .js-plotly-plot').layout.annotations"
+        ".map(a => a.text)"
+    )
+    return [str(t) for t in texts]
+
+
+def test_summary_shows_both_prompt_versions_with_a_marker_at_the_change(
+    page: Page, server: tuple[str, Path], history: History
+) -> None:
+    visit(page, server, "/", "#summary-page #pass-rate-chart .js-plotly-plot")
+    assert "acme-support: prompt v2" in chart_annotations(page, "pass-rate-chart")
+    series = page.evaluate(
+        "() => document.querySelector('#pass-rate-chart .js-plotly-plot').data"
+        ".filter(t => t.name === 'acme-support')[0].text"
+    )
+    assert list(series) == ["v1", "v2", "v2"]
+    table = page.inner_text("#runs-table")
+    assert "v1" in table and "v2" in table and "fake-bench-agent" in table
+    assert page.inner_text("#kpi-runs .value") == "6"  # 2 Dagster + 1 CLI + 3 imported
+    kinds = page.inner_text("#metric-trends")
+    assert all(kind in kinds for kind in ("standard", "rag", "geval", "code"))
+    header = page.locator("#runs-table th", has_text="pass rate %")
+    header.locator(".column-header--sort").click()  # ascending
+    first = page.locator("#runs-table td[data-dash-column=pass_rate_pct]").first
+    ((lowest,),) = query(history.db, "SELECT round(100 * min(pass_rate), 1) FROM eval_runs")
+    assert float(first.inner_text()) == lowest
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export").click()
+    csv = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+    assert csv[0].startswith('"",finished,agent,prompt') or "pass rate %" in csv[0]
+    assert len(csv) == 1 + 6 and any(",v1," in line for line in csv)
+
+
+def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -> None:
+    visit(page, server, "/", "#summary-page")
+    page.click("#f-agent")
+    page.keyboard.type("acme-support")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/?agent=acme-support")
+    page.wait_for_function("document.querySelector('#kpi-runs .value').innerText === '3'")
+    page.fill("#f-min-rate", "90")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/?agent=acme-support&min_rate=90")
+    page.wait_for_function("document.querySelector('#kpi-runs .value').innerText === '2'")
+    page.reload()  # the link is the whole state
+    page.wait_for_selector("#summary-page")
+    assert page.inner_text("#kpi-runs .value") == "2"
+    assert page.inner_text("#f-agent") == "acme-support"
+    assert "fake-bench-agent" not in page.inner_text("#runs-table")
+
+
+def test_explorer_shows_a_multi_turn_case_and_a_tool_call(
+    page: Page, server: tuple[str, Path], history: History
+) -> None:
+    visit(page, server, "/", "#runs-table")
+    page.get_by_role("link", name=history.v1[:12]).click()
+    page.wait_for_selector("#explorer-page")
+    page.click("#case-cancel-conversation")
+    page.wait_for_selector("#turn-2")
+    assert "Hi! What's the status of order A-1002?" in page.inner_text("#turn-0")
+    assert "Can I still cancel it before it ships?" in page.inner_text("#turn-1")
+    turn3 = page.locator("#turn-2")
+    assert "Please cancel order A-1002." in turn3.inner_text()
+    turn3.get_by_text("tool call: cancel_order").click()
+    call = turn3.locator(".tool-call")
+    assert '"order_id": "A-1002"' in call.locator(".tool-args").inner_text()
+    assert "cancelled" in call.locator(".tool-result").inner_text()
+    assert "Expected tools: matched" in turn3.inner_text()
+    metrics = page.inner_text("#metrics-table")
+    assert "regex" in metrics and "no match" in metrics  # the failing turn's reason
+    page.get_by_text("Config snapshot (redacted)").click()
+    snapshot = page.inner_text("#config-snapshot")
+    assert "gpt-4o-mini" in snapshot and "sk-offline-demo-key" not in snapshot
+    assert "v1" in page.inner_text("#prompt-snapshot")
+    page.click("#case-invoice-total")
+    page.wait_for_selector("#processed-files")
+    assert "invoice-1042.pdf" in page.inner_text("#processed-files")
+
+
+def test_compare_v1_and_v2_shows_the_eight_cases_v2_fixed(
+    page: Page, server: tuple[str, Path], history: History
+) -> None:
+    visit(page, server, "/?agent=acme-support", "#runs-table")
+    for run_id in (history.v1, history.v2):
+        row = page.locator("#runs-table tr", has_text=run_id[:12])
+        row.locator("input[type=checkbox]").check()
+    page.click("#compare-selected")
+    page.wait_for_selector("#case-matrix")
+    assert page.inner_text("#flip-counts").startswith("8 fixed · 0 regressed")
+    fixed = page.locator("#case-matrix tr:has(td.fixed)")
+    ids = {(fixed.nth(i).get_attribute("id") or "")[len("row-") :] for i in range(fixed.count())}
+    assert ids == V2_FIXED
+    assert "improvement" in page.inner_text("#paired-stats")
+    prompt_row = page.locator("#config-diff tr", has_text="prompt version")
+    assert "differs" in (prompt_row.get_attribute("class") or "")
+    assert "ACME policy" in page.inner_text(".prompt-diff")
+    # the baseline can be switched: v1's fixes become v2's regressions
+    compared = f"/compare?runs={history.v1},{history.v2}&baseline={history.v2}"
+    visit(page, server, compared, "#case-matrix")
+    assert page.locator("#case-matrix td.regression").count() == 8
+
+
+def test_a_run_written_while_the_dashboard_is_open_appears_on_refresh(
+    page: Page, server: tuple[str, Path], history: History
+) -> None:
+    visit(page, server, "/", "#summary-page")
+    before = int(page.inner_text("#kpi-runs .value"))
+    ((last,),) = query(history.db, "SELECT max(finished_at) FROM eval_runs")
+    run = make_run("PPFP", last + timedelta(hours=1), run_id="written-while-open")
+    # lock_timeout=0: the write may not wait at all, so a dashboard holding the file fails it
+    assert ingest_run(history.db, run, lock_timeout=0)
+    page.reload()
+    page.wait_for_selector("#summary-page")
+    assert int(page.inner_text("#kpi-runs .value")) == before + 1
+    assert "support-bot" in page.inner_text("#runs-table")
+
+
+@pytest.mark.parametrize(
+    ("path", "title"),
+    [
+        ("/explorer?run=no-such-run", "Run not found"),
+        ("/explorer?run={v1}&case=no-such-case", "Case not found"),
+        ("/compare?runs=nope1,nope2", "Run not found"),
+        ("/compare?runs=a,b,c,d", "Too many runs"),
+        ("/?min_rate=abc", "Bad pass-rate threshold in the link"),
+        ("/?from=yesterday", "Bad date in the link"),
+        ("/nowhere", "Page not found"),
+    ],
+)
+def test_bad_links_show_a_page_that_says_so(
+    page: Page, server: tuple[str, Path], history: History, path: str, title: str
+) -> None:
+    visit(page, server, path.format(v1=history.v1), "#notice")
+    log = server[1]
+    assert page.inner_text("#notice h2") == title
+    assert "Traceback" not in page.content()
+    assert "Traceback" not in log.read_text()
+
+
+def test_missing_empty_and_old_histories_show_their_fix(page: Page, tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+    log_path = tmp_path / "server.log"
+    with log_path.open("w") as log, running(db, log) as base:
+
+        def notice() -> str:
+            page.goto(base + "/")
+            page.wait_for_selector("#notice")
+            return page.inner_text("#notice")
+
+        assert "No history database" in notice() and str(db) in notice()
+        with store.writer(db):
+            pass
+        assert "The history is empty" in notice()
+        db.unlink()
+        con = store.connect_with_retry(db, read_only=False)
+        schema.migrate(con, target=1)
+        con.close()
+        text = notice()
+        assert "Old history schema" in text and "holodeck history runs --db" in text
+        assert query(db, "SELECT max(version) FROM schema_version") == [(1,)]  # not migrated
+        db.write_text("not a database")
+        assert "Cannot open the history" in notice()
+    assert "Traceback" not in log_path.read_text()
