@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from holodeck_core.agents.base import ModelClient
 from holodeck_core.agents.messages import Message, ToolSpec
 from holodeck_core.calls.errors import ModelCallError
+from holodeck_core.calls.scheduler import endpoint_key
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import LLMProvider, PromptTool
 from holodeck_core.tools.runtime import ToolContext, ToolOutput
@@ -73,6 +74,7 @@ class PromptRuntime:
                 lambda: client.complete(
                     self._system, [Message(role="user", text=text)], timeout=timeout
                 ),
+                endpoint=endpoint_key(client.model),
                 timeout=timeout,
             )
         except ModelCallError as exc:

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
-from holodeck_core.calls.scheduler import CallScheduler
+from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import TokenUsage
 from holodeck_core.tools.retrieval.settings import EmbeddingSpec
 from holodeck_core.tools.retrieval.store import KeyValueStore
@@ -133,7 +133,9 @@ class Embedder:
             except Exception as exc:
                 raise classify(exc) from exc
 
-        response = await self._scheduler.call(call, timeout=self._timeout)
+        response = await self._scheduler.call(
+            call, endpoint=endpoint_key(self.spec.endpoint), timeout=self._timeout
+        )
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(batch):
             raise ModelCallError(

@@ -15,7 +15,7 @@ from typing import Any
 
 from holodeck_core.agents.base import ModelClient
 from holodeck_core.agents.messages import Message
-from holodeck_core.calls.scheduler import CallScheduler
+from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import LLMProvider, TokenUsage
 from holodeck_core.tools.retrieval.chunking import count_tokens
 from holodeck_core.tools.retrieval.store import KeyValueStore
@@ -58,6 +58,7 @@ class LLMStep:
             lambda: self.client.complete(
                 system, [Message(role="user", text=prompt)], timeout=self.timeout
             ),
+            endpoint=endpoint_key(self.client.model),
             timeout=self.timeout,
         )
         self.calls += 1
