@@ -216,3 +216,11 @@ def test_a_literal_key_echoed_by_the_provider_stays_out_of_dagster_storage(
         assert secret not in stored
     (tmp_path / "agent" / "agent.yaml").unlink()
     assert LITERAL_KEY[:10] not in everything_written(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["\\e]0;pwned\\a", "bell \\a [bold]x[/]"])
+def test_validate_shows_escapes_in_names_literally(tmp_path: Path, name: str) -> None:
+    agent = agent_yaml(tmp_path, "http://127.0.0.1:9/v1", "- {input: q}\n", name=f'"{name}"')
+    proc = run_cli(["validate", str(agent)])
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\\x07" in proc.stdout
