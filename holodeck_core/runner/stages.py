@@ -6,9 +6,11 @@ them."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import Field
 
+from holodeck_core.errors import ExecutionError
 from holodeck_core.files import FileLimits, aprocess_files
 from holodeck_core.models import EvalRun, ProcessedFileInput, TestResult
 from holodeck_core.models.base import StrictModel
@@ -110,6 +112,25 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
         wall_ms=wall_ms,
         scheduler=responses.scheduler,
     )
-    path = write_eval_run(run, suite.loaded.file)
+    path = save_eval_run(run, suite)
     suite.finish()
     return RunReport(path=str(path), eval_run=run)
+
+
+def save_eval_run(run: EvalRun, suite: Suite) -> Path:
+    """The EvalRun file, or an :class:`ExecutionError` (exit 3) saying why not (a full or
+    read-only disk) and that the journal still holds every finished case."""
+    try:
+        return write_eval_run(run, suite.loaded.file)
+    except OSError as exc:
+        where = exc.filename or suite.loaded.file.parent / "results"
+        kept = (
+            f"the finished cases are journaled in {suite.journal.path}, so the same command "
+            "resumes them without calling the model again"
+            if suite.journal.failure is None
+            else suite.journal.failure
+        )
+        raise ExecutionError(
+            f"the EvalRun could not be written to {where}: {exc.strerror or exc}. Free space "
+            f"or make the folder writable and rerun: {kept}"
+        ) from None
