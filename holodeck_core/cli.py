@@ -36,15 +36,15 @@ def _validate(args: argparse.Namespace) -> int:
     metrics = agent.evaluations.metrics if agent.evaluations else []
     by_kind = Counter[str](metric.type for metric in metrics)
     by_type = Counter[str](tool.type for tool in agent.tools or [])
-    print(f"{loaded.display}: valid")
-    print(f"  agent:    {agent.name}")
-    print(f"  model:    {agent.model.provider.value} {agent.model.name}")
+    _show(f"{loaded.display}: valid")
+    _show(f"  agent:    {agent.name}")
+    _show(f"  model:    {agent.model.provider.value} {agent.model.name}")
     versions = ", ".join(p.version.version for p in loaded.active_prompts)
-    print(f"  prompt:   {versions} ({loaded.prompt.version.source})")
-    print(f"  cases:    {len(agent.cases)}")
-    print(f"  metrics:  {_counts(by_kind)} ({', '.join(m.display_name for m in metrics)})")
+    _show(f"  prompt:   {versions} ({loaded.prompt.version.source})")
+    _show(f"  cases:    {len(agent.cases)}")
+    _show(f"  metrics:  {_counts(by_kind)} ({', '.join(m.display_name for m in metrics)})")
     tool_names = ", ".join(tool.name for tool in agent.tools or [])
-    print(f"  tools:    {_counts(by_type)}" + (f" ({tool_names})" if tool_names else ""))
+    _show(f"  tools:    {_counts(by_type)}" + (f" ({tool_names})" if tool_names else ""))
     tools = agent.tools or []
     for label, names in (
         ("run for real", [t.name for t in tools if t.runnable and t.mock is None]),
@@ -52,31 +52,38 @@ def _validate(args: argparse.Namespace) -> int:
         ("not runnable here without a `mock:` result", [t.name for t in tools if not t.runnable]),
     ):
         if names:
-            print(f"  {label}: {', '.join(names)}")
+            _show(f"  {label}: {', '.join(names)}")
     for tool in tools:
         if (
             isinstance(tool, MCPTool)
             and "load_prompts" in tool.model_fields_set
             and tool.load_prompts
         ):
-            print(
+            _show(
                 f"  warning:  tools ({tool.name}): load_prompts is not supported; the server's "
                 "prompts are not offered to the model (its tools are)"
             )
     if agent.ignored_blocks():
         ignored = ", ".join(agent.ignored_blocks())
-        print(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")
+        _show(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")
     for warning in loaded.warnings:
-        print(f"  warning:  {warning}")
+        _show(f"  warning:  {warning}")
     if any(t.type in ("vectorstore", "hierarchical_document") for t in agent.tools or []):
         from holodeck_core.tools.retrieval.settings import check_retrieval
 
         notes, warnings = check_retrieval(agent)
         for note in notes:
-            print(f"  note:     {note}")
+            _show(f"  note:     {note}")
         for warning in warnings:
-            print(f"  warning:  {warning}")
+            _show(f"  warning:  {warning}")
     return ExitCode.OK
+
+
+def _show(line: str) -> None:
+    """A line that holds text from a config: terminal escapes are shown, not obeyed."""
+    from holodeck_core.terminal import printable
+
+    print(printable(line))
 
 
 def _counts(counter: Counter[str]) -> str:

@@ -13,7 +13,8 @@
 * and, anywhere in any string, the value of each registered secret: a ``${VAR}`` that the
   loader substituted into a secret field or whose name looks secret, a literal value of a
   secret field, a credential found in a config URL (at least 8 characters), and any run of
-  key-like characters that is a piece of one (providers echo ``sk-abc123…wxyz``).
+  key-like characters (not only letters) that one starts with: providers echo
+  ``sk-abc123…wxyz``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ _ARGV_SECRET = re.compile(
 _BEARER = re.compile(r"(?P<prefix>\bBearer\s++)[A-Za-z0-9._~+/=-]{8,}+", re.IGNORECASE)
 _TOKEN = re.compile(rf"(?<![A-Za-z0-9_+/-])[A-Za-z0-9_+/-]{{{MIN_SECRET_LENGTH},}}+")
 """A run of key-like characters: a provider that echoes part of a key (``sk-abc123…wxyz``)
-echoes such a run, which is redacted when it is a piece of a registered secret."""
+echoes such a run, which is redacted when a registered secret starts with it."""
 
 _registered: set[str] = set()
 _lock = threading.Lock()
@@ -130,8 +131,14 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         longest = len(values[0])
 
         def piece(match: re.Match[str]) -> str:
+            # Providers echo a key's first characters (``sk-abc12…wxyz``); a plain word that
+            # happens to start a secret (``password`` of ``password123``) is left alone.
             token = match[0]
-            if len(token) < longest and any(token in value for value in values):
+            if (
+                len(token) < longest
+                and not token.isalpha()
+                and any(value.startswith(token) for value in values)
+            ):
                 return REDACTED
             return token
 

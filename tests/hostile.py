@@ -4,11 +4,15 @@ subprocess with one write boundary failing, and a look at everything a run leave
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
+import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -16,34 +20,40 @@ from holodeck_core.cli import main
 from tests.conftest import REPO
 
 FAULTY_CLI = textwrap.dedent("""\
-    import errno, importlib, os, sys
+    import importlib, sys
+    from tests.hostile import faulty
     target, after, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     module_name, attr = target.rsplit(".", 1)
     module = importlib.import_module(module_name)
-    real = getattr(module, attr)
-    calls = 0
-    def faulty(*args, **kwargs):
-        global calls
-        calls += 1
-        if calls > after:
-            if kind == "duckdb":
-                import duckdb
-                raise duckdb.IOException("IO Error: No space left on device")
-            code = getattr(errno, kind)
-            raise OSError(code, os.strerror(code), str(args[0]) if args else None)
-        return real(*args, **kwargs)
-    setattr(module, attr, faulty)
+    setattr(module, attr, faulty(getattr(module, attr), kind, after))
     from holodeck_core.cli import main
     sys.exit(main(sys.argv[4:]))
 """)
 
 
+def faulty(real: Callable[..., Any], kind: str, after: int = 0) -> Callable[..., Any]:
+    """``real``, raising ``OSError(errno.KIND)`` (DuckDB's disk-full error for ``duckdb``)
+    from its call number ``after + 1`` on."""
+    calls = 0
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > after:
+            if kind == "duckdb":
+                raise duckdb.IOException("IO Error: No space left on device")
+            code = getattr(errno, kind)
+            raise OSError(code, os.strerror(code), str(args[0]) if args else None)
+        return real(*args, **kwargs)
+
+    return wrapper
+
+
 def run_cli_with_fault(
     target: str, kind: str, args: list[str], *, after: int = 0
 ) -> subprocess.CompletedProcess[str]:
-    """``holodeck ARGS`` in a subprocess where ``target`` (``module.function``) raises
-    ``OSError(errno.KIND)`` (or DuckDB's disk-full error for ``duckdb``) from its call
-    number ``after + 1`` on: a full or read-only disk without touching the machine's disks."""
+    """``holodeck ARGS`` in a subprocess where ``target`` (``module.function``) fails as
+    :func:`faulty` says: a full or read-only disk without touching the machine's disks."""
     return subprocess.run(
         [sys.executable, "-c", FAULTY_CLI, target, str(after), kind, *args],
         capture_output=True,

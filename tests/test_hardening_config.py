@@ -17,6 +17,7 @@ from holodeck_core.naming import dagster_name, slugify
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.hostile import agent_yaml, no_traceback, run_cli
+from tests.test_pipelines import register
 
 LAUGHS = (
     "name: bomb\n"
@@ -130,22 +131,12 @@ def test_bad_agents_do_not_take_the_other_definitions_down(tmp_path: Path) -> No
         assert isinstance(skipped, dict) and len(skipped) == 3
         assert any("alias" in reason for reason in skipped.values())
         with dg.instance_for_test() as instance:
-            [key] = _partitions(defs, instance)
+            [key] = register(defs, instance)
             job = defs.resolve_job_def("geo_agent_eval")
             result = job.execute_in_process(partition_key=key, instance=instance)
     assert result.success
     with duckdb.connect(str(project.history_db), read_only=True) as con:
         assert con.execute("SELECT agent_slug FROM eval_runs").fetchall() == [("geo-agent",)]
-
-
-def _partitions(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
-    sensor = defs.resolve_sensor_def("geo_agent_prompt_versions")
-    with dg.build_sensor_context(instance=instance, resources=defs.resources) as context:
-        result = sensor(context)
-    assert isinstance(result, dg.SensorResult)
-    for request in result.dynamic_partitions_requests or []:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    return sorted(instance.get_dynamic_partitions("geo_agent_prompt_versions"))
 
 
 @pytest.mark.parametrize("version", ['"v1\\n"', '"v1 "', "x" * 300, '"../v1"', '"v1\\u0000"'])

@@ -173,3 +173,54 @@ def test_json_report_is_valid_for_control_characters(tmp_path: Path) -> None:
         proc = run_cli(["test", str(agent), "-q", "-o", str(tmp_path / "r.json")])
     assert proc.returncode == 1, proc.stderr
     assert json.loads((tmp_path / "r.json").read_text())["results"][0]["agent_response"]
+
+
+@pytest.mark.parametrize("echo", ["reply", "error"])
+def test_a_literal_key_echoed_by_the_provider_stays_out_of_dagster_storage(
+    tmp_path: Path, echo: str
+) -> None:
+    import dagster as dg
+
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
+    from holodeck_pipelines.builder import build_definitions
+
+    action = (
+        {"reply": f"the key is {LITERAL_KEY}"}
+        if echo == "reply"
+        else {"fault": {"kind": "401", "message": "Incorrect API key: {api_key_masked}"}}
+    )
+    with run_model_server({"default": action}) as server:
+        agent_yaml(
+            tmp_path / "agent",
+            server.openai_base_url,
+            "- {name: echo, input: q, ground_truth: ok}\n",
+            name="echo",
+            api_key=LITERAL_KEY,
+        )
+        (tmp_path / "holodeck.yaml").write_text("agents: [agent/agent.yaml]\n")
+        defs = build_definitions(Project.discover(tmp_path))
+        with dg.instance_for_test() as instance:
+            job = defs.resolve_job_def("echo_eval")
+            partitions = defs.resolve_assets_def(dg.AssetKey(["echo", "agent_responses"]))
+            name = partitions.partitions_def.name  # type: ignore[union-attr]
+            [prompt] = load_agent(tmp_path / "agent" / "agent.yaml").active_prompts
+            key = prompt.version.version
+            instance.add_dynamic_partitions(name, [key])
+            result = job.execute_in_process(
+                partition_key=key, instance=instance, raise_on_error=False
+            )
+            stored = "\n".join(str(record) for record in instance.all_logs(result.run_id))
+    assert "echo" in stored
+    for secret in (LITERAL_KEY, LITERAL_KEY[:10]):
+        assert secret not in stored
+    (tmp_path / "agent" / "agent.yaml").unlink()
+    assert LITERAL_KEY[:10] not in everything_written(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["\\e]0;pwned\\a", "bell \\a [bold]x[/]"])
+def test_validate_shows_escapes_in_names_literally(tmp_path: Path, name: str) -> None:
+    agent = agent_yaml(tmp_path, "http://127.0.0.1:9/v1", "- {input: q}\n", name=f'"{name}"')
+    proc = run_cli(["validate", str(agent)])
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\\x07" in proc.stdout

@@ -166,3 +166,16 @@ def test_summary_prints_hostile_names_literally(
     print_summary(EvalRun.model_validate(data), tmp_path / "[red]x[/].json", quiet=False)
     out = capsys.readouterr().out
     assert "eq [/m]" in out and "agent [/a]" in out and "[red]x[/].json" in out
+
+
+@pytest.mark.parametrize(
+    ("secret", "text"),
+    [
+        ("dummy-claude_code_oauth_token", "auth_provider: oauth_token"),
+        ("dummy-opensearch_password", "provider: opensearch, the password field"),
+    ],
+)
+def test_words_inside_a_secret_are_not_redacted(secret: str, text: str) -> None:
+    register_secret(secret)
+    assert redact_text(text) == text
+    assert redact_text(f"echoed {secret[:12]}****") == "echoed *******"

@@ -67,7 +67,8 @@ def test_the_journal_stays_open_until_the_eval_run_is_on_disk(
         agent = write(tmp_path, server.openai_base_url, equality, "- {input: capital?}\n")
         (tmp_path / "results").write_text("a file where the results folder should be")
         code = main(["test", str(agent), "-q"])
-        assert code == 3 and "Traceback" in capsys.readouterr().err  # a bug-like failure
+        err = capsys.readouterr().err
+        assert code == 3 and "Traceback" not in err and "EvalRun could not be written" in err
         assert len(list(home.glob("journal/*/*.jsonl"))) == 1  # paid work kept
         (tmp_path / "results").unlink()
         assert main(["test", str(agent), "-q"]) == 0

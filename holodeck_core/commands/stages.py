@@ -6,10 +6,12 @@ them."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from holodeck_core.errors import ExecutionError
 from holodeck_core.files import aprocess_files
 from holodeck_core.models import EvalRun, JudgeControlScore, ProcessedFileInput, TestResult
 from holodeck_core.models.base import StrictModel
@@ -17,6 +19,9 @@ from holodeck_core.reports import write_eval_run
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.suite import Suite
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 
 class ProcessedFiles(StrictModel):
@@ -129,6 +134,25 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
         judges=metrics.judges,
         judge_control=metrics.judge_control,
     )
-    path = write_eval_run(run, suite.loaded.file)
+    path = save_eval_run(run, suite)
     suite.finish(responses.journal_key)
     return RunReport(path=str(path), eval_run=run)
+
+
+def save_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
+    """The EvalRun file, or an :class:`ExecutionError` (exit 3) saying why not (a full or
+    read-only disk) and that the journal still holds every finished case."""
+    try:
+        return write_eval_run(run, suite.loaded.file)
+    except OSError as exc:
+        where = exc.filename or suite.loaded.file.parent / "results"
+        kept = (
+            f"the finished cases are journaled in {suite.journal.path}, so the same command "
+            "resumes them without calling the model again"
+            if suite.journal.failure is None
+            else suite.journal.failure
+        )
+        raise ExecutionError(
+            f"the EvalRun could not be written to {where}: {exc.strerror or exc}. Free space "
+            f"or make the folder writable and rerun: {kept}"
+        ) from None

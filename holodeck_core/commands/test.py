@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.argtypes import positive_int, positive_seconds
-from holodeck_core.errors import ExecutionError, ExitCode, HolodeckError
+from holodeck_core.errors import ExitCode, HolodeckError
 
 if TYPE_CHECKING:  # the models load when a command runs, not when the parser is built
     from upath import UPath
@@ -71,7 +71,9 @@ def run_test_command(args: argparse.Namespace) -> int:
     )
     suite = Suite(loaded, options)
     run = asyncio.run(_run(suite, args))
-    path = _write_eval_run(run, suite)
+    from holodeck_core.commands.stages import save_eval_run
+
+    path = save_eval_run(run, suite)
     try:
         suite.finish()  # only now: until the EvalRun is on disk, the journal holds the paid work
     except OSError as exc:
@@ -88,27 +90,6 @@ def run_test_command(args: argparse.Namespace) -> int:
     if args.output:
         _write_report(run, args.output, args.format)
     return code
-
-
-def _write_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
-    """The EvalRun file, or an :class:`ExecutionError` (exit 3) saying why not (a full or
-    read-only disk) and that the journal still holds every finished case."""
-    from holodeck_core.reports import write_eval_run
-
-    try:
-        return write_eval_run(run, suite.loaded.file)
-    except OSError as exc:
-        where = exc.filename or suite.loaded.file.parent / "results"
-        kept = (
-            f"the finished cases are journaled in {suite.journal.path}, so the same command "
-            "resumes them without calling the model again"
-            if suite.journal.failure is None
-            else suite.journal.failure
-        )
-        raise ExecutionError(
-            f"the EvalRun could not be written to {where}: {exc.strerror or exc}. Free space "
-            f"or make the folder writable and rerun: {kept}"
-        ) from None
 
 
 async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:

@@ -120,9 +120,13 @@ def _print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> 
     if fmt == "csv":
         import csv
 
+        from holodeck_core.terminal import printable
+
+        # on a terminal, stored escape sequences are shown, not obeyed; a pipe gets the data
+        shown = printable if sys.stdout.isatty() else str
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows(["" if v is None else v for v in row] for row in rows)
+        writer.writerows(["" if v is None else shown(str(v)) for v in row] for row in rows)
         return
     if fmt == "json":
         import json

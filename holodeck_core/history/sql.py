@@ -5,7 +5,9 @@ the statement is interrupted after ``timeout_s`` seconds."""
 from __future__ import annotations
 
 import math
+import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,13 @@ def check_bounds(max_rows: int, timeout_s: float) -> None:
         raise ConfigError(f"--timeout must be a positive number of seconds (got {timeout_s})")
 
 
+def _handle_sigint(handler: Callable[[int, Any], None]) -> Any:
+    """Install ``handler`` for SIGINT (main thread only); the previous handler, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, handler)
+
+
 def run_bounded(
     con: duckdb.DuckDBPyConnection, query: str, *, max_rows: int, timeout_s: float
 ) -> QueryResult:
@@ -41,22 +50,28 @@ def run_bounded(
     import duckdb
 
     check_bounds(max_rows, timeout_s)
-    expired = threading.Event()
+    expired, interrupted = threading.Event(), threading.Event()
 
     def expire() -> None:
         expired.set()
         con.interrupt()
 
+    def on_sigint(signum: int, frame: object) -> None:
+        interrupted.set()
+        con.interrupt()
+
     timer = threading.Timer(timeout_s, expire)
     timer.daemon = True
     timer.start()
+    # Ctrl-C while DuckDB runs: stop the query ourselves, then report it as an interrupt
+    previous = _handle_sigint(on_sigint)
     try:
         cursor = con.execute(query)
         columns = [d[0] for d in cursor.description or []]
         rows = cursor.fetchmany(max_rows + 1)
     except duckdb.InterruptException:
-        if not expired.is_set():
-            raise KeyboardInterrupt from None  # Ctrl-C reached DuckDB first
+        if interrupted.is_set() or not expired.is_set():
+            raise KeyboardInterrupt from None
         raise ConfigError(
             f"history sql: the query was stopped after {timeout_s:g}s (--timeout); narrow it "
             "with WHERE or LIMIT, or allow more time with --timeout SECONDS"
@@ -64,8 +79,16 @@ def run_bounded(
     except KeyboardInterrupt:
         con.interrupt()
         raise
+    except RuntimeError as exc:  # DuckDB's answer to SIGINT: "Query interrupted"
+        if "interrupted" in str(exc).lower():
+            raise KeyboardInterrupt from None
+        raise
     except duckdb.Error as exc:
         raise ConfigError(f"history sql: {' '.join(str(exc).split())}") from None
     finally:
         timer.cancel()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted.is_set():
+        raise KeyboardInterrupt
     return QueryResult(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)

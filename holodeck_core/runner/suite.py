@@ -147,6 +147,8 @@ class Suite:
             for case in self.cases
         }
         self.journal_key = self.suite_fingerprint
+        self._journal: Journal | None = None
+        self._journal_for = ""
         self._journaled: dict[tuple[str, int], CaseRun] | None = None
         self._runtime: SuiteRuntime | None = None
         self.runs: dict[tuple[str, int], CaseRun] = {}
@@ -155,10 +157,17 @@ class Suite:
 
     @property
     def journal(self) -> Journal:
-        """This suite's resume journal (a file name: nothing is read or opened here)."""
-        return Journal(
-            self.project.journal_dir, self.loaded.agent.name, self.journal_key, self.loaded.secrets
-        )
+        """This suite's resume journal (nothing is read or opened here). One object per
+        journal key, so what it learned (a failed write) is still there at the end."""
+        if self._journal is None or self._journal_for != self.journal_key:
+            self._journal = Journal(
+                self.project.journal_dir,
+                self.loaded.agent.name,
+                self.journal_key,
+                self.loaded.secrets,
+            )
+            self._journal_for = self.journal_key
+        return self._journal
 
     @property
     def runtime(self) -> SuiteRuntime:
