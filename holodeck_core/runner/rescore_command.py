@@ -43,7 +43,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.runner.console import print_summary
 
     source = _eval_run_file(args.run, args.db)
-    from holodeck_core.history.holodeck_format import NotAnEvalRun, load_run_file
+    from holodeck_core.history.holodeck_import import NotAnEvalRun, load_run_file
 
     try:
         original = load_run_file(source).run
