@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HOST = "127.0.0.1"
 PG_PASSWORD = "pg-test-password"  # a throwaway cluster's password, never a real secret
@@ -119,17 +120,17 @@ class S3:
             "AWS_ENDPOINT_URL": self.endpoint_url,
         }
 
-    def create_bucket(self, name: str) -> None:
+    def client(self) -> Any:
+        """A real boto3 S3 client for this server."""
         import boto3
 
-        client = boto3.client(
+        return boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,
             aws_access_key_id=self.key_id,
             aws_secret_access_key=self.secret,
             region_name=self.region,
         )
-        client.create_bucket(Bucket=name)
 
 
 @contextmanager

@@ -27,20 +27,12 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
     with s3_server() as server:
         for variable, value in server.env().items():
             monkeypatch.setenv(variable, value)
-        server.create_bucket(BUCKET)
+        server.client().create_bucket(Bucket=BUCKET)
         yield server
 
 
 def bucket_objects(server: S3) -> dict[str, bytes]:
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=server.endpoint_url,
-        aws_access_key_id=server.key_id,
-        aws_secret_access_key=server.secret,
-        region_name=server.region,
-    )
+    client = server.client()
     listed = client.list_objects_v2(Bucket=BUCKET).get("Contents", [])
     return {
         item["Key"]: client.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read()
