@@ -57,7 +57,7 @@ def fill_history(db: Path, results: Path) -> int:
     for index, config in enumerate(sorted(CORPUS.glob("samples/**/agent.yaml"))):
         agent = Agent.model_validate(yaml.safe_load(config.read_text(encoding="utf-8")))
         when = datetime(2026, 1, 1, tzinfo=UTC).replace(minute=index)
-        run = make_run("P", when, run_id=f"ours-{index}", agent=agent, cases=("case",))
+        run = make_run("PFE", when, run_id=f"ours-{index}", agent=agent, cases=("a", "b", "c"))
         (results / f"ours-{index}.json").write_text(run.to_json(), encoding="utf-8")
     corpus = sorted(CORPUS.glob("generated/*/evalrun_example.json"))
     return len(ingest.ingest_paths(db, [*corpus, results]).ingested)

@@ -913,6 +913,8 @@ def test_exports_validate_against_holodeck_schemas(
             assert set(result) == HD_RESULT_KEYS
             assert all(set(m) == HD_METRIC_KEYS for m in result["metric_results"])
             assert all(isinstance(m["passed"], bool) for m in result["metric_results"])
+            # HoloDeck 0.7.1's MetricResult requires a number (latency: ms, errors: 0.0)
+            assert all(isinstance(m["score"], float) for m in result["metric_results"])
     mine = json.loads((out / AGENT).joinpath(holodeck_export.holodeck_file_name(ours)).read_text())
     assert mine["report"]["summary"]["failed"] == 2  # FAIL + ERROR folded
     assert [r["passed"] for r in mine["report"]["results"]] == [True, False, False, True]

@@ -324,8 +324,14 @@ def _pick(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _metric(metric: MetricResult) -> dict[str, Any]:
+    """HoloDeck's ``score`` is a required number: a unit metric (latency, cost) gives its value
+    in its unit (named in ``scale``), an errored one 0.0 beside its error."""
     out = _pick(metric.model_dump(mode="json"), METRIC_RESULT_FIELDS)
     out["passed"] = bool(metric.passed)
+    if metric.score is None:
+        out["score"] = metric.raw_score if metric.raw_score is not None else 0.0
+        if metric.raw_score is not None and metric.unit:
+            out["scale"] = metric.unit
     return out
 
 
