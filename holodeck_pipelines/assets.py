@@ -125,8 +125,8 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         context: dg.AssetExecutionContext, project: HoloDeckProject, keys: ModelProviderKeys
     ) -> AgentResponses:
         stage = suite(context, project, keys)
-        resumed = stage.resumable
         result = asyncio.run(run_agent_stage(stage))
+        resumed = sum(1 for run in result.runs if run.resumed)
         usage = [run.usage.total_tokens for run in result.runs]
         metadata = {
             "cases": len(result.runs),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.metrics import REGISTRY, EvalContext, MetricInput, aevaluate_metrics
 from holodeck_core.metrics.judge import JudgeServices, default_judge_model, judge_services
 from holodeck_core.metrics.judge_cache import JudgeCache
@@ -30,7 +31,6 @@ from holodeck_core.models.results import (
     TestResult,
     TurnResult,
 )
-from holodeck_core.runner.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.testing import ModelServer, run_model_server
 
 JUDGED = with_judge_metrics()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.agents.errors import CallErrorKind
-from holodeck_core.agents.sdk_errors import classify
+from holodeck_core.calls.classify import classify
+from holodeck_core.calls.errors import CallErrorKind
 from holodeck_core.cli import main
 from holodeck_core.config.loader import load_agent
 from holodeck_core.errors import ConfigError, ExitCode

@@ -9,9 +9,9 @@ from typing import Any
 import anthropic
 
 from holodeck_core.agents.base import parse_tool_call
-from holodeck_core.agents.errors import CallErrorKind, ModelCallError
 from holodeck_core.agents.messages import Message, ModelReply, ToolSpec
-from holodeck_core.agents.sdk_errors import classify
+from holodeck_core.calls.classify import classify
+from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, TokenUsage
 
 DEFAULT_MAX_TOKENS = 1024

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from holodeck_core.agents.base import ModelClient
-from holodeck_core.agents.errors import ModelCallError
 from holodeck_core.agents.messages import Image, Message
 from holodeck_core.agents.tools import ToolBox, tool_message
+from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.models import TokenUsage, ToolInvocation
-from holodeck_core.runner.scheduler import CallScheduler
+from holodeck_core.tools.runtime import ToolCrashedError
 
 DEFAULT_MAX_TOOL_TURNS = 10
 
@@ -31,10 +32,6 @@ class TurnOutcome:
     error: ModelCallError | str | None = None
     skipped: bool = False
     system_fingerprint: str | None = None
-
-    @property
-    def transient_error(self) -> bool:
-        return isinstance(self.error, ModelCallError) and self.error.transient
 
 
 @dataclass(frozen=True)
@@ -90,8 +87,15 @@ class AgentRunner:
             if self.toolbox is None:
                 outcome.error = "the model called a tool but the agent has none"
                 return outcome
-            invocations = await asyncio.gather(*map(self.toolbox.invoke, reply.tool_calls))
+            try:
+                invocations = await asyncio.gather(*map(self.toolbox.invoke, reply.tool_calls))
+            except ToolCrashedError as exc:
+                outcome.error = ModelCallError(CallErrorKind.TOOL_CRASHED, str(exc))
+                return outcome
             outcome.invocations.extend(invocations)
+            for invocation in invocations:
+                if invocation.usage is not None:
+                    outcome.usage = outcome.usage + invocation.usage
             history.extend(tool_message(invocation) for invocation in invocations)
         outcome.error = (
             f"the model kept calling tools after {self.max_tool_turns} rounds "

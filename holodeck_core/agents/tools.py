@@ -1,6 +1,7 @@
-"""Running the agent's tools: ``function`` tools (a Python file + function) and ``mock:``
-results. Everything is prepared before the first model call, so a tool that cannot run is a
-config error (exit 2), never a failure halfway through a paid run."""
+"""Running the agent's tools: ``function`` tools (a Python file + function), ``mock:`` results,
+and the live runtimes of :mod:`holodeck_core.tools` (MCP, prompt, retrieval). Everything is
+prepared before the first model call, so a tool that cannot run is a config error (exit 2) or
+a start error (exit 3), never a failure halfway through a paid run."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any
 from holodeck_core.agents.messages import Message, ToolCall, ToolSpec
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import FunctionTool, Tool, ToolInvocation
+from holodeck_core.tools.registry import runtime_for
+from holodeck_core.tools.runtime import ToolContext, ToolOutput, ToolRuntime
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -69,17 +72,34 @@ def parameters_schema(tool: FunctionTool, function: Callable[..., Any]) -> dict[
 
 
 class ToolBox:
-    """The agent's tools, ready to run."""
+    """The agent's tools, ready to run. Runtimes are built (and their config checked) here;
+    :meth:`open` starts them and :meth:`aclose` stops them."""
 
     def __init__(
-        self, tools: list[Tool], resolve: Callable[[str], Path], *, timeout: float | None = None
+        self,
+        tools: list[Tool],
+        resolve: Callable[[str], Path],
+        *,
+        timeout: float | None = None,
+        context: ToolContext | None = None,
     ) -> None:
         self.timeout = timeout or DEFAULT_TOOL_TIMEOUT
         self._tools = {tool.name: tool for tool in tools}
         self._functions: dict[str, Callable[..., Any]] = {}
+        self._runtimes: list[ToolRuntime] = []
+        self._routes: dict[str, ToolRuntime] = {}
+        self._opened = False
         self.specs: list[ToolSpec] = []
         for index, tool in enumerate(tools):
             where = f"tools[{index}] ({tool.name})"
+            runtime = (
+                runtime_for(tool, context, where=where)
+                if tool.mock is None and not isinstance(tool, FunctionTool) and context
+                else None
+            )
+            if runtime is not None:
+                self._runtimes.append(runtime)
+                continue
             if tool.mock is None and not isinstance(tool, FunctionTool):
                 raise ConfigError(
                     f"{where}: tools of type {tool.type} cannot run in this engine; give it a "
@@ -96,8 +116,39 @@ class ToolBox:
                 schema = {"type": "object", "properties": {}, "additionalProperties": True}
             self.specs.append(ToolSpec(tool.name, tool.description, schema))
 
+    @property
+    def runtimes(self) -> list[ToolRuntime]:
+        return list(self._runtimes)
+
+    async def open(self) -> None:
+        """Start every runtime (concurrently); if one fails, stop the ones that started."""
+        if self._opened:
+            return
+        self._opened = True
+        results = await asyncio.gather(
+            *(runtime.open() for runtime in self._runtimes), return_exceptions=True
+        )
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            await self.aclose()
+            raise failure
+        for runtime in self._runtimes:
+            for spec in runtime.specs:
+                self._routes[spec.name] = runtime
+                self.specs.append(spec)
+
+    def identities(self) -> list[dict[str, Any]]:
+        """Each open runtime's identity, for the case fingerprint (§7.4)."""
+        return [runtime.identity() for runtime in self._runtimes]
+
+    async def aclose(self) -> None:
+        """Stop every runtime; safe to call twice and after a failed :meth:`open`."""
+        runtimes, self._runtimes = self._runtimes, []
+        await asyncio.gather(*(r.aclose() for r in runtimes), return_exceptions=True)
+
     async def invoke(self, call: ToolCall) -> ToolInvocation:
-        """Run one call. Never raises: failures are error results the model gets to see."""
+        """Run one call. Failures are error results the model gets to see; only a runtime
+        that died raises (:class:`~holodeck_core.tools.runtime.ToolCrashedError`)."""
         started = time.perf_counter()
 
         def done(result: Any = None, error: str | None = None) -> ToolInvocation:
@@ -113,9 +164,21 @@ class ToolBox:
 
         if call.parse_error is not None:
             return done(error=f"{call.parse_error}; raw arguments: {call.raw_arguments[:200]}")
+        runtime = self._routes.get(call.name)
+        if runtime is not None:
+            output: ToolOutput = await runtime.call(call.name, call.arguments or {})
+            invocation = done(output.result, output.error)
+            return invocation.model_copy(
+                update={
+                    "retrieval_context": output.retrieval_context,
+                    "chunks": output.chunks,
+                    "usage": output.usage,
+                }
+            )
         tool = self._tools.get(call.name)
         if tool is None:
-            return done(error=f"unknown tool {call.name!r}; available: {', '.join(self._tools)}")
+            available = ", ".join(spec.name for spec in self.specs)
+            return done(error=f"unknown tool {call.name!r}; available: {available}")
         if tool.mock is not None:
             return done(tool.mock.result, tool.mock.error)
         function = self._functions[call.name]

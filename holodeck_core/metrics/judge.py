@@ -1,7 +1,7 @@
 """The judge: what every LLM-judge metric (G-Eval, RAG, legacy 1-5) uses to ask a model.
 
 **Services.** One :class:`JudgeServices` per run holds the judge clients (one per judge
-``LLMProvider``), the run's shared :class:`~holodeck_core.runner.scheduler.CallScheduler`,
+``LLMProvider``), the run's shared :class:`~holodeck_core.calls.scheduler.CallScheduler`,
 the :class:`~holodeck_core.metrics.judge_cache.JudgeCache` and the default judge model. It
 travels in ``EvalContext.services["judge"]`` (:data:`JUDGE_SERVICE`)::
 
@@ -50,15 +50,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.agents.errors import CallErrorKind, ModelCallError
 from holodeck_core.agents.messages import Message, ModelReply
-from holodeck_core.agents.sdk_errors import classify
+from holodeck_core.calls.classify import classify
+from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.metrics.base import EvalContext, MetricError
 from holodeck_core.metrics.judge_cache import JudgeCache, judge_cache_key
 from holodeck_core.metrics.judge_parse import NumberToken, first_json_object, number_tokens
 from holodeck_core.metrics.judge_prompts import RenderedPrompt, load_prompt, render_text
 from holodeck_core.models import LLMProvider, ProviderEnum
-from holodeck_core.runner.scheduler import CallScheduler
 
 if TYPE_CHECKING:
     from holodeck_core.agents.base import ModelClient

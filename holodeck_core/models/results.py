@@ -79,6 +79,15 @@ class MetricResult(StrictModel):
         return self
 
 
+class RetrievedChunk(StrictModel):
+    """One chunk a retrieval tool returned for a call: what it said, where from, how close."""
+
+    text: str
+    source: str | None = None
+    chunk_id: str | None = None
+    score: float | None = None
+
+
 class ToolInvocation(StrictModel):
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
@@ -87,6 +96,11 @@ class ToolInvocation(StrictModel):
     duration_ms: int | None = Field(None, ge=0)
     error: str | None = None
     call_id: str | None = None
+    # Set by retrieval tools (vectorstore, hierarchical_document, MCP with is_retrieval): the
+    # texts RAG metrics read as the case's retrieval_context, and the chunks with their scores.
+    retrieval_context: list[str] | None = None
+    chunks: list[RetrievedChunk] | None = None
+    usage: TokenUsage | None = Field(None, description="Model tokens the tool itself spent.")
 
     @classmethod
     def of(

@@ -1,1 +1,1 @@
-"""Running suites: the call scheduler, the journal, the stages and `holodeck test`."""
+"""Running suites: the journal, the stages and `holodeck test`."""

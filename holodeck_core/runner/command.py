@@ -80,6 +80,7 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
     from holodeck_core.runner.console import Progress
 
     try:
+        await suite.open_tools()  # before Progress: the tools' identities pick the journal
         with Progress(suite, quiet=args.quiet, verbose=args.verbose) as progress:
             results = await suite.run_all(progress.case_done)
         return suite.eval_run(results)

@@ -156,11 +156,15 @@ class CaseEvaluator:
     def _retrieved(self, turn: TurnRun) -> list[str]:
         """Without a ``retrieval_context`` on the case, what the agent's retrieval tools
         (vectorstore, hierarchical_document, MCP with ``is_retrieval``) returned is used."""
-        return [
-            _retrieved_text(call.result)
-            for call in turn.tool_invocations
-            if call.name in self.retrieval_tools and call.error is None
-        ]
+        texts: list[str] = []
+        for call in turn.tool_invocations:
+            if call.error is not None:
+                continue
+            if call.retrieval_context is not None:
+                texts.extend(call.retrieval_context)
+            elif call.name in self.retrieval_tools:
+                texts.append(_retrieved_text(call.result))
+        return texts
 
 
 def _retrieved_text(result: object) -> str:

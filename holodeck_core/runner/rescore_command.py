@@ -64,12 +64,12 @@ def run_rescore_command(args: argparse.Namespace) -> int:
 
 async def _rescore(original: EvalRun, loaded: LoadedAgent, project: Project) -> EvalRun:
     from holodeck_core.agents.base import make_client
+    from holodeck_core.calls.scheduler import CallScheduler
     from holodeck_core.metrics.judge import JudgeServices
     from holodeck_core.metrics.rescore import rescore_results
     from holodeck_core.models import EvalRun, ReportSummary, Trigger
     from holodeck_core.redaction import redact
     from holodeck_core.runner.execute import now_iso
-    from holodeck_core.runner.scheduler import CallScheduler
 
     scheduler = CallScheduler(loaded.agent.parallel_test_cases)
     services = JudgeServices.for_agent(

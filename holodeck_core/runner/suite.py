@@ -17,6 +17,7 @@ from holodeck_core import __version__
 from holodeck_core.agents.base import make_client
 from holodeck_core.agents.loop import DEFAULT_MAX_TOOL_TURNS, AgentRunner
 from holodeck_core.agents.tools import ToolBox
+from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
@@ -43,7 +44,7 @@ from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor, now_iso
 from holodeck_core.runner.journal import Journal
-from holodeck_core.runner.scheduler import CallScheduler, RetryPolicy
+from holodeck_core.tools.runtime import ToolContext
 
 DEFAULT_LLM_TIMEOUT = 60.0
 
@@ -119,16 +120,29 @@ class Suite:
         self.parallel = self.options.parallel or agent.parallel_test_cases
         timeout = self.options.timeout or (execution.llm_timeout if execution else None)
         self.timeout = float(timeout or DEFAULT_LLM_TIMEOUT)
+        self.scheduler = CallScheduler(self.parallel, RetryPolicy(timeout=self.timeout))
         toolbox = (
             ToolBox(
                 agent.tools,
                 loaded.resolve,
                 timeout=execution.tool_timeout if execution else None,
+                context=ToolContext(
+                    base_dir=loaded.base_dir,
+                    resolve=loaded.resolve,
+                    scheduler=self.scheduler,
+                    agent_model=agent.model,
+                    client_factory=lambda model: make_client(
+                        model, where="tool", fallback_key=self.options.api_keys.get(model.provider)
+                    ),
+                    cache_dir=self.project.home / "cache",
+                    secrets=frozenset(loaded.secrets),
+                    timeout=self.timeout,
+                ),
             )
             if agent.tools
             else None
         )
-        self.scheduler = CallScheduler(self.parallel, RetryPolicy(timeout=self.timeout))
+        self.toolbox = toolbox
         self.client = make_client(
             agent.model, fallback_key=self.options.api_keys.get(agent.model.provider)
         )
@@ -172,15 +186,33 @@ class Suite:
             case.id or "": fp.case_fingerprint(loaded, self.suite_fingerprint, tools_fp, case)
             for case in self.cases
         }
+        self._open_journal()
+        self.runs: dict[str, CaseRun] = {}
+        self._tools_open = False
+        self.started_at = now_iso()
+        self._clock = time.perf_counter()
+
+    def _open_journal(self, identities: list[dict[str, object]] | None = None) -> None:
+        """The journal of this suite. With live tool runtimes their identities (an MCP
+        server's name, version and tool list; an index key) scope it (§7.4), so an upgraded
+        server is never answered from a journal its predecessor wrote."""
+        key = self.suite_fingerprint
+        if identities:
+            key = f"{key}-{fp.digest(identities)[:12]}"
         self.journal = Journal(
-            self.project.journal_dir, agent.name, self.suite_fingerprint, loaded.secrets
+            self.project.journal_dir, self.loaded.agent.name, key, self.loaded.secrets
         )
         if self.options.fresh:
             self.journal.discard()
         self._journaled = self.journal.load()
-        self.runs: dict[str, CaseRun] = {}
-        self.started_at = now_iso()
-        self._clock = time.perf_counter()
+
+    async def open_tools(self) -> None:
+        """Start the tool runtimes (MCP servers, indexes) before the first model call.
+        Idempotent; a stage that calls no agent never calls it."""
+        if self.toolbox is not None and self.toolbox.runtimes and not self._tools_open:
+            self._tools_open = True
+            await self.toolbox.open()
+            self._open_journal(self.toolbox.identities())
 
     @property
     def resumable(self) -> int:
@@ -199,6 +231,7 @@ class Suite:
         return run
 
     async def execute_all(self) -> list[CaseRun]:
+        await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
 
         async def one(case: TestCaseModel) -> CaseRun:
@@ -234,6 +267,7 @@ class Suite:
 
     async def run_all(self, on_case: CaseCallback | None = None) -> list[TestResult]:
         """Run and score every case, pipelined; results keep the input order."""
+        await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
 
         async def one(case: TestCaseModel) -> TestResult:
@@ -323,6 +357,8 @@ class Suite:
         }
 
     async def aclose(self) -> None:
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
         await self.client.aclose()
         await self.judges.aclose()
 

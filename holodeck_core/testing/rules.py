@@ -53,7 +53,7 @@ ROUTES: tuple[RouteName, ...] = ("chat", "messages", "responses")
 
 FORMAT_HINT = (
     "the rules format is described in DESIGN §6.12 and in the docstring of "
-    "holodeck_core/testing/server.py"
+    "holodeck_core.testing.server"
 )
 
 

@@ -14,6 +14,7 @@ class CallErrorKind(StrEnum):
     BAD_REQUEST = "bad_request"
     AUTH = "auth_error"
     INTERNAL = "internal_error"
+    TOOL_CRASHED = "tool_crashed"
 
     @property
     def transient(self) -> bool:
@@ -28,6 +29,7 @@ _TRANSIENT = frozenset(
         CallErrorKind.TIMEOUT,
         CallErrorKind.CONNECTION,
         CallErrorKind.MALFORMED,
+        CallErrorKind.TOOL_CRASHED,
     }
 )
 
@@ -58,7 +60,3 @@ class ModelCallError(Exception):
         status = f" {self.status}" if self.status else ""
         tries = f" after {self.attempts} attempts" if self.attempts > 1 else ""
         return f"{self.kind.value}{status}{tries}: {super().__str__()}"
-
-
-class ToolSetupError(Exception):
-    """A tool that cannot be prepared (opaque type without a mock, unimportable function)."""

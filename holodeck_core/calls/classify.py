@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from time import time
 
-from holodeck_core.agents.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

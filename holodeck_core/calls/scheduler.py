@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from holodeck_core.agents.errors import CallErrorKind, ModelCallError
-from holodeck_core.agents.sdk_errors import classify
+from holodeck_core.calls.classify import classify
+from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 
 T = TypeVar("T")
 

@@ -1,0 +1,115 @@
+"""The loopback model server: a scripted fake of the OpenAI and Anthropic HTTP APIs.
+
+It is a real aiohttp HTTP server, bound to 127.0.0.1 only, that the official ``openai`` and
+``anthropic`` SDK clients talk to unchanged (``base_url`` pointing at it). Tests, benchmarks and
+the demo all use it (DESIGN §3.9). Run it with ``holodeck model-server --port P --script
+RULES.yaml [--latency S]`` or in-process with :func:`holodeck_core.testing.run_model_server`.
+
+Routes
+------
+- ``POST /v1/chat/completions`` (also ``/chat/completions``, ``/openai/v1/chat/completions``
+  and Azure's ``/openai/deployments/{deployment}/chat/completions?api-version=…``)
+- ``POST /v1/responses`` (also ``/responses``, ``/openai/responses``, ``/openai/v1/responses``);
+  ``previous_response_id`` continues a stored conversation
+- ``POST /v1/messages`` (also ``/messages``): Anthropic Messages
+- ``GET /v1/models``, ``GET /v1/models/{id}``: a small list both SDKs can parse
+- ``GET /_stats``, ``POST /_reset``, ``GET /_health``
+
+Streaming is not supported: ``stream: true`` gets a 400 that says so.
+
+Rules file (DESIGN §6.12)
+-------------------------
+::
+
+    default: {reply: "I don't know."}          # a rule without match; a plain string is a reply
+    faults:                                      # optional, for every model call
+      rate: {"429": 0.2, "500": 0.1}             # kind -> probability per call (sum <= 1)
+      first: {"503": 1}                          # kind -> count: first calls of each request key
+      retry_after: 1                             # seconds, Retry-After header of a 429
+      seed: 7                                    # rate faults are reproducible per seed
+      slow_seconds: 30                           # how long a `slow` fault waits
+    rules:                                       # first matching rule wins, else `default`
+      - name: weather                            # optional; the rule's label in /_stats
+        match:                                   # all optional, all must hold
+          user: "weather in (\\w+)"              # re.search in the last user message text
+          system: "forecaster"                   # re.search in the system prompt
+          route: chat                            # chat | messages | responses
+          tool_result: false                     # does the last message carry a tool result?
+          nth: 1                                 # only the Nth call (1-based) of the request key
+        tool_calls: [{name: get_weather, arguments: {city: "$1"}}]  # or arguments_raw: "{bad"
+        reply: "It is {tool_result} in $1."      # or json: {...} (serialized as the content)
+        logprobs: true                           # or {"8": 0.7, "7": 0.2, "9": 0.1}
+        latency: 0.2                             # seconds, added to --latency
+        fault: {kind: "429", first: 2}           # or rate: 0.1, or neither (= every call)
+
+Semantics:
+
+- **Request key** = first 16 hex digits of ``sha256(route + "\\n" + last user message text)``
+  (see :func:`request_key`); ``route`` is ``chat`` (also for Azure), ``messages`` or
+  ``responses``. Calls are numbered per request key from 1 (reset by ``/_reset``); ``nth``,
+  ``fault.first`` and the rate generator use that number, so a client's retries and the later
+  turns of a tool loop (same last user message) count as calls 2, 3, … of the same key.
+- **Last user message**: chat: the last ``user`` message; messages: the last ``user`` message
+  that is not only ``tool_result`` blocks; responses: the last ``user`` input item (earlier turns
+  come from ``previous_response_id``). Its text joins the text parts of the content.
+- **Templates** in ``reply``, in the string values of ``json`` and of tool-call ``arguments``:
+  ``$1``..``$9`` are the groups of the ``user`` regex (empty if absent), ``{tool_result}`` is the
+  text of the conversation's last tool result, ``{tool_results}`` all results of the last batch
+  of tool results joined by newlines. ``arguments_raw`` is sent verbatim (no templates); on the
+  messages route a raw string that is not a JSON object is sent as the ``tool_use.input`` string.
+- **What a rule answers**: tool calls and a reply/json → the tool calls while the last message
+  carries no tool result, the reply once it does (one rule scripts a whole round trip); tool
+  calls alone → tool calls on every call (a model that never stops calling tools); a reply
+  alone → the reply; neither (e.g. a rule that only injects a fault) → the ``default`` reply.
+- **Faults** (rule fault first, then global ``first``, then global ``rate``): ``429`` with a
+  ``Retry-After`` header, ``500``/``503`` with the protocol's error body (OpenAI
+  ``{"error": {"message", "type", "code", "param"}}``, Anthropic
+  ``{"type": "error", "error": {"type", "message"}}``), ``drop`` closes the connection without
+  a response, ``malformed`` answers 200 with a truncated (non-JSON) ``application/json`` body
+  (the SDKs raise ``json.JSONDecodeError``), ``slow`` waits ``slow_seconds`` and then answers.
+  Latency (``--latency`` + the rule's ``latency``) is applied before every answer, faults
+  included. A rate fault is decided by ``sha256(seed, scope, request key, call number)``, so the
+  same calls fault the same way in every run, whatever the concurrency.
+- **Usage**: tokens are whitespace-separated words: prompt = all text of the request (system,
+  messages, tool calls and results), completion = the reply (or tool names and arguments).
+- **Logprobs** (chat: request ``logprobs: true`` [+ ``top_logprobs``]; responses: ``include``
+  ``message.output_text.logprobs``) are given when the rule says ``logprobs``. A number token
+  gets probability 0.78 and its neighbours (n±1: 0.08, n±2: 0.02, …) as ``top_logprobs``, so a
+  judge reading the score distribution of "8" sees "7" and "9"; a mapping sets the distribution
+  of the first token found in it. Other tokens get probability 0.99 and only themselves.
+
+``GET /_stats``::
+
+    {"total_calls": 7,                       # model calls (bad requests are not counted here)
+     "by_route": {"chat": 5, "messages": 2},
+     "by_path": {"/v1/chat/completions": 5, "/v1/messages": 2},
+     "by_rule": {"weather": 2, "1": 3, "default": 2},   # rule name, else index, else "default"
+     "by_key": {"3f2a…16 hex": 2, …},        # calls per request key
+     "faults": {"429": 2, "drop": 1},        # faults injected per kind
+     "peak_concurrency": 5, "in_flight": 0, "bad_requests": 0}
+
+The package's modules follow a request through the server: :mod:`.requests` parses the three
+protocols into a :class:`~.requests.Conversation`, :mod:`.planning` decides the answer and the
+fault from the rules, :mod:`.responses` writes the protocol's body, :mod:`.state` holds the
+counters, :mod:`.app` is the aiohttp application, :mod:`.inprocess` runs it in a background
+thread and :mod:`.cli` is ``holodeck model-server``.
+"""
+
+from holodeck_core.testing.server.app import LOOPBACK_HOST, app_state, create_app
+from holodeck_core.testing.server.cli import main
+from holodeck_core.testing.server.inprocess import ModelServer, run_model_server
+from holodeck_core.testing.server.requests import count_tokens, request_key
+from holodeck_core.testing.server.state import ServerState, Stats
+
+__all__ = [
+    "LOOPBACK_HOST",
+    "ModelServer",
+    "ServerState",
+    "Stats",
+    "app_state",
+    "count_tokens",
+    "create_app",
+    "main",
+    "request_key",
+    "run_model_server",
+]

@@ -1,0 +1,171 @@
+"""Planning: which rule answers a call, what it answers and which fault it injects."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from holodeck_core.testing.rules import Action, FaultKind, Rule, Rules
+from holodeck_core.testing.server.requests import Conversation
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str
+    input: Any  # for Anthropic's tool_use.input
+
+
+@dataclass
+class Fault:
+    kind: FaultKind
+    retry_after: float
+    slow_seconds: float
+
+
+@dataclass
+class Plan:
+    rule_index: int | None
+    content: str | None
+    tool_calls: list[ToolCall]
+    logprobs: bool | dict[str, float]
+    latency: float
+    fault: Fault | None
+
+
+_TEMPLATE = re.compile(r"\$([1-9])|\{tool_results?\}")
+
+
+def _render(template: str, groups: tuple[str | None, ...], conv: Conversation) -> str:
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1):
+            i = int(m.group(1))
+            return (groups[i - 1] or "") if i <= len(groups) else ""
+        if m.group(0) == "{tool_result}":
+            return conv.last_tool_result
+        return "\n".join(conv.last_batch)
+
+    return _TEMPLATE.sub(sub, template)
+
+
+def _render_json(value: Any, groups: tuple[str | None, ...], conv: Conversation) -> Any:
+    if isinstance(value, str):
+        return _render(value, groups, conv)
+    if isinstance(value, list):
+        return [_render_json(v, groups, conv) for v in value]
+    if isinstance(value, dict):
+        return {k: _render_json(v, groups, conv) for k, v in value.items()}
+    return value
+
+
+def _match_rule(rule: Rule, conv: Conversation, call_no: int) -> tuple[str | None, ...] | None:
+    m = rule.match
+    if m.route is not None and m.route != conv.route:
+        return None
+    if m.tool_result is not None and m.tool_result != conv.tool_result:
+        return None
+    if m.nth is not None and m.nth != call_no:
+        return None
+    if m.system is not None and re.search(m.system, conv.system) is None:
+        return None
+    if m.user is not None:
+        found = re.search(m.user, conv.user_text)
+        if found is None:
+            return None
+        return found.groups()
+    return ()
+
+
+def _uniform(seed: int, scope: str, key: str, call_no: int) -> float:
+    digest = hashlib.sha256(f"{seed}|{scope}|{key}|{call_no}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def _decide_fault(
+    rules: Rules, governing: Action, scope: str, key: str, call_no: int
+) -> Fault | None:
+    g = rules.faults
+    f = governing.fault
+    if f is not None:
+        if f.first is not None:
+            hit = call_no <= f.first
+        elif f.rate is not None:
+            hit = _uniform(g.seed, scope, key, call_no) < f.rate
+        else:
+            hit = True
+        if hit:
+            return Fault(
+                f.kind,
+                g.retry_after if f.retry_after is None else f.retry_after,
+                g.slow_seconds if f.slow_seconds is None else f.slow_seconds,
+            )
+    upto = 0
+    for kind, count in g.first.items():
+        upto += count
+        if call_no <= upto:
+            return Fault(kind, g.retry_after, g.slow_seconds)
+    if g.rate:
+        u = _uniform(g.seed, "global", key, call_no)
+        acc = 0.0
+        for kind, p in g.rate.items():
+            acc += p
+            if u < acc:
+                return Fault(kind, g.retry_after, g.slow_seconds)
+    return None
+
+
+def _tool_calls(
+    action: Action, groups: tuple[str | None, ...], conv: Conversation
+) -> list[ToolCall]:
+    calls: list[ToolCall] = []
+    for spec in action.tool_calls:
+        if spec.arguments_raw is not None:
+            raw = spec.arguments_raw
+            try:
+                parsed: Any = json.loads(raw)
+            except ValueError:
+                parsed = None
+            calls.append(ToolCall(spec.name, raw, parsed if isinstance(parsed, dict) else raw))
+        else:
+            args = _render_json(spec.arguments or {}, groups, conv)
+            calls.append(ToolCall(spec.name, json.dumps(args, ensure_ascii=False), args))
+    return calls
+
+
+def _answer(
+    action: Action, groups: tuple[str | None, ...], conv: Conversation
+) -> tuple[str | None, list[ToolCall]] | None:
+    if action.tool_calls and (not conv.tool_result or not action.has_reply):
+        return None, _tool_calls(action, groups, conv)
+    if action.has_json:
+        return json.dumps(_render_json(action.json_, groups, conv), ensure_ascii=False), []
+    if action.reply is not None:
+        return _render(action.reply, groups, conv), []
+    return None
+
+
+def plan_call(
+    rules: Rules, conv: Conversation, key: str, call_no: int, extra_latency: float
+) -> Plan:
+    index: int | None = None
+    groups: tuple[str | None, ...] = ()
+    for i, rule in enumerate(rules.rules):
+        found = _match_rule(rule, conv, call_no)
+        if found is not None:
+            index, groups = i, found
+            break
+    governing: Action = rules.default if index is None else rules.rules[index]
+    answer = _answer(governing, groups, conv) or _answer(rules.default, groups, conv)
+    content, calls = answer if answer is not None else ("", [])
+    scope = "default" if index is None else f"rule{index}"
+    return Plan(
+        rule_index=index,
+        content=content,
+        tool_calls=calls,
+        logprobs=governing.logprobs,
+        latency=extra_latency + governing.latency,
+        fault=_decide_fault(rules, governing, scope, key, call_no),
+    )

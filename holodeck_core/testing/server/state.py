@@ -1,0 +1,71 @@
+"""State: the rules, the counters of ``/_stats`` and the stored Responses conversations."""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from typing import Any, TypedDict
+
+from aiohttp import web
+
+from holodeck_core.testing.rules import Rules
+
+_MAX_STORED_RESPONSES = 10_000
+
+
+class Stats(TypedDict):
+    """The shape of ``GET /_stats`` and :meth:`ModelServer.stats`."""
+
+    total_calls: int
+    by_route: dict[str, int]
+    by_path: dict[str, int]
+    by_rule: dict[str, int]
+    by_key: dict[str, int]
+    faults: dict[str, int]
+    peak_concurrency: int
+    in_flight: int
+    bad_requests: int
+
+
+class ServerState:
+    """Rules, counters and stored Responses conversations; touched only on the server loop."""
+
+    def __init__(self, rules: Rules, latency: float = 0.0) -> None:
+        if latency < 0:
+            raise ValueError("latency must be >= 0")
+        self.rules = rules
+        self.latency = latency
+        self.in_flight = 0
+        self.responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self.reset()
+
+    def reset(self) -> None:
+        self.total_calls = 0
+        self.bad_requests = 0
+        self.by_route: Counter[str] = Counter()
+        self.by_path: Counter[str] = Counter()
+        self.by_rule: Counter[str] = Counter()
+        self.by_key: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+        self.peak_concurrency = self.in_flight
+
+    def snapshot(self) -> Stats:
+        return Stats(
+            total_calls=self.total_calls,
+            by_route=dict(self.by_route),
+            by_path=dict(self.by_path),
+            by_rule=dict(self.by_rule),
+            by_key=dict(self.by_key),
+            faults=dict(self.faults),
+            peak_concurrency=self.peak_concurrency,
+            in_flight=self.in_flight,
+            bad_requests=self.bad_requests,
+        )
+
+    def store_response(self, response_id: str, items: list[dict[str, Any]]) -> None:
+        self.responses[response_id] = items
+        self.responses.move_to_end(response_id)
+        while len(self.responses) > _MAX_STORED_RESPONSES:
+            self.responses.popitem(last=False)
+
+
+STATE_KEY = web.AppKey("holodeck_model_server_state", ServerState)
