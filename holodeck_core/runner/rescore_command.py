@@ -117,7 +117,7 @@ def _eval_run_file(ref: str, db: Path | None) -> Path:
     from holodeck_core.history.queries import resolve_run
     from holodeck_core.history.store import reader
 
-    database = db or Project.discover().history_db
+    database = db or Project.discover().history
     with reader(database) as con:
         run_id = resolve_run(con, ref)
         row = con.execute("SELECT source_path FROM eval_runs WHERE run_id = ?", [run_id]).fetchone()
