@@ -102,3 +102,21 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
     out = tmp_path / "exported"  # rebuilt from the EvalRun in the bucket
     code, _, _ = run_cli(capsys, "export", "--format", "json", "--db", str(db), "--out", str(out))
     assert code == 0 and json.loads(next(out.rglob("*.json")).read_text()) == eval_run
+
+
+def test_the_environment_sets_every_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holodeck_core.config.project import Project, results_dir
+
+    (tmp_path / "holodeck.yaml").write_text("artifacts_url: s3://from-file/artifacts\n")
+    agent_file = tmp_path / "agent.yaml"
+    assert Project.discover(tmp_path).artifacts_url == "s3://from-file/artifacts"
+    assert results_dir(agent_file, "Geo Agent") == tmp_path / "results" / "geo-agent"
+    monkeypatch.setenv("HOLODECK_ARTIFACTS_URL", f"s3://{BUCKET}/artifacts")
+    monkeypatch.setenv("HOLODECK_RESULTS_URL", f"s3://{BUCKET}/results")
+    monkeypatch.setenv("HOLODECK_HISTORY_URL", f"s3://{BUCKET}/history")
+    project = Project.discover(tmp_path)
+    assert project.artifacts_url == f"s3://{BUCKET}/artifacts"
+    assert str(results_dir(agent_file, "Geo Agent")) == f"s3://{BUCKET}/results/geo-agent"
+    assert project.history == Lake(f"s3://{BUCKET}/history")
