@@ -120,3 +120,23 @@ def test_the_environment_sets_every_location(
     assert project.artifacts_url == f"s3://{BUCKET}/artifacts"
     assert str(results_dir(agent_file, "Geo Agent")) == f"s3://{BUCKET}/results/geo-agent"
     assert project.history == Lake(f"s3://{BUCKET}/history")
+
+
+def test_an_s3_lake_reader_sees_runs_other_writers_add(s3: S3) -> None:
+    from datetime import UTC, datetime
+
+    from holodeck_core.history.ingest import ingest_runs
+    from tests.test_history import make_run
+
+    url = f"s3://{BUCKET}/lake"
+    count = "SELECT count(*) FROM eval_runs"
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    ingest_runs(Lake(url), [make_run("PPFP", when, run_id="first")])
+    reader = Lake(url)
+    with store.reader(reader) as con:
+        assert con.execute(count).fetchall() == [(1,)]
+    # another worker: its own S3 client, so this process's listing cache does not hear of it
+    elsewhere = Lake(url, storage_options={"skip_instance_cache": True})
+    ingest_runs(elsewhere, [make_run("PPPP", when, run_id="second")])
+    with store.reader(reader) as con:  # s3fs's listing cache must not hide it
+        assert con.execute(count).fetchall() == [(2,)]
