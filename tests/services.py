@@ -161,13 +161,19 @@ class S3:
 
 @contextmanager
 def s3_server() -> Iterator[S3]:
-    """moto's S3 server in a thread of this process, on a free port; stopped on exit."""
+    """moto's S3 server in a thread of this process, on a free port; stopped on exit.
+
+    fsspec reuses one S3 client per set of options, and the endpoint it read from the
+    environment belongs to one server: the cache is emptied on both sides of each server."""
     from moto.server import ThreadedMotoServer
+    from s3fs import S3FileSystem
 
     port = free_port()
     server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
     server.start()
+    S3FileSystem.clear_instance_cache()
     try:
         yield S3(endpoint_url=f"http://{HOST}:{port}")
     finally:
+        S3FileSystem.clear_instance_cache()
         server.stop()
