@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import random
 import shutil
 import sys
@@ -173,11 +174,13 @@ def make_runs(n_runs: int, n_cases: int, seed: int = 7) -> Iterator[EvalRun]:
         )
 
 
-def time_views(target: store.History) -> tuple[dict[str, tuple[float, int]], float, float]:
-    """Seconds and rows of a full read of each view; the snapshot's open; one compare."""
-    t0 = time.perf_counter()
+def time_views(
+    target: store.History,
+) -> tuple[dict[str, tuple[float, int]], tuple[float, float], float]:
+    """Seconds and rows of a full read of each view; the open (wall and CPU s); one compare."""
+    t0, c0 = time.perf_counter(), time.process_time()
     with store.reader(target) as con:
-        t_open = time.perf_counter() - t0
+        t_open = (time.perf_counter() - t0, time.process_time() - c0)
         view_times: dict[str, tuple[float, int]] = {}
         for view in (*VIEWS, "flaky_cases(5)"):
             t0 = time.perf_counter()
@@ -194,14 +197,15 @@ def time_views(target: store.History) -> tuple[dict[str, tuple[float, int]], flo
 def bench_lake(url: str, n_runs: int, n_cases: int) -> tuple[float, float]:
     """Ingest into a lake one run per call, as each worker does; (prepare s, write s)."""
     lake = Lake(url)
-    t_prepare = t_write = 0.0
+    t_prepare = t_write = cpu = 0.0
     for run in make_runs(n_runs, n_cases):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         prepared = ingest.prepare_run(run)
         t1 = time.perf_counter()
         lake.write_run(prepared.run_id, prepared.tables)
         t_prepare, t_write = t_prepare + t1 - t0, t_write + time.perf_counter() - t1
-    return t_prepare, t_write
+        cpu += time.process_time() - c0
+    return t_prepare, t_write, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     db = args.db or tmp / "history.duckdb"
     if db.exists():
         db.unlink()
-    t_build = t_prepare = t_write = 0.0
+    t_build = t_prepare = t_write = ingest_cpu = 0.0
     ingested = 0
+    load = os.getloadavg()[0]
     runs = make_runs(args.runs, args.cases)
     while True:
         t0 = time.perf_counter()
@@ -228,10 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.perf_counter()
         if not batch:
             break
+        c1 = time.process_time()
         prepared = [ingest.prepare_run(run) for run in batch]
         t2 = time.perf_counter()
         ingested += len(ingest.write_batch(db, prepared).ingested)
         t3 = time.perf_counter()
+        ingest_cpu += time.process_time() - c1
         t_build, t_prepare, t_write = t_build + t1 - t0, t_prepare + t2 - t1, t_write + t3 - t2
     t0 = time.perf_counter()
     skipped = 0
@@ -255,13 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     size_mb = db.stat().st_size / 1e6
 
     rows_total = ingested + n_tests + n_metrics + n_tools
-    print(f"history bench: {args.runs} runs x {args.cases} cases x 3 metrics -> {db}")
+    print(
+        f"history bench: {args.runs} runs x {args.cases} cases x 3 metrics -> {db} "
+        f"(load average {load:.1f} at start on {os.cpu_count()} CPUs: on a busy machine the "
+        "CPU seconds are the steadier figure)"
+    )
     print(f"  build EvalRuns (pydantic)   {t_build:8.2f} s  (not part of ingest)")
     print(f"  flatten to Arrow            {t_prepare:8.2f} s")
-    print(f"  write (1 transaction/run)   {t_write:8.2f} s")
+    print(f"  write (batches of {args.batch})     {t_write:8.2f} s")
     print(
         f"  ingest total                {ingest_s:8.2f} s  {ingested / ingest_s:8.0f} runs/s  "
-        f"{rows_total / ingest_s:10.0f} rows/s"
+        f"{rows_total / ingest_s:10.0f} rows/s  ({ingest_cpu:.2f} CPU s)"
     )
     print(f"  re-ingest (all skipped)     {t_again:8.2f} s  ({skipped} skipped)")
     print(
@@ -274,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     slowest = max(view_times, key=lambda v: view_times[v][0])
     print(
         f"RESULT runs={ingested} cases={n_tests} metrics={n_metrics} ingest_s={ingest_s:.2f} "
+        f"ingest_cpu_s={ingest_cpu:.2f} "
         f"ms_per_run={1000 * ingest_s / max(ingested, 1):.1f} "
         f"rows_per_s={rows_total / ingest_s:.0f} "
         f"views_total_s={sum(t for t, _ in view_times.values()):.3f} "
@@ -282,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.no_lake:
         url = args.lake or str(tmp / "lake")
-        l_prepare, l_write = bench_lake(url, args.runs, args.cases)
+        l_prepare, l_write, l_cpu = bench_lake(url, args.runs, args.cases)
         lake_views, l_open, l_compare = time_views(Lake(url))
         lake_ingest = l_prepare + l_write
         print(f"history lake {url} (one run per write, as each worker writes):")
@@ -290,9 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  write Parquet files         {l_write:8.2f} s")
         print(
             f"  ingest total                {lake_ingest:8.2f} s  "
-            f"{1000 * lake_ingest / args.runs:8.1f} ms/run"
+            f"{1000 * lake_ingest / args.runs:8.1f} ms/run  ({l_cpu:.2f} CPU s)"
         )
-        print(f"  open a snapshot             {l_open:8.3f} s")
+        print(f"  open a snapshot             {l_open[0]:8.3f} s  ({l_open[1]:.2f} CPU s)")
         print(f"  {'view':<28}{'file':>8}  {'lake':>8}")
         for view, (seconds, n) in lake_views.items():
             assert n == view_times[view][1], (view, n, view_times[view][1])
@@ -300,8 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  compare two runs            {t_compare:8.3f}  {l_compare:8.3f} s")
         lake_slowest = max(lake_views, key=lambda v: lake_views[v][0])
         print(
-            f"RESULT-LAKE runs={args.runs} ingest_s={lake_ingest:.2f} "
-            f"ms_per_run={1000 * lake_ingest / args.runs:.1f} open_s={l_open:.3f} "
+            f"RESULT-LAKE runs={args.runs} ingest_s={lake_ingest:.2f} ingest_cpu_s={l_cpu:.2f} "
+            f"ms_per_run={1000 * lake_ingest / args.runs:.1f} open_s={l_open[0]:.3f} "
+            f"open_cpu_s={l_open[1]:.2f} "
             f"views_total_s={sum(t for t, _ in lake_views.values()):.3f} "
             f"slowest_view={lake_slowest}:{lake_views[lake_slowest][0]:.3f}s "
             f"compare_s={l_compare:.3f}"

@@ -29,5 +29,6 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own HOLODECK_HOME and history DB: nothing leaks into the repo."""
     monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "holodeck-home"))
     monkeypatch.delenv("HOLODECK_HISTORY_DB", raising=False)
-    monkeypatch.delenv("HOLODECK_HISTORY_URL", raising=False)
+    for variable in ("HOLODECK_HISTORY_URL", "HOLODECK_RESULTS_URL", "HOLODECK_ARTIFACTS_URL"):
+        monkeypatch.delenv(variable, raising=False)
     monkeypatch.delenv("HOLODECK_AGENTS", raising=False)

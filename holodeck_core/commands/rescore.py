@@ -44,7 +44,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.reports import write_eval_run
 
     source = _eval_run_file(args.run, args.db)
-    from holodeck_core.history.holodeck_format import NotAnEvalRun, load_run_file
+    from holodeck_core.history.holodeck_import import NotAnEvalRun, load_run_file
 
     try:
         original = load_run_file(source).run
@@ -124,10 +124,11 @@ def _eval_run_file(ref: str, db: Path | None) -> Path:
     if candidate.is_file():
         return candidate
     from holodeck_core.config.project import Project
+    from holodeck_core.history.lake import project_history
     from holodeck_core.history.queries import resolve_run
     from holodeck_core.history.store import reader
 
-    database = db or Project.discover().history_db
+    database = db or project_history(Project.discover())
     with reader(database) as con:
         run_id = resolve_run(con, ref)
         row = con.execute("SELECT source_path FROM eval_runs WHERE run_id = ?", [run_id]).fetchone()

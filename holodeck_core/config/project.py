@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     """A file or folder on local disk or on object storage."""
 
 RESULTS_URL_ENV = "HOLODECK_RESULTS_URL"
+ARTIFACTS_URL_ENV = "HOLODECK_ARTIFACTS_URL"
 
 PROJECT_FILE = "holodeck.yaml"
 DEFAULT_HOME = ".holodeck"
@@ -127,7 +128,10 @@ class Project:
 
     @property
     def artifacts_url(self) -> str:
-        return self.settings.artifacts_url or str(self.home / "artifacts")
+        """The IO manager's base: ``HOLODECK_ARTIFACTS_URL``, else ``artifacts_url``, else
+        ``HOLODECK_HOME/artifacts``."""
+        configured = os.environ.get(ARTIFACTS_URL_ENV) or self.settings.artifacts_url
+        return configured or str(self.home / "artifacts")
 
     @property
     def dagster_dir(self) -> Path:

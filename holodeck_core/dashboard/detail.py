@@ -33,7 +33,7 @@ class RunFile:
 
 
 def load_run_file(source_path: str | None, run_id: str) -> RunFile:
-    from holodeck_core.history.holodeck_format import NotAnEvalRun, load_run_file
+    from holodeck_core.history.holodeck_import import NotAnEvalRun, load_run_file
 
     if not source_path or not Path(source_path).is_file():
         return RunFile(

@@ -27,9 +27,6 @@ from holodeck_core.history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S
 from holodeck_core.terminal import plain
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-    from holodeck_core.history.queries import Comparison, RunDetail
     from holodeck_core.history.store import History
 
 Handler = Callable[[argparse.Namespace], int]
@@ -79,77 +76,11 @@ def _prompts_dir(args: argparse.Namespace) -> Path:
     return Project.discover().prompts_dir
 
 
-def _out() -> Console:
-    """stdout; wide when it is not a terminal, so piped tables are not cut to 80 columns."""
-    from rich.console import Console
-
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-
-
-def _err() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False)
-
-
-def _pct(value: Any) -> str:
-    return "-" if value is None else f"{100 * float(value):.1f}%"
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{int(value):,}"
-
-
-def _usd(value: Any) -> str:
-    return "-" if value is None else f"${float(value):.4f}"
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def _short(run_id: str) -> str:
-    return run_id[:12]
-
-
-def _print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
-    if fmt == "csv":
-        import csv
-
-        from holodeck_core.terminal import printable
-
-        # on a terminal, stored escape sequences are shown, not obeyed; a pipe gets the data
-        shown = printable if sys.stdout.isatty() else str
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(["" if v is None else shown(str(v)) for v in row] for row in rows)
-        return
-    if fmt == "json":
-        import json
-
-        records = [dict(zip(columns, row, strict=True)) for row in rows]
-        sys.stdout.write(json.dumps(records, indent=2, default=str, ensure_ascii=False) + "\n")
-        return
-    from rich.table import Table
-
-    table = Table(show_lines=False)
-    for column in columns:
-        table.add_column(plain(column), overflow="fold")
-    for row in rows:
-        table.add_row(*(plain(_cell(v)) for v in row))
-    _out().print(table)
-    _err().print(f"{len(rows)} row(s)")
-
-
 # --------------------------------------------------------------------------- handlers
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from holodeck_core.history import queries, store
+    from holodeck_core.history import queries, render, store
 
     with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
         runs = queries.list_runs(
@@ -157,95 +88,14 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         )
     if args.format != "table":
         columns = list(queries.RUN_COLUMNS)
-        _print_rows(columns, [[r[c] for c in columns] for r in runs], args.format)
+        render.print_rows(columns, [[r[c] for c in columns] for r in runs], args.format)
         return ExitCode.OK
-    from rich.table import Table
-
-    table = Table(title="runs, newest first")
-    table.add_column("run", no_wrap=True)
-    for column in (
-        "finished (UTC)",
-        "agent",
-        "prompt",
-        "trigger",
-        "tests",
-        "pass",
-        "P/F/E",
-        "tokens",
-        "cost",
-    ):
-        table.add_column(column)
-    for r in runs:
-        cells = (
-            _short(r["run_id"]),
-            str(r["finished_at"])[:19],
-            r["agent_slug"],
-            r["prompt_version"],
-            r["trigger"] or "-",
-            str(r["total_tests"]),
-            _pct(r["pass_rate"]),
-            f"{r['passed']}/{r['failed']}/{r['errored']}",
-            _num(r["total_tokens"]),
-            _usd(r["cost_usd"]),
-        )
-        table.add_row(*map(plain, cells))
-    _out().print(table)
+    render.print_runs(runs)
     return ExitCode.OK
 
 
-def _render_detail(detail: RunDetail, only_failures: bool) -> None:
-    from rich.table import Table
-
-    run = detail.run
-    head = Table.grid(padding=(0, 2))
-    head.add_column(style="bold")
-    head.add_column()
-    for label, value in (
-        ("run", run["run_id"]),
-        ("agent", f"{run['agent_name']} ({run['agent_slug']})"),
-        ("prompt", f"{run['prompt_version']} (body {str(run['prompt_body_hash'])[:12]})"),
-        ("model / judge", f"{run['model_name']} / {run['judge_model'] or '-'}"),
-        ("trigger", f"{run['trigger'] or '-'}  dagster run {run['dagster_run_id'] or '-'}"),
-        ("finished (UTC)", str(run["finished_at"])),
-        (
-            "pass rate",
-            f"{_pct(run['pass_rate'])}  ({run['passed']} pass, {run['failed']} fail, "
-            f"{run['errored']} error of {run['total_tests']})",
-        ),
-        ("tokens / cost", f"{_num(run['total_tokens'])} / {_usd(run['cost_usd'])}"),
-        ("wall / summed", f"{_num(run['wall_time_ms'])} ms / {_num(run['total_duration_ms'])} ms"),
-        ("dataset hash", str(run["dataset_hash"] or "-")),
-        ("source", str(run["source_path"] or "-")),
-    ):
-        head.add_row(label, plain(value))
-    console = _out()
-    console.print(head)
-    by_case: dict[str, list[str]] = {}
-    for m in detail.metrics:
-        value = m["score"] if m["score"] is not None else m["raw_score"]
-        mark = "!" if m["error"] else ("ok" if m["passed"] else "x")
-        shown = "err" if value is None else f"{value:.3g}"
-        by_case.setdefault(m["case_id"], []).append(f"{m['metric_name']}={shown} {mark}")
-    cases = Table(title="cases")
-    for column in ("case", "status", "ms", "tokens", "metrics", "errors"):
-        cases.add_column(column, overflow="fold")
-    for case in detail.cases:
-        if only_failures and case["status"] == "PASS":
-            continue
-        style = {"PASS": "green", "FAIL": "red", "ERROR": "magenta"}[case["status"]]
-        cases.add_row(
-            plain(case["case_id"]),
-            plain(case["status"], style),
-            plain(_num(case["execution_time_ms"])),
-            plain(_num(case["total_tokens"])),
-            plain(", ".join(by_case.get(case["case_id"], []))),
-            plain("; ".join(case["errors"] or [])),
-        )
-    console.print(cases)
-
-
 def _cmd_show(args: argparse.Namespace) -> int:
-    from holodeck_core.history import queries, store
+    from holodeck_core.history import queries, render, store
 
     with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
         detail = queries.run_detail(con, queries.resolve_run(con, args.run))
@@ -260,101 +110,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         return ExitCode.OK
-    _render_detail(detail, args.failures)
+    render.render_detail(detail, args.failures)
     return ExitCode.OK
-
-
-def _render_comparison(result: Comparison) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    console = _out()
-    for side, run in (("A", result.a), ("B", result.b)):
-        line = (
-            f" {_short(run['run_id'])}  {run['agent_slug']}  prompt "
-            f"{run['prompt_version']}  {str(run['finished_at'])[:19]}  pass "
-            f"{_pct(run['pass_rate'])} ({run['passed']}/{run['total_tests']})  tokens "
-            f"{_num(run['total_tokens'])}  cost {_usd(run['cost_usd'])}"
-        )
-        console.print(Text.assemble(plain(side, "bold"), plain(line)))
-    if result.flips:
-        flips = Table(title=f"case flips ({len(result.flips)})")
-        for column in ("case", "name", "A", "B", "change"):
-            flips.add_column(column, overflow="fold")
-        regressed = {flip.case_id for flip in result.regressions}
-        for flip in result.flips:
-            change = (
-                plain("REGRESSION", "red")
-                if flip.case_id in regressed
-                else plain("flaky", "yellow")
-                if flip.case_id in result.flaky
-                else plain("fixed", "green")
-                if flip.status_b == "PASS"
-                else plain("changed")
-            )
-            flips.add_row(
-                *map(plain, (flip.case_id, flip.test_name or "", flip.status_a, flip.status_b)),
-                change,
-            )
-        console.print(flips)
-    else:
-        console.print("no case changed status")
-    if result.metrics:
-        metrics = Table(title="metrics on common cases")
-        for column in ("metric", "unit", "n A/B", "mean A", "mean B", "delta", "pass A", "pass B"):
-            metrics.add_column(column)
-        for m in result.metrics:
-            delta = "-" if m.delta is None else f"{m.delta:+.4g}"
-            metrics.add_row(
-                *map(
-                    plain,
-                    (
-                        m.metric_name,
-                        m.unit or "0-1",
-                        f"{m.n_a}/{m.n_b}",
-                        "-" if m.mean_a is None else f"{m.mean_a:.4g}",
-                        "-" if m.mean_b is None else f"{m.mean_b:.4g}",
-                    ),
-                ),
-                plain(delta, "red" if m.worse else ""),
-                plain(_pct(m.pass_rate_a)),
-                plain(_pct(m.pass_rate_b)),
-            )
-        console.print(metrics)
-    tokens = "-" if result.tokens_delta is None else f"{result.tokens_delta:+,}"
-    cost = "-" if result.cost_delta is None else f"{result.cost_delta:+.4f} USD"
-    console.print(
-        f"pass rate {_pct(result.pass_rate_a)} -> {_pct(result.pass_rate_b)} "
-        f"(on the {result.common_cases} common case(s): {_pct(result.common_pass_rate_a)} -> "
-        f"{_pct(result.common_pass_rate_b)}); tokens {tokens}; cost {cost}"
-    )
-    if result.paired is not None:
-        console.print(
-            f"paired over {result.paired.pass_fraction.n} shared case(s), pass fraction "
-            f"B - A: {result.paired.pass_fraction.render()}",
-            highlight=False,
-        )
-        for name, test in result.paired.metrics.items():
-            console.print(f"  {name}: {test.render(percent=False)}", highlight=False)
-    if result.flaky:
-        console.print(
-            f"flaky ({len(result.flaky)}, not counted as regressions): "
-            + ", ".join(result.flaky[:20])
-            + (" …" if len(result.flaky) > 20 else ""),
-            highlight=False,
-        )
-    if result.is_regression:
-        console.print(
-            Text.assemble(plain("REGRESSION", "bold red"), plain(": " + "; ".join(result.reasons)))
-        )
-    else:
-        console.print("[bold green]no regression[/]")
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from rich.text import Text
 
-    from holodeck_core.history import queries, store
+    from holodeck_core.history import queries, render, store
 
     if not 0.0 <= args.max_drop <= 1.0:
         raise ConfigError("--max-drop is a fraction between 0 and 1 (0.05 = 5 points)")
@@ -367,18 +130,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             con, run_a, run_b, max_drop=args.max_drop, strict=args.strict, alpha=args.alpha
         )
     for warning in result.warnings:
-        _err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
+        render.err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
     if args.format == "json":
         import json
 
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     else:
-        _render_comparison(result)
+        render.render_comparison(result)
     return ExitCode.FAILED if result.is_regression else ExitCode.OK
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    from holodeck_core.history import queries
+    from holodeck_core.history import queries, render
 
     result = queries.run_select(
         _db(args),
@@ -387,9 +150,9 @@ def _cmd_sql(args: argparse.Namespace) -> int:
         max_rows=args.max_rows,
         timeout_s=args.timeout,
     )
-    _print_rows(result.columns, result.rows, args.format)
+    render.print_rows(result.columns, result.rows, args.format)
     if result.truncated:
-        _err().print(
+        render.err().print(
             f"note: only the first {args.max_rows:,} rows are shown; add LIMIT/WHERE to the "
             "query or raise --max-rows",
             markup=False,
@@ -398,7 +161,9 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 
 
 def _report_ingest(verb: str, report: Any) -> int:
-    _err().print(
+    from holodeck_core.history import render
+
+    render.err().print(
         f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in the history"
         + (f"; {len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else ""),
         markup=False,
@@ -461,7 +226,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from holodeck_core.history import export
+    from holodeck_core.history import export, render
 
     report = export.export_runs(
         _db(args),
@@ -472,7 +237,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         prompt_version=args.prompt_version,
         lock_timeout=args.lock_timeout,
     )
-    _err().print(plain(f"wrote {len(report.written)} file(s) to {args.out}"))
+    render.err().print(plain(f"wrote {len(report.written)} file(s) to {args.out}"))
     if report.problems:
         raise ExecutionError("\n".join(p.render() for p in report.problems))
     return ExitCode.OK

@@ -16,12 +16,8 @@ from typing import Any, Literal
 from holodeck_core.config.project import location
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history import schema, store
-from holodeck_core.history.holodeck_format import (
-    holodeck_file_name,
-    load_run_file,
-    to_holodeck,
-    to_ours,
-)
+from holodeck_core.history.holodeck_export import holodeck_file_name, to_holodeck, to_ours
+from holodeck_core.history.holodeck_import import load_run_file
 from holodeck_core.history.queries import resolve_run
 
 ExportFormat = Literal["holodeck", "json", "parquet"]

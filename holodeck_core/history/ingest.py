@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from holodeck_core.errors import ConfigError, ExecutionError, Problem
 from holodeck_core.history import schema, store
-from holodeck_core.history.holodeck_format import LoadedRun, NotAnEvalRun, load_run_bytes
+from holodeck_core.history.holodeck_import import LoadedRun, NotAnEvalRun, load_run_bytes
 from holodeck_core.history.lake import Lake
 from holodeck_core.history.rows import (
     PromptInfo,
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from holodeck_core.config.project import Location
 
 DEFAULT_BATCH = 200
-"""Runs per writer connection: large enough that bulk inserts pay, small enough that the file
-lock is held well under a second."""
+"""Runs per writer connection: bulk inserts pay, and the file lock is held well under 1 s."""
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,9 @@ class Lake:
 
     def _files(self, table: str) -> dict[str, str]:
         """Committed file of each run id in ``table`` (temporary files never match)."""
-        pattern = f"{self._fs_root[1]}/{table}/{_PREFIX}*{_SUFFIX}"
+        folder = f"{self._fs_root[1]}/{table}"
+        pattern = f"{folder}/{_PREFIX}*{_SUFFIX}"
+        self.fs.invalidate_cache(folder)  # s3fs caches listings; other writers add files
         try:
             paths = self.fs.glob(pattern)
         except FileNotFoundError:
@@ -138,6 +140,7 @@ class Lake:
 
     def write_run(self, run_id: str, tables: dict[str, pa.Table]) -> bool:
         """Write one run's files; False (nothing written) if the run is already there."""
+        self.fs.invalidate_cache(self.file(COMMIT_TABLE, run_id).rsplit("/", 1)[0])
         if self.fs.exists(self.file(COMMIT_TABLE, run_id)):
             return False
         for table in schema.TABLES:

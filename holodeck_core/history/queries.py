@@ -27,24 +27,10 @@ if TYPE_CHECKING:
 
 MIN_PREFIX = 4
 RUN_COLUMNS = (
-    "run_id",
-    "agent_name",
-    "agent_slug",
-    "prompt_version",
-    "trigger",
-    "model_name",
-    "finished_at",
-    "total_tests",
-    "passed",
-    "failed",
-    "errored",
-    "pass_rate",
-    "total_tokens",
-    "cost_usd",
-    "dataset_hash",
-    "wall_time_ms",
-    "source_path",
-)
+    "run_id", "agent_name", "agent_slug", "prompt_version", "trigger", "model_name",
+    "finished_at", "total_tests", "passed", "failed", "errored", "pass_rate", "total_tokens",
+    "cost_usd", "dataset_hash", "wall_time_ms", "source_path",
+)  # fmt: skip
 
 
 def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

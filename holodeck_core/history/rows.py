@@ -53,7 +53,7 @@ def sha256_hex(data: bytes | str) -> str:
 
 def run_id_of(run: EvalRun) -> str:
     """``metadata.run_id``, else the sha256 of the run's canonical JSON (DESIGN §6.14 uses the
-    file's bytes; :func:`holodeck_core.history.holodeck_format.load_run_file` does that)."""
+    file's bytes; :func:`holodeck_core.history.holodeck_import.load_run_file` does that)."""
     return run.metadata.run_id or sha256_hex(run.to_json())
 
 
