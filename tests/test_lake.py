@@ -102,7 +102,7 @@ def test_every_history_command_works_on_a_lake(
     monkeypatch.setenv("HOLODECK_HISTORY_URL", lake.url)  # the same without the flag
     code, out, _ = run_cli(capsys, "show", "r2")
     assert code == 0 and "order-status" in out
-    code, out, _ = run_cli(capsys, "compare", "r1", "r2")
+    code, out, _ = run_cli(capsys, "compare", "r1", "r2", "--strict")
     assert code == 1 and "REGRESSION" in out  # order-status passed in r1, fails in r2
     code, out, _ = run_cli(
         capsys, "sql", "SELECT count(*) AS n FROM v_regressions", "--format", "csv"

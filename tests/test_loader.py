@@ -57,8 +57,8 @@ def test_sample_summary_lists_tools_and_metrics(
     assert "2 geval, 3 rag" in out
     assert "1 mcp, 3 vectorstore" in out
     assert "ignored:  observability" in out
-    assert "not runnable here without a `mock:` result" in out
-    assert "run for real: memory" in out
+    assert "not runnable here" not in out  # MCP and retrieval tools all run for real
+    assert "run for real: knowledge_base, faq, product_catalog, memory" in out
 
 
 def test_financial_sample_loads_multi_turn_cases_and_frontmatter_version(

@@ -423,8 +423,9 @@ def test_a_server_is_restarted_once_only(uvx: Path, tmp_path: Path) -> None:
 
     async def calls() -> list[str]:
         await suite.open_tools()
-        assert suite.toolbox is not None
-        [runtime] = suite.toolbox.runtimes
+        toolbox = suite.runtime.toolbox
+        assert toolbox is not None
+        [runtime] = toolbox.runtimes
         outcomes = []
         try:
             for _ in range(4):

@@ -37,7 +37,9 @@ def render_junit(report: TestReport) -> str:
     if summary.statistics is not None:
         properties = ET.SubElement(suite, "properties")
         for key, number in statistics_properties(summary.statistics).items():
-            ET.SubElement(properties, "property", name=f"stats.{key}", value=f"{number:.6g}")
+            ET.SubElement(
+                properties, "property", name=xml_text(f"stats.{key}"), value=f"{number:.6g}"
+            )
     for number, result in enumerate(report.results, start=1):
         case = ET.SubElement(
             suite,
