@@ -107,9 +107,10 @@ def test_using_it_commands_work_as_written_and_leave_git_status_clean(tmp_path: 
     assert list(zip(commands, codes, strict=True)) == list(
         zip(
             commands,
-            # validate, schema, test v1 (its gate fails), test v2, rescore, register, list,
-            # kill; history runs, V1=, V2=, show, compare (v2 improves on v1), sql, sync
-            [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            # validate, schema, test v1 (its gate fails), test v2, test v2 --trials, plan,
+            # rescore, register, list, kill; history runs, V1=, V2=, show, compare (v2
+            # improves on v1), sql, sync
+            [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
             strict=True,
         )
     ), stderr[-3000:]
