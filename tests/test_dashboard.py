@@ -16,7 +16,7 @@ from holodeck_core.cli import build_parser, main
 from holodeck_core.dashboard import app as dashboard_app
 from holodeck_core.dashboard import comparison, data, detail, stats
 from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
-from holodeck_core.dashboard.summary import MAX_MARKERS, change_points
+from holodeck_core.dashboard.summary import MAX_MARKERS, PAGE_SIZE, change_points, table_page
 from holodeck_core.history import schema, store
 from holodeck_core.history.ingest import ingest_runs
 from tests.test_history import HISTORY, build_history, day, make_run, query, write_run
@@ -263,3 +263,34 @@ def test_seed_fills_a_history_with_the_examples_two_versions(
         db,
         "SELECT prompt_version, passed, total_tests, trigger FROM eval_runs ORDER BY finished_at",
     ) == [("v1", 17, 25, "cli"), ("v2", 25, 25, "cli")]
+
+
+def test_runs_table_is_sorted_and_paged_on_the_server_and_csv_has_every_run(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.duckdb"
+    runs = [make_run("PPPF" if i % 2 else "PFFF", day(i % 20, 8 + i // 20), run_id=f"m{i:03d}")
+            for i in range(45)]  # fmt: skip
+    assert len(ingest_runs(db, runs).ingested) == 45
+    frame = data.summary(db, data.Filters()).runs
+    first = table_page(frame, None, 0)
+    assert len(first) == PAGE_SIZE and first[0]["id"] == frame["run_id"].iloc[-1]  # newest
+    assert len(table_page(frame, None, 2)) == 45 - 2 * PAGE_SIZE
+    lowest = table_page(frame, [{"column_id": "pass_rate_pct", "direction": "asc"}], 0)
+    assert {r["pass_rate_pct"] for r in lowest} == {25.0}
+    client = dashboard_app.create_app(db).server.test_client()
+    lines = client.get("/runs.csv").get_data(as_text=True).splitlines()
+    assert "pass rate %" in lines[0] and len(lines) == 1 + 45  # every run, not one page
+    filtered = client.get("/runs.csv?min_rate=50").get_data(as_text=True).splitlines()
+    assert len(filtered) == 1 + 22
+    bad = client.get("/runs.csv?min_rate=abc")
+    assert bad.status_code == 400 and "pass-rate threshold" in bad.get_data(as_text=True)
+
+
+def test_a_cached_page_is_redone_once_the_history_changes(tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+    ingest_runs(db, [make_run("PPPF", day(1), run_id="c1")])
+    before = str(dashboard_app.render(db, "/", ""))
+    assert str(dashboard_app.render(db, "/", "")) == before  # same file: same page
+    ingest_runs(db, [make_run("PPPP", day(2), run_id="c2")])
+    assert "c2" in str(dashboard_app.render(db, "/", "")) and "c2" not in before

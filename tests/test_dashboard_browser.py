@@ -12,7 +12,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,7 @@ import pytest
 from holodeck_core.cli import main
 from holodeck_core.dashboard.harness import CHROMIUM, launch, running
 from holodeck_core.history import schema, store
-from holodeck_core.history.ingest import ingest_paths, ingest_run
+from holodeck_core.history.ingest import ingest_paths, ingest_run, ingest_runs
 from holodeck_core.testing import load_rules, run_model_server
 from tests.conftest import REPO
 from tests.test_history import GENERATED, make_run, query
@@ -297,3 +297,22 @@ def test_missing_empty_and_old_histories_show_their_fix(page: Page, tmp_path: Pa
         db.write_text("not a database")
         assert "Cannot open the history" in notice()
     assert "Traceback" not in log_path.read_text()
+
+
+def test_runs_ticked_on_two_pages_of_the_runs_table_are_compared(
+    page: Page, tmp_path: Path
+) -> None:
+    db = tmp_path / "history.duckdb"
+    start = datetime(2026, 5, 1, 8, tzinfo=UTC)
+    runs = [make_run("PPPF", start + timedelta(hours=i), run_id=f"page-run-{i:02d}")
+            for i in range(25)]  # fmt: skip
+    assert len(ingest_runs(db, runs).ingested) == 25
+    with (tmp_path / "server.log").open("w") as log, running(db, log) as base:
+        page.goto(base + "/")
+        page.locator("#runs-table tr", has_text="page-run-24").locator("input").check()
+        page.locator("#runs-table .next-page").click()  # the server sends the second page
+        row = page.locator("#runs-table tr", has_text="page-run-01")
+        row.locator("input").check()
+        page.click("#compare-selected")
+        page.wait_for_selector("#case-matrix")
+        assert "page-run-24" in page.url and "page-run-01" in page.url

@@ -52,10 +52,10 @@ def render(db: Path, pathname: str | None, search: str | None) -> Any:
 
 class _Dash(Dash):
     def interpolate_index(self, **kwargs: Any) -> Any:  # type: ignore[override]
-        """On a charted page, Plotly (4.8 MB) starts loading with the page, so the browser
-        parses it while the server renders the page instead of after."""
+        """A charted page starts loading Plotly with the page (see ``ui.PLOTLY_EARLY``)."""
         if flask.request.path.rstrip("/") in {p.rstrip("/") for p in CHARTED}:
-            kwargs["metas"] = kwargs.get("metas", "") + ui.EARLY_PLOTLY
+            kwargs["metas"] = kwargs.get("metas", "") + ui.PLOTLY_PRELOAD
+            kwargs["renderer"] = kwargs.get("renderer", "") + ui.PLOTLY_EARLY
         return super().interpolate_index(**kwargs)  # type: ignore[no-untyped-call]
 
 

@@ -2,7 +2,8 @@
 
 A connection is opened when a page is rendered and closed before the page is sent, so a
 writer (a nightly run, ``holodeck test``) never waits on the dashboard for longer than one
-query. Nothing is cached between requests: a run written a second ago is on the next page.
+query. Pages and the Summary's rows are kept only while the file is unchanged
+(:mod:`holodeck_core.dashboard.cache`): a run written a second ago is on the next page.
 The database is never migrated from here (that would make the dashboard a writer): an old
 schema is a page that says how to upgrade it.
 """

@@ -33,12 +33,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(db: Path, log: IO[Any], *, port: int | None = None) -> Iterator[str]:
+def running(
+    db: Path, log: IO[Any], *, port: int | None = None, source: Path | None = None
+) -> Iterator[str]:
     """``holodeck dashboard --db DB`` in a child process; yields its base URL once it answers.
-    Its stdout and stderr go to ``log``."""
+    Its stdout and stderr go to ``log``. ``source``: a checkout of another commit whose
+    ``holodeck_core`` is run instead (it runs from there, ahead of the installed package)."""
     port = port or free_port()
     command = [sys.executable, "-m", "holodeck_core.cli", "dashboard", "--db", str(db)]
-    process = subprocess.Popen([*command, "--port", str(port)], stdout=log, stderr=log)
+    process = subprocess.Popen([*command, "--port", str(port)], stdout=log, stderr=log,
+                               cwd=source)  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

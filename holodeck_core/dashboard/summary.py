@@ -288,6 +288,7 @@ def _runs_table(runs: pd.DataFrame, query: str) -> list[Any]:
     return [
         html.H3("Runs"),
         html.Button("Compare selected runs (2-3)", id="compare-selected"),
+        dcc.Store(id="runs-chosen", data=[]),  # ticked runs on every page of the table
         html.A(html.Button("Export"), href=f"/runs.csv{query}", download="runs.csv",
                className="export"),
         dash_table.DataTable(  # type: ignore[attr-defined]
@@ -331,7 +332,7 @@ def register(app: Dash, db: Path) -> None:
         Output("runs-table", "selected_rows"),
         Input("runs-table", "page_current"),
         Input("runs-table", "sort_by"),
-        State("runs-table", "selected_row_ids"),
+        State("runs-chosen", "data"),
         State("summary-state", "data"),
         prevent_initial_call=True,
     )
@@ -367,9 +368,22 @@ def register(app: Dash, db: Path) -> None:
         return no_update if query == shown else query
 
     @app.callback(
+        Output("runs-chosen", "data"),
+        Input("runs-table", "selected_rows"),
+        State("runs-table", "data"),
+        State("runs-chosen", "data"),
+        prevent_initial_call=True,
+    )
+    def _choose(ticked: list[int] | None, shown: list[dict[str, Any]], chosen: list[str]) -> Any:
+        """The table knows the ticks of its current page only; the other pages' are kept."""
+        on_page = [row["id"] for row in shown or []]
+        kept = [r for r in chosen or [] if r not in on_page]
+        return kept + [on_page[i] for i in ticked or [] if i < len(on_page)]
+
+    @app.callback(
         Output("url", "href", allow_duplicate=True),
         Input("compare-selected", "n_clicks"),
-        State("runs-table", "selected_row_ids"),
+        State("runs-chosen", "data"),
         prevent_initial_call=True,
     )
     def _compare(_: int | None, selected: list[str] | None) -> Any:
