@@ -103,7 +103,7 @@ def test_eval_run_write_failure_is_exit_3_and_the_rerun_pays_nothing(
     ("target", "kind"),
     [
         ("holodeck_core.history.ingest._insert", "duckdb"),
-        ("holodeck_core.history.schema.migrate", "ENOSPC"),
+        ("holodeck_core.history.store.connect_with_retry", "ENOSPC"),
     ],
 )
 def test_a_full_disk_during_the_history_write_is_a_clear_warning(

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from holodeck_core.history import store
-from holodeck_core.history.lake import Lake
+from holodeck_core.history.lake import Lake, project_history
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.services import S3, s3_server
@@ -119,7 +119,7 @@ def test_the_environment_sets_every_location(
     project = Project.discover(tmp_path)
     assert project.artifacts_url == f"s3://{BUCKET}/artifacts"
     assert str(results_dir(agent_file, "Geo Agent")) == f"s3://{BUCKET}/results/geo-agent"
-    assert project.history == Lake(f"s3://{BUCKET}/history")
+    assert project_history(project) == Lake(f"s3://{BUCKET}/history")
 
 
 def test_an_s3_lake_reader_sees_runs_other_writers_add(s3: S3) -> None:
