@@ -171,6 +171,9 @@ def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -
     visit(page, server, "/", "#summary-page")
     page.click("#f-agent")
     page.keyboard.type("acme-support")
+    # Enter picks the highlighted option: wait until the open menu shows it (a busy machine
+    # renders the menu after the keystrokes)
+    page.get_by_role("option", name="acme-support").wait_for()
     page.keyboard.press("Enter")
     page.wait_for_url("**/?agent=acme-support")
     page.wait_for_function("document.querySelector('#kpi-runs .value').innerText === '3'")
