@@ -12,12 +12,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as sps
 
 from holodeck_core.stats.trials import Reducer, is_flaky
+
+
+def _scipy_stats() -> Any:
+    """scipy.stats, imported on first use (~0.7 s): loading agent.yaml must not pay for it;
+    ``holodeck test`` preloads it while the model calls run."""
+    from scipy import stats
+
+    return stats
+
 
 CONFIDENCE = 0.95
 
@@ -88,7 +96,7 @@ def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> Estimate:
     """The Wilson score interval of a proportion (scipy's ``binomtest``)."""
     if n == 0:
         return Estimate(mean=0.0, n=0, method="wilson", confidence=confidence)
-    ci = sps.binomtest(successes, n).proportion_ci(confidence, method="wilson")
+    ci = _scipy_stats().binomtest(successes, n).proportion_ci(confidence, method="wilson")
     p = successes / n
     return Estimate(
         mean=p,
@@ -120,7 +128,7 @@ def mean_estimate(
     if n < 2:
         return Estimate(mean=mean, n=n, method=method, confidence=confidence)
     se = clustered_se(values)
-    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * se
+    half = float(_scipy_stats().t.ppf(0.5 + confidence / 2, n - 1)) * se
     return Estimate(
         mean=mean,
         se=se,

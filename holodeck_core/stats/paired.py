@@ -14,9 +14,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Literal
 
-from scipy import stats as sps
-
-from holodeck_core.stats.estimates import CONFIDENCE, _Frozen, clustered_se
+from holodeck_core.stats.estimates import CONFIDENCE, _Frozen, _scipy_stats, clustered_se
 
 ALPHA = 0.05
 
@@ -93,7 +91,7 @@ def paired_comparison(
     test: Literal["mcnemar_exact", "paired_t", "none"] = "none"
     if n >= 2:
         se = clustered_se(d)
-        half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
+        half = float(_scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
         low, high = mean - half, mean + half
     if binary:
         only_a = sum(1 for x, y in zip(xa, xb, strict=True) if x > y)
@@ -101,14 +99,14 @@ def paired_comparison(
         discordant = (only_a, only_b)
         test = "mcnemar_exact"
         p = (
-            float(sps.binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue)
+            float(_scipy_stats().binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue)
             if only_a + only_b
             else 1.0
         )
     elif se is not None:
         test = "paired_t"
         # se = 0: every case moved by exactly the same amount (t is 0 or infinite)
-        p = float(sps.ttest_rel(xb, xa).pvalue) if se else float(mean == 0.0)
+        p = float(_scipy_stats().ttest_rel(xb, xa).pvalue) if se else float(mean == 0.0)
     verdict = Verdict.NO_CHANGE
     if p is not None and p < alpha and mean != 0.0 and not math.isnan(p):
         better = mean > 0 if higher_is_better else mean < 0

@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scipy import stats as sps
-
-from holodeck_core.stats.estimates import _Frozen
+from holodeck_core.stats.estimates import _Frozen, _scipy_stats
 from holodeck_core.stats.paired import ALPHA
 
 POWER = 0.8
@@ -48,15 +46,15 @@ def paired_power(n: int, sd_diff: float, detect: float, alpha: float = ALPHA) ->
     if sd_diff == 0.0:
         return 1.0
     df = n - 1
-    critical = float(sps.t.ppf(1 - alpha / 2, df))
-    return float(sps.nct.cdf(-critical, df, -detect * math.sqrt(n) / sd_diff))
+    critical = float(_scipy_stats().t.ppf(1 - alpha / 2, df))
+    return float(_scipy_stats().nct.cdf(-critical, df, -detect * math.sqrt(n) / sd_diff))
 
 
 def cases_needed(sd_diff: float, detect: float, alpha: float, power: float) -> int | None:
     """The smallest n reaching ``power`` (None beyond :data:`MAX_CASES`)."""
     if sd_diff == 0.0:
         return 2
-    z = float(sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power))
+    z = float(_scipy_stats().norm.ppf(1 - alpha / 2) + _scipy_stats().norm.ppf(power))
     n = max(2, math.ceil((z * sd_diff / detect) ** 2))  # the normal approximation: a start
     while n <= MAX_CASES and paired_power(n, sd_diff, detect, alpha) < power:
         n += max(1, n // 100)
