@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -93,16 +94,20 @@ class CaseOutcome:
 
 
 def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> Estimate:
-    """The Wilson score interval of a proportion (scipy's ``binomtest``)."""
+    """The Wilson score interval of a proportion, in closed form (equal to scipy's
+    ``binomtest(...).proportion_ci(method="wilson")``, tested): a K = 1 run needs no scipy."""
     if n == 0:
         return Estimate(mean=0.0, n=0, method="wilson", confidence=confidence)
-    ci = _scipy_stats().binomtest(successes, n).proportion_ci(confidence, method="wilson")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     p = successes / n
+    denominator = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     return Estimate(
         mean=p,
         se=math.sqrt(p * (1 - p) / n),
-        low=float(ci.low),
-        high=float(ci.high),
+        low=max(0.0, center - half),
+        high=min(1.0, center + half),
         n=n,
         method="wilson",
         confidence=confidence,
