@@ -34,11 +34,8 @@ class SuiteRuntime:
 
     def __init__(self, suite: Suite) -> None:
         loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
-        keys = suite.options.api_keys
-
-        def client(model: LLMProvider, where: str) -> ModelClient:
-            return make_client(model, where=where, fallback_key=keys.get(model.provider))
-
+        self._keys = suite.options.api_keys
+        client = self.client_for
         self.scheduler = CallScheduler(suite.parallel, RetryPolicy(timeout=suite.timeout))
         self.toolbox = (
             ToolBox(
@@ -98,6 +95,11 @@ class SuiteRuntime:
         self._tools_open = True
         await self.toolbox.open()
         return True
+
+    def client_for(self, model: LLMProvider, where: str) -> ModelClient:
+        """An SDK client for ``model`` (``where`` names it in config errors), with the
+        suite's fallback keys (Dagster's ``ModelProviderKeys``)."""
+        return make_client(model, where=where, fallback_key=self._keys.get(model.provider))
 
     def scheduler_stats(self) -> dict[str, object]:
         stats = self.scheduler.stats

@@ -18,10 +18,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from holodeck_core import __version__
-from holodeck_core.agents.factory import make_client
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
@@ -32,7 +30,6 @@ from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
     JudgeControlScore,
-    LLMProvider,
     ProviderEnum,
     ReportSummary,
     TestCaseModel,
@@ -50,9 +47,6 @@ from holodeck_core.runner.judge_control import load_control, score_control
 from holodeck_core.runner.runtime import SuiteRuntime
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
-
-if TYPE_CHECKING:
-    from holodeck_core.agents.base import ModelClient
 
 DEFAULT_LLM_TIMEOUT = 60.0
 
@@ -205,13 +199,8 @@ class Suite:
             self.loaded.agent,
             runtime.scheduler,
             runtime.judges.default_model,
-            self._judge_client,
+            lambda model: runtime.client_for(model, "judge"),
             self.loaded.base_dir,
-        )
-
-    def _judge_client(self, model: LLMProvider) -> ModelClient:
-        return make_client(
-            model, where="judge", fallback_key=self.options.api_keys.get(model.provider)
         )
 
     @property
