@@ -61,6 +61,16 @@ def our_holodeck() -> Path:
     raise SystemExit("cannot find our `holodeck` console script; run with .venv/bin/python")
 
 
+def precompile_ours() -> None:
+    """Write the bytecode of our packages, as pip does for every installed wheel (the peers'
+    included): an editable install compiles nothing, and with ``PYTHONDONTWRITEBYTECODE=1``
+    every run would recompile ~100 modules (0.5 s)."""
+    python = str(our_holodeck().parent / "python")
+    packages = ["holodeck_core", "holodeck_pipelines"]
+    cmd = [python, "-m", "compileall", "-q", *packages]
+    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=300)
+
+
 def peer_holodeck(path: str) -> Path:
     """HoloDeck 0.7.1's ``holodeck`` from a venv folder (``bench/.peer-venv``) or the script."""
     candidate = Path(path).expanduser().absolute()

@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     n, latency = args.cases, args.latency
     print(c.machine_line())
+    c.precompile_ours()
     print(f"throughput: N = {n} cases, L = {latency:g} s, medians of {args.repeat}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="holodeck-bench-throughput-") as tmp_name:

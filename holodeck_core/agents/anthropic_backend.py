@@ -8,7 +8,7 @@ from typing import Any
 
 import anthropic
 
-from holodeck_core.agents.base import parse_tool_call
+from holodeck_core.agents.base import parse_tool_call, sdk_http_client
 from holodeck_core.agents.messages import Message, ModelReply, ToolSpec
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
@@ -21,7 +21,10 @@ class AnthropicClient:
     def __init__(self, model: LLMProvider, api_key: str) -> None:
         self.model = model
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=model.endpoint, max_retries=0
+            api_key=api_key,
+            base_url=model.endpoint,
+            max_retries=0,
+            http_client=sdk_http_client(anthropic, model.endpoint),
         )
 
     async def aclose(self) -> None:

@@ -4,13 +4,28 @@ picks one is :mod:`holodeck_core.agents.factory`, so no backend imports a module
 from __future__ import annotations
 
 import json
+from types import ModuleType
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from holodeck_core.agents.messages import Message, ModelReply, ToolCall, ToolSpec
 from holodeck_core.models import LLMProvider
 
 DEFAULT_OLLAMA_ENDPOINT = "http://127.0.0.1:11434/v1"
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
+
+
+def sdk_http_client(sdk: ModuleType, endpoint: str | None) -> Any:
+    """The HTTP client for an ``openai`` or ``anthropic`` SDK client: the SDK's own aiohttp
+    transport (``DefaultAioHttpClient``), else ``None`` (the SDK's default httpx client).
+
+    The default httpx pool scans every open connection for each request (a ``getpeername``
+    per connection): at 100 calls in flight it cost more CPU than the rest of the run
+    (docs/benchmarks.md). aiohttp refuses credentials in the URL beside the SDK's
+    ``Authorization`` header, which httpx accepts, so such endpoints keep httpx."""
+    if endpoint and urlsplit(endpoint).username is not None:
+        return None
+    return sdk.DefaultAioHttpClient()
 
 
 class ModelClient(Protocol):

@@ -11,6 +11,7 @@ from holodeck_core.agents.base import (
     DEFAULT_AZURE_API_VERSION,
     DEFAULT_OLLAMA_ENDPOINT,
     parse_tool_call,
+    sdk_http_client,
 )
 from holodeck_core.agents.messages import Message, ModelReply, ToolSpec
 from holodeck_core.calls.classify import classify
@@ -20,19 +21,27 @@ from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
 
 def openai_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI:
     """The official SDK client for ``model``'s endpoint (OpenAI, Azure OpenAI, or Ollama's
-    OpenAI-compatible route), with the SDK's own retries off: the scheduler retries."""
+    OpenAI-compatible route), with the SDK's own retries off: the scheduler retries.
+
+    The transport is :func:`~holodeck_core.agents.base.sdk_http_client`'s."""
     if model.provider is ProviderEnum.AZURE_OPENAI:
         return openai.AsyncAzureOpenAI(
             azure_endpoint=model.endpoint or "",
             api_key=api_key,
             api_version=model.api_version or DEFAULT_AZURE_API_VERSION,
             max_retries=0,
+            http_client=sdk_http_client(openai, model.endpoint),
         )
     endpoint = model.endpoint
     if model.provider is ProviderEnum.OLLAMA:
         endpoint = (endpoint or DEFAULT_OLLAMA_ENDPOINT).rstrip("/")
         endpoint = endpoint if endpoint.endswith("/v1") else f"{endpoint}/v1"
-    return openai.AsyncOpenAI(api_key=api_key, base_url=endpoint, max_retries=0)
+    return openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=endpoint,
+        max_retries=0,
+        http_client=sdk_http_client(openai, endpoint),
+    )
 
 
 class OpenAIChatClient:
