@@ -223,11 +223,11 @@ class Suite:
         if cached is None:
             # another run of this suite may be on this trial: wait for it, then reuse its work
             async with self.journal.claim(fingerprint, trial):
-                cached = await asyncio.to_thread(self.journal.finished, fingerprint, trial)
+                cached = await self.journal.lookup(fingerprint, trial)
                 if cached is None:
                     run = await runtime.executor.run(case, fingerprint)
                     run.trial = trial
-                    await asyncio.to_thread(self.journal.append, run)  # fsync off the loop
+                    await self.journal.write(run)
         if cached is not None:
             run = cached.model_copy(update={"resumed": True})
         self.runs[(run.case_id, trial)] = run
