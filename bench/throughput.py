@@ -11,7 +11,9 @@ the ideal ``ceil(N/C) * L`` (DESIGN §6.16); then ``--large-cases`` cases at
 (``--peer``), Inspect AI and promptfoo (``--inspect``/``--promptfoo``, or their default folders
 when ``bash bench/peer_setup.sh inspect|promptfoo`` made them). Each run must make exactly one
 model call per case. Start-up is measured apart (1 case, L = 0). The last line holds the
-ratios (wall / ideal, ours / peer: below 1 means ours is faster).
+ratios (wall / ideal, ours / peer: below 1 means ours is faster). ``floor`` is
+``bench/sdk_floor.py``: the same cases through the bare ``openai`` SDK in one small script,
+the least any tool built on the SDK can take on this machine.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ Launch = Callable[[str, Path], tuple[list[str], dict[str, str], Path]]
 @dataclass
 class Config:
     label: str
-    who: str  # "ours" | "holodeck" | "inspect" | "promptfoo"
+    who: str  # "ours" | "floor" | "holodeck" | "inspect" | "promptfoo"
     launch: Launch
     n_cases: int
     concurrency: int  # what the ideal uses; ours: read back from the EvalRun; 0: the peak seen
@@ -123,6 +125,19 @@ def holodeck_launch(exe: Path, agent: Path) -> Launch:
     return launch
 
 
+def floor_launch(n_cases: int, concurrency: int) -> Launch:
+    """``bench/sdk_floor.py``: the same cases through the bare SDK, in our venv."""
+
+    def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
+        del home
+        script = c.REPO / "bench" / "sdk_floor.py"
+        python = c.our_holodeck().parent / "python"
+        cmd = [str(python), str(script), base_url, str(n_cases), str(concurrency)]
+        return cmd, c.base_env(), c.REPO / "bench"
+
+    return launch
+
+
 def peer_launch(peer: peers.Peer, concurrency: int | None) -> Launch:
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         del home
@@ -138,6 +153,7 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
     configs = [
         Config("ours@default", "ours", ours_launch(ours_agent, None), n, 0, tmp / "ours"),
         Config(f"ours@{eq}", "ours", ours_launch(ours_agent, eq), n, eq, tmp / "ours"),
+        Config(f"floor@{eq}", "floor", floor_launch(n, eq), n, eq),
     ]
     if args.peer:
         exe = c.peer_holodeck(args.peer)
@@ -169,7 +185,10 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
             )
     if big_agent is not None:
         configs.insert(
-            2,
+            3, Config(f"floor@{big_c}x{large}", "floor", floor_launch(large, big_c), large, big_c)
+        )
+        configs.insert(
+            3,
             Config(
                 f"ours@{big_c}x{large}",
                 "ours",
@@ -286,7 +305,16 @@ def ratios(
     if args.large_cases:
         ideal_big = c.ideal(args.large_cases, args.large_concurrency, latency)
         out.append((f"ours/ideal@{big}", c.ratio(med.get(f"ours@{big}"), ideal_big)))
-    for who in sorted({cfg.who for cfg in configs} - {"ours"}):
+    out += [
+        (f"floor/ideal@{eq}", c.ratio(med.get(f"floor@{eq}"), c.ideal(n, eq, latency))),
+        (f"ours/floor@{eq}", c.ratio(med.get(f"ours@{eq}"), med.get(f"floor@{eq}"))),
+    ]
+    if args.large_cases:
+        out += [
+            (f"floor/ideal@{big}", c.ratio(med.get(f"floor@{big}"), ideal_big)),
+            (f"ours/floor@{big}", c.ratio(med.get(f"ours@{big}"), med.get(f"floor@{big}"))),
+        ]
+    for who in sorted({cfg.who for cfg in configs} - {"ours", "floor"}):
         for setting in ("default", str(eq), big):
             peer = med.get(f"{who}@{setting}")
             if f"{who}@{setting}" in med:
