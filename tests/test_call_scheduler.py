@@ -207,3 +207,27 @@ def test_the_default_start_runs_many_cases_at_once(tmp_path: Path) -> None:
         peak = server.stats()["peak_concurrency"]
     assert code == 0 and DEFAULT_CONCURRENCY >= 32 and peak == DEFAULT_CONCURRENCY
     assert run.report.environment["parallel"] == DEFAULT_CONCURRENCY
+
+
+def test_a_cancellation_as_the_call_completes_stops_the_caller() -> None:
+    """Ctrl-C that lands in the loop iteration where the answer arrives must still stop the
+    run (``asyncio.wait_for`` on Python 3.11 returned the answer and dropped it)."""
+
+    async def scenario() -> str:
+        scheduler = CallScheduler(policy=FAST)
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        async def call() -> str:
+            return await answer
+
+        caller = asyncio.ensure_future(scheduler.call(call))
+        await asyncio.sleep(0.01)  # the call is in flight
+        answer.set_result("done")
+        caller.cancel()  # in the same iteration as the answer
+        try:
+            await caller
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "the cancellation was lost"
+
+    assert asyncio.run(scenario()) == "cancelled"

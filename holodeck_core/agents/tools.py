@@ -199,12 +199,11 @@ class ToolBox:
         function = self._functions[call.name]
         arguments = call.arguments or {}
         try:
-            if inspect.iscoroutinefunction(function):
-                result = await asyncio.wait_for(function(**arguments), self.timeout)
-            else:
-                result = await asyncio.wait_for(
-                    asyncio.to_thread(function, **arguments), self.timeout
-                )
+            async with asyncio.timeout(self.timeout):  # not wait_for: see CallScheduler.run
+                if inspect.iscoroutinefunction(function):
+                    result = await function(**arguments)
+                else:
+                    result = await asyncio.to_thread(function, **arguments)
         except TimeoutError:
             return done(error=f"tool timed out after {self.timeout:g} s")
         except Exception as exc:

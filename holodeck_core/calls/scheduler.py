@@ -115,7 +115,8 @@ class _Lane:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter, wait if wait > 0 else None)
+                async with asyncio.timeout(wait if wait > 0 else None):
+                    await waiter
 
     def wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -180,7 +181,10 @@ class CallScheduler:
             self.stats.attempts += 1
             started = await lane.acquire()
             try:
-                result = await asyncio.wait_for(fn(), timeout)
+                # not asyncio.wait_for: on Python 3.11 it drops a cancellation (Ctrl-C) that
+                # arrives as the call completes, and the run would go on
+                async with asyncio.timeout(timeout):
+                    result = await fn()
             except Exception as exc:
                 error = classify(exc)
                 if error.kind is CallErrorKind.TIMEOUT and isinstance(exc, TimeoutError):
