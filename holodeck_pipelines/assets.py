@@ -27,7 +27,6 @@ from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
 from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.errors import ConfigError
-from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import regression_check
 from holodeck_core.models import EvalRun, Status, TestResult, Trigger
 from holodeck_core.models.results import all_metric_results
@@ -243,6 +242,10 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         history: RunHistory,
         report_summary: RunReport,
     ) -> Iterator[dg.Output[RunReport] | dg.AssetCheckResult]:
+        # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
+        # the definitions every sensor tick and code server reload
+        from holodeck_core.history.ingest import ingest_run
+
         run = report_summary.eval_run
         run_id = run.metadata.run_id or ""
         written = ingest_run(

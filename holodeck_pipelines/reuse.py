@@ -8,9 +8,9 @@ modification times and the environment are compared on every call (a few ``stat`
 an edit is seen by the next call. Callers treat the result as read-only.
 
 :func:`respond` runs the agent stage and meanwhile, on a worker thread, imports what the
-report and history steps need (scipy.stats for the intervals, pandas for the history tables:
-~0.8 s), as ``holodeck test`` does; worth it only when the later steps run in the same
-process (the in-process executor)."""
+report and history steps need (scipy.stats for the intervals, the history writer with duckdb,
+pyarrow and pandas: ~1 s), as ``holodeck test`` does; worth it only when the later steps run
+in the same process (the in-process executor)."""
 
 from __future__ import annotations
 
@@ -116,6 +116,8 @@ async def respond(stage: Suite, *, preload: bool) -> AgentResponses:
 def _import_later_steps() -> None:
     import pandas  # type: ignore[import-untyped]  # noqa: F401  (pyarrow builds tables with it)
     import scipy.stats  # noqa: F401
+
+    import holodeck_core.history.ingest  # noqa: F401  (duckdb, pyarrow)
 
 
 def preload_later_steps() -> None:

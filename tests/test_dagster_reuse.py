@@ -6,6 +6,8 @@ environment)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +139,57 @@ def test_a_config_written_just_now_is_not_kept(tmp_path: Path, loads: list[Path]
     reuse.loaded_agent(agent)
     reuse.loaded_agent(agent)
     assert len(loads) == 2
+
+
+HEAVY = ("openai", "anthropic", "duckdb", "pyarrow", "scipy")
+
+LIGHT_STEPS = """\
+import sys
+
+import dagster as dg
+
+from holodeck_core.config.project import Project
+from holodeck_pipelines.automation import register_versions
+from holodeck_pipelines.builder import build_definitions, build_pipelines
+from holodeck_pipelines.resources import HoloDeckProject
+
+heavy = {HEAVY!r}
+project = Project.discover()
+defs = build_definitions(project)
+loaded = sorted(name for name in heavy if name in sys.modules)
+[pipeline] = build_pipelines(project)
+_, keys = register_versions(pipeline.agent_file, HoloDeckProject(root=str(project.root)))
+with dg.instance_for_test() as instance:
+    instance.add_dynamic_partitions(pipeline.partitions.name, keys)
+    job = defs.resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(
+        partition_key=keys[0],
+        instance=instance,
+        asset_selection=[dg.AssetKey(["geo_agent", "processed_files"])],
+    )
+assert result.success
+print("definitions:", ",".join(loaded))
+print("processed_files:", ",".join(sorted(name for name in heavy if name in sys.modules)))
+"""
+
+
+def test_definitions_and_a_step_that_calls_no_model_import_no_sdk_nor_history_writer(
+    tmp_path: Path,
+) -> None:
+    """The code server, the sensor and ``processed_files`` never pay for a model SDK, the
+    history writer (duckdb, pyarrow) or scipy: only the steps that use them import them."""
+    make_project(tmp_path, "http://127.0.0.1:9/v1", cases=1)
+    script = tmp_path / "light.py"
+    script.write_text(LIGHT_STEPS.replace("{HEAVY!r}", repr(HEAVY)))
+    env = {**os.environ, "HOLODECK_PROJECT_ROOT": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "definitions: \n" in proc.stdout and "processed_files: \n" in proc.stdout, proc.stdout
