@@ -35,6 +35,7 @@ assets add to an empty Dagster run)."""
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -158,7 +159,10 @@ def main() -> int:
             def env_for(home: Path) -> dict[str, str]:
                 env = our_env(home, server.openai_base_url)
                 env |= {"DAGSTER_HOME": str(root), "HOLODECK_PROJECT_ROOT": str(root)}
-                env["PYTHONPATH"] = str(root)  # the floor module, as `-m` needs
+                # the floor module, as `-m` needs (after any PYTHONPATH given to the bench)
+                env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (env.get("PYTHONPATH"), str(root)) if p
+                )
                 return env
 
             # the persistent instance, created and migrated once (untimed)
