@@ -1,21 +1,49 @@
-"""What Dagster costs on top of the CLI: one partition materialized through Dagster (five
-asset steps, a real instance, the IO manager, the history write and the checks) against the
-same suite run by ``holodeck test``, side by side against one loopback model server.
+"""What Dagster costs on top of the CLI per partition, measured the way a deployment runs one.
 
     .venv/bin/python bench/dagster_overhead.py [--cases 50] [--latency 0.5] [--repeat 3]
 
-Ends with ``RATIOS dagster/cli=… dagster-extra-s=…``."""
+Three commands, interleaved, each timed from spawn to exit against one loopback model server:
+
+- ``holodeck test agent.yaml -q --fresh``: the CLI.
+- ``dagster asset materialize -m holodeck_pipelines.definitions --select
+  '<agent>/processed_files*' --partition <version>``: one partition of our five assets (the
+  IO manager, the history write, the four checks), a fresh process per partition. Why this
+  command: in Dagster 1.13 ``dg launch --assets`` calls this very function in its own
+  process (``dagster_dg_cli/cli/launch.py`` says so; dg's own CLI import adds ~0.3 s on top,
+  which no deployment pays), and a run launched from the UI, a sensor or a schedule is
+  likewise a fresh run-worker process that imports Dagster, loads the definitions and
+  executes the run against the instance (plus a code server and a daemon, left out here).
+  The console logger is set to WARNING (as the CLI runs with ``-q``); every event still goes
+  to the event log.
+- the same command on a *Dagster floor*: a tiny module (written to the temp dir) with a
+  dynamically partitioned chain of five assets that do nothing, on the same executor
+  (in-process, our default) and the same instance. It is what Dagster itself costs per
+  partition: interpreter, Dagster's import, definitions, run and its events; what our run
+  costs beyond it is ours.
+
+The instance is persistent, as in a deployment: ``DAGSTER_HOME`` is the project root holding
+the repository's own ``dagster.yaml`` (SQLite storage in ``.holodeck/dagster/``), created and
+migrated once before anything is timed (as ``dg dev`` would have). Before each timed run, and
+untimed, the prompt version is registered and added as a partition (the prompt-version
+sensor's job), and every run gets a fresh ``HOLODECK_HOME`` so nothing is resumed from a
+journal or a cache.
+
+Ends with ``RATIOS dagster/cli=… dagster-extra-s=… dagster-floor-s=… ours-over-floor-s=…``
+(``ours-over-floor-s`` = our partition minus the floor: the evaluation itself plus what our
+assets add to an empty Dagster run)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
 from common import (
-    ENDPOINT_VAR,
+    REPO,
     RULES_YAML,
     ModelServer,
     fmt,
@@ -33,31 +61,78 @@ from common import (
 
 from holodeck_core.models.agent import DEFAULT_PARALLEL_TEST_CASES
 
-DAGSTER_RUN = textwrap.dedent("""\
+AGENT_GROUP = "bench_agent"  # dagster_name("bench-agent")
+OURS = "holodeck_pipelines.definitions"
+FLOOR_MODULE = "dagster_floor_defs"
+FLOOR_ASSETS = 5
+QUIET = '{"loggers": {"console": {"config": {"log_level": "WARNING"}}}}'
+
+FLOOR_DEFS = textwrap.dedent(f'''\
+    """The Dagster floor: {FLOOR_ASSETS} dynamically partitioned assets in a chain that do
+    nothing, on the in-process executor (what holodeck_pipelines uses by default)."""
+
+    import dagster as dg
+
+    floor = dg.DynamicPartitionsDefinition(name="floor")
+
+
+    @dg.asset(partitions_def=floor, group_name="floor")
+    def step_1() -> int:
+        return 1
+
+
+    def chained(previous: dg.AssetsDefinition, n: int) -> dg.AssetsDefinition:
+        @dg.asset(name=f"step_{{n}}", partitions_def=floor, group_name="floor", deps=[previous])
+        def step() -> int:
+            return n
+
+        return step
+
+
+    assets = [step_1]
+    for n in range(2, {FLOOR_ASSETS + 1}):
+        assets.append(chained(assets[-1], n))
+    defs = dg.Definitions(assets=assets, executor=dg.in_process_executor)
+    ''')
+
+# Untimed, before each timed Dagster run: what the prompt-version sensor does (snapshot the
+# prompt under this run's HOLODECK_HOME, add the partitions); prints the active version.
+PREPARE = textwrap.dedent("""\
     import sys
     from pathlib import Path
 
     import dagster as dg
 
-    from holodeck_core.config.project import Project
     from holodeck_pipelines.automation import register_versions
-    from holodeck_pipelines.builder import build_definitions, build_pipelines
+    from holodeck_pipelines.builder import build_pipelines
+    from holodeck_core.config.project import Project
     from holodeck_pipelines.resources import HoloDeckProject
 
-    root, dagster_home = Path(sys.argv[1]), sys.argv[2]
-    project = Project.discover(root)
-    defs = build_definitions(project)
-    [pipeline] = build_pipelines(project)
+    root, floor_key = Path(sys.argv[1]), sys.argv[2]
+    [pipeline] = build_pipelines(Project.discover(root))
     active, registered = register_versions(pipeline.agent_file, HoloDeckProject(root=str(root)))
-    with dg.instance_for_test(temp_dir=dagster_home) as instance:
-        instance.add_dynamic_partitions(pipeline.partitions.name, registered)
-        result = defs.resolve_job_def(pipeline.job.name).execute_in_process(
-            partition_key=active[0],
-            instance=instance,
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        )
-    sys.exit(0 if result.success else 1)
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions(pipeline.partitions.name, registered)
+    instance.add_dynamic_partitions("floor", [floor_key])
+    print(active[0])
     """)
+
+
+def materialize(select: str, partition: str, *, module: str) -> list[str | Path]:
+    dagster = our_holodeck().parent / "dagster"
+    return [
+        dagster,
+        "asset",
+        "materialize",
+        "-m",
+        module,
+        "--select",
+        select,
+        "--partition",
+        partition,
+        "--config-json",
+        QUIET,
+    ]
 
 
 def main() -> int:
@@ -68,45 +143,91 @@ def main() -> int:
     args = parser.parse_args()
     print(machine_line())
     python = our_holodeck().parent / "python"
-    cli_times: list[float] = []
-    dagster_times: list[float] = []
+    times: dict[str, list[float]] = {"cli": [], "dagster": [], "floor": []}
     with tempfile.TemporaryDirectory(prefix="holodeck-bench-") as scratch:
         work = Path(scratch)
         rules = work / "rules.yaml"
         rules.write_text(RULES_YAML, encoding="utf-8")
+        root = work / "project"  # the project root and DAGSTER_HOME (DESIGN §6.15)
+        agent = write_agent(root / "agent", args.cases)
+        (root / "holodeck.yaml").write_text("agents: [agent/agent.yaml]\n", encoding="utf-8")
+        shutil.copy(REPO / "dagster.yaml", root / "dagster.yaml")
+        (root / f"{FLOOR_MODULE}.py").write_text(FLOOR_DEFS, encoding="utf-8")
+        (root / "prepare.py").write_text(PREPARE, encoding="utf-8")
         with ModelServer(rules, args.latency, log=work / "server.log") as server:
+
+            def env_for(home: Path) -> dict[str, str]:
+                env = our_env(home, server.openai_base_url)
+                env |= {"DAGSTER_HOME": str(root), "HOLODECK_PROJECT_ROOT": str(root)}
+                # the floor module, as `-m` needs (after any PYTHONPATH given to the bench)
+                env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (env.get("PYTHONPATH"), str(root)) if p
+                )
+                return env
+
+            # the persistent instance, created and migrated once (untimed)
+            setup = run_timed(
+                [our_holodeck().parent / "dagster", "instance", "migrate"],
+                env=env_for(work / "setup-home"),
+                cwd=root,
+                timeout=300,
+            )
+            if setup.returncode != 0:
+                print(f"dagster instance migrate failed:\n{setup.tail()}", file=sys.stderr)
+                return 1
             for attempt in range(args.repeat):
-                for kind in ("cli", "dagster"):
-                    root = work / f"{kind}-{attempt}"
-                    agent = write_agent(root / "agent", args.cases)
-                    (root / "holodeck.yaml").write_text("agents: [agent/agent.yaml]\n")
-                    env = our_env(root / ".holodeck", server.openai_base_url)
-                    env[ENDPOINT_VAR] = server.openai_base_url
+                for kind in times:
+                    home = work / f"{kind}-{attempt}"
+                    env = env_for(home)
                     if kind == "cli":
                         cmd = [our_holodeck(), "test", agent, "-q", "--fresh"]
                     else:
-                        script = work / "dagster_run.py"
-                        script.write_text(DAGSTER_RUN, encoding="utf-8")
-                        (root / "dagster").mkdir()
-                        cmd = [python, script, root, root / "dagster"]
+                        prepared = run_timed(
+                            [python, root / "prepare.py", root, f"p{attempt}"],
+                            env=env,
+                            cwd=root,
+                            timeout=300,
+                        )
+                        if prepared.returncode != 0:
+                            print(f"setup failed:\n{prepared.tail()}", file=sys.stderr)
+                            return 1
+                        version = prepared.stdout.strip().splitlines()[-1]
+                        cmd = (
+                            materialize(f"{AGENT_GROUP}/processed_files*", version, module=OURS)
+                            if kind == "dagster"
+                            else materialize("step_1*", f"p{attempt}", module=FLOOR_MODULE)
+                        )
                     timed = run_timed(cmd, env=env, cwd=root, timeout=600)
-                    if timed.returncode not in (0, 1):
+                    if timed.returncode not in ((0, 1) if kind == "cli" else (0,)):
                         print(f"{kind} run failed:\n{timed.tail()}", file=sys.stderr)
                         return 1
-                    (cli_times if kind == "cli" else dagster_times).append(timed.wall)
+                    times[kind].append(timed.wall)
                     print(f"  {kind:<8} run {attempt + 1}: {timed.wall:.2f} s", flush=True)
-    cli, dagster = median(cli_times), median(dagster_times)
+    cli, dagster, floor = (median(times[kind]) for kind in ("cli", "dagster", "floor"))
     print(
         f"\n{args.cases} cases, latency {args.latency:g} s, default parallelism "
         f"({DEFAULT_PARALLEL_TEST_CASES}); "
         f"ideal {ideal(args.cases, DEFAULT_PARALLEL_TEST_CASES, args.latency):.2f} s"
     )
-    print(f"  holodeck test : median {fmt(cli)} s ({runs_text(cli_times)})")
+    print(f"  holodeck test : median {fmt(cli)} s ({runs_text(times['cli'])})")
     print(
-        f"  dagster (1 partition, 5 steps, in-process executor): median {fmt(dagster)} s "
-        f"({runs_text(dagster_times)})"
+        "  dagster asset materialize, 1 partition, 5 assets + 4 checks, persistent instance: "
+        f"median {fmt(dagster)} s ({runs_text(times['dagster'])})"
     )
-    print(ratio_line([("dagster/cli", ratio(dagster, cli)), ("dagster-extra-s", dagster - cli)]))
+    print(
+        f"  dagster floor (same command, {FLOOR_ASSETS} empty assets): median {fmt(floor)} s "
+        f"({runs_text(times['floor'])})"
+    )
+    print(
+        ratio_line(
+            [
+                ("dagster/cli", ratio(dagster, cli)),
+                ("dagster-extra-s", dagster - cli),
+                ("dagster-floor-s", floor),
+                ("ours-over-floor-s", dagster - floor),
+            ]
+        )
+    )
     return 0
 
 

@@ -20,15 +20,13 @@ from holodeck_core.commands.stages import (
     ProcessedFiles,
     RunReport,
     process_suite_files,
-    run_agent_stage,
     run_metric_stage,
     write_report,
 )
-from holodeck_core.config.loader import LoadedAgent, load_agent
+from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
 from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.errors import ConfigError
-from holodeck_core.history.ingest import ingest_run
 from holodeck_core.history.regression import regression_check
 from holodeck_core.models import EvalRun, Status, TestResult, Trigger
 from holodeck_core.models.results import all_metric_results
@@ -39,6 +37,7 @@ from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
+from holodeck_pipelines.reuse import loaded_agent, respond
 from holodeck_pipelines.verdicts import drift_result, regression_result
 
 LLM_POOL = "llm_api"
@@ -102,7 +101,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             trials=trials_of(context),
         )
         try:
-            return Suite(load_agent(agent_file), options, project=project.project())
+            return Suite(loaded_agent(agent_file), options, project=project.project())
         except ConfigError as exc:
             # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
             # retry can fix that, so fail at once and say which versions exist
@@ -143,7 +142,9 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         context: dg.AssetExecutionContext, project: HoloDeckProject, keys: ModelProviderKeys
     ) -> AgentResponses:
         stage = suite(context, project, keys)
-        result = asyncio.run(run_agent_stage(stage))
+        result = asyncio.run(
+            respond(stage, preload=context.job_def.executor_def.name == "in_process")
+        )
         resumed = sum(1 for run in result.runs if run.resumed)
         usage = [run.usage.total_tokens for run in result.runs]
         metadata = {
@@ -241,6 +242,10 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         history: RunHistory,
         report_summary: RunReport,
     ) -> Iterator[dg.Output[RunReport] | dg.AssetCheckResult]:
+        # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
+        # the definitions every sensor tick and code server reload
+        from holodeck_core.history.ingest import ingest_run
+
         run = report_summary.eval_run
         run_id = run.metadata.run_id or ""
         written = ingest_run(

@@ -6,18 +6,18 @@ from pathlib import Path
 
 import dagster as dg
 
-from holodeck_core.config.loader import load_agent
 from holodeck_core.config.prompts import PromptStore
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import TRIGGER_TAG, AgentPipeline, trigger_of
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
+from holodeck_pipelines.reuse import loaded_agent
 
 
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
     """Snapshot the agent's active prompt files (DESIGN §6.6). Returns (active keys,
     every registered key)."""
-    loaded = load_agent(agent_file)
+    loaded = loaded_agent(agent_file)
     store = PromptStore(project.project().prompts_dir, loaded.agent.name)
     active = []
     for prompt in loaded.active_prompts:

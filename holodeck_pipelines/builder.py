@@ -9,7 +9,6 @@ import os
 
 import dagster as dg
 
-from holodeck_core.config.loader import load_agent
 from holodeck_core.config.project import Project
 from holodeck_core.errors import HolodeckError, safe_message
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
@@ -20,6 +19,7 @@ from holodeck_pipelines.automation import (
 )
 from holodeck_pipelines.io_manager import PydanticJsonIOManager
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
+from holodeck_pipelines.reuse import loaded_agent
 
 KEY_VARIABLES = {
     "openai_api_key": "OPENAI_API_KEY",
@@ -49,7 +49,7 @@ def build_pipelines(project: Project, skipped: dict[str, str] | None = None) -> 
     skipped = {} if skipped is None else skipped
     for path in project.agent_paths():
         try:
-            pipelines.append(build_agent_pipeline(path, load_agent(path)))
+            pipelines.append(build_agent_pipeline(path, loaded_agent(path)))
         except (HolodeckError, dg.DagsterError) as exc:
             skipped[str(path)] = safe_message(exc)
             logger.error("holodeck: agent %s is not loaded: %s", path, skipped[str(path)])

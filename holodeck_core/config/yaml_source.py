@@ -75,20 +75,25 @@ def read_yaml(file: Path, display: str | None = None) -> YamlDocument:
         raise ConfigError(f"file not found: {file}", file=name) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {file}: {exc}", file=name) from None
+    lines: dict[YamlPath, int] = {}
+    problems: list[Problem] = []
     try:
         _check_bounds(text, name)
-        node = yaml.compose(text, Loader=_Loader)
-        if node is not None:
-            _check_expansion(node, name)
-        data = yaml.load(text, Loader=_Loader)
+        loader = _Loader(text)
+        try:  # one parse: the data is constructed from the node tree that was checked
+            node = loader.get_single_node()
+            if node is not None:
+                _check_expansion(node, name)
+                # before construction, which merges `<<` keys into the tree in place
+                _index_lines(node, (), lines, problems, name)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         raise ConfigError([_syntax_problem(name, text, exc)]) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=name) from None
-    doc = YamlDocument(file=file, data=data, display=name)
-    problems: list[Problem] = []
-    if node is not None:
-        _index_lines(node, (), doc.lines, problems, name)
+    doc = YamlDocument(file=file, data=data, lines=lines, display=name)
     if problems:
         raise ConfigError(problems)
     return doc
