@@ -15,17 +15,24 @@ import pytest
 from holodeck_core.history import schema, store, tabular
 from holodeck_core.history.ingest import ingest_run, ingest_runs, prepare_run
 from holodeck_core.history.tabular import TableRows
+from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
 from tests.test_history import day, make_run
 
-RULES: dict[str, Any] = {"rules": [{"match": {"user": "capital of France"}, "reply": "Paris"}]}
+RULES: dict[str, Any] = {
+    "rules": [
+        {"match": {"user": "capital of France"}, "reply": "Paris"},
+        {"match": {"user": "capital of Italy"}, "reply": "Rome"},
+    ]
+}
 
 HEAVY = ("pandas", "scipy", "pyarrow")
 """What a one-trial run never needs: pandas and pyarrow only for bulk history writes, scipy
 only for t-quantiles over trials."""
 
 
-def one_case_agent(folder: Path, base_url: str) -> Path:
+def small_agent(folder: Path, base_url: str) -> Path:
+    """Two cases, so the run's metric mean gets a t interval."""
     agent = folder / "agent.yaml"
     agent.write_text(
         "name: overhead-test\n"
@@ -33,12 +40,14 @@ def one_case_agent(folder: Path, base_url: str) -> Path:
         "api_key: sk-test-key-1234}\n"
         'instructions: {inline: "Answer."}\n'
         "evaluations: {metrics: [{type: standard, metric: equality}]}\n"
-        "test_cases: [{name: capital, input: capital of France?, ground_truth: Paris}]\n"
+        "test_cases:\n"
+        "  - {name: france, input: capital of France?, ground_truth: Paris}\n"
+        "  - {name: italy, input: capital of Italy?, ground_truth: Rome}\n"
     )
     return agent
 
 
-def test_a_one_case_run_writes_its_history_without_pandas_scipy_or_pyarrow(
+def test_a_small_run_writes_its_history_and_intervals_without_pandas_scipy_or_pyarrow(
     tmp_path: Path,
 ) -> None:
     code = (
@@ -47,7 +56,7 @@ def test_a_one_case_run_writes_its_history_without_pandas_scipy_or_pyarrow(
         f"print([m for m in {HEAVY!r} if m in sys.modules]); sys.exit(code)"
     )
     with run_model_server(RULES) as server:
-        agent = one_case_agent(tmp_path, server.openai_base_url)
+        agent = small_agent(tmp_path, server.openai_base_url)
         proc = subprocess.run(
             [sys.executable, "-c", code, str(agent)],
             capture_output=True,
@@ -62,9 +71,12 @@ def test_a_one_case_run_writes_its_history_without_pandas_scipy_or_pyarrow(
         rows = con.execute(
             "SELECT r.total_tests, r.passed, t.agent_response, m.metric_name, m.passed "
             "FROM eval_runs r JOIN test_results t USING (run_id) "
-            "JOIN metric_results m USING (run_id, case_id)"
+            "JOIN metric_results m USING (run_id, case_id) ORDER BY t.case_index"
         ).fetchall()
-    assert rows == [(1, 1, "Paris", "equality", True)]
+    assert rows == [(2, 2, "Paris", "equality", True), (2, 2, "Rome", "equality", True)]
+    [path] = (tmp_path / "results").glob("*/*.json")
+    statistics = EvalRun.model_validate_json(path.read_text()).report.summary.statistics
+    assert statistics is not None and statistics.metrics["equality"].method == "t"
 
 
 def every_table(db: Path) -> dict[str, list[tuple[Any, ...]]]:
