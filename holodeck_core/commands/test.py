@@ -107,11 +107,10 @@ async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
 
 
 def _preload_history() -> None:
-    """Import the history writer (duckdb, pyarrow, pandas: ~0.5 s) and scipy.stats (the run's
-    intervals, ~0.7 s) while the suite waits on model calls, instead of after it."""
-    import pandas  # type: ignore[import-untyped]  # noqa: F401  (pyarrow builds tables with it)
-    import scipy.stats  # noqa: F401
-
+    """Import the history writer (duckdb, ~0.15 s) while the suite waits on model calls,
+    instead of after it. Nothing heavier: a run's rows reach DuckDB without pyarrow or pandas
+    (``history/tabular.py``), a one-trial run's intervals need no scipy, and an import here
+    holds the GIL the event loop needs."""
     import holodeck_core.history.ingest  # noqa: F401
 
 
