@@ -150,15 +150,51 @@ def writer(path: Path, *, timeout_s: float | None = None) -> Iterator[duckdb.Duc
     """A read-write connection with the schema migrated to the latest version. Creates the
     database (and its folder) when missing. Keep the ``with`` block short."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        _create(path)
     con = connect_with_retry(path, read_only=False, timeout_s=timeout_s)
     try:
-        # one thread: a writer's short bulk inserts pay more for DuckDB's thread hand-offs
-        # than they gain (bench/history_bench.py: 40 % less CPU per ingested run)
-        con.execute("SET threads = 1")
-        schema.migrate(con, db_label=str(path))
+        _prepare(con, path)
         yield con
     finally:
         con.close()
+
+
+def _prepare(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    # one thread: a writer's short bulk inserts pay more for DuckDB's thread hand-offs than
+    # they gain (bench/history_bench.py: 40 % less CPU per ingested run)
+    con.execute("SET threads = 1")
+    schema.migrate(con, db_label=str(path))
+
+
+def _create(path: Path) -> None:
+    """Make a new history appear whole: built and migrated under a temporary name, then
+    linked into place. A process that opened the file while another was still writing its
+    first blocks was refused ("not a valid DuckDB database file"); now it sees no file or
+    a complete one. ``os.link`` fails if another process won the race: its file serves."""
+    import duckdb
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{random.getrandbits(32):08x}.tmp")
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            _prepare(con, path)
+        finally:
+            con.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links on this file system: a rename that may race
+            if not path.exists():
+                tmp.replace(path)
+    except (duckdb.Error, OSError) as exc:
+        raise ExecutionError(
+            f"cannot create history database {path}: {' '.join(str(exc).split())}"
+        ) from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
 
 
 @contextmanager
