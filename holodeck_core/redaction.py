@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, SecretStr
@@ -62,6 +63,7 @@ _registered: set[str] = set()
 _lock = threading.Lock()
 
 
+@lru_cache(maxsize=4096)  # a run's dicts repeat the same few hundred keys
 def is_secret_key(name: str) -> bool:
     """Whether a field or map key names a secret: it must *end* with a secret word, so
     ``api_key`` and ``aws_access_key_id`` are secret, ``token_usage`` and ``max_tokens`` not."""
@@ -112,38 +114,74 @@ def secrets_in_text(text: str) -> set[str]:
     return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
 
 
+class _Scrubber:
+    """The secrets of one redaction, gathered and sorted (longest first) once for every
+    string it scrubs: a run's EvalRun holds tens of thousands of strings."""
+
+    __slots__ = ("longest", "values")
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.values = sorted(
+            {v for v in registered_secrets() | set(secrets) if len(v) >= MIN_SECRET_LENGTH},
+            key=len,
+            reverse=True,
+        )
+        self.longest = len(self.values[0]) if self.values else 0
+
+    def scrub(self, text: str) -> str:
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        # each pattern needs its literal character: skip the scan of a text without it
+        if "@" in text:
+            text = _URL_USERINFO.sub(_userinfo, text)
+        if "=" in text:
+            text = _QUERY_PARAM.sub(_query_param, text)
+        if "-" in text:
+            text = _ARGV_SECRET.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
+        text = _BEARER.sub(lambda m: f"{m['prefix']}{REDACTED}", text)
+        if self.values:
+            text = _TOKEN.sub(self._piece, text)
+        return text
+
+    def _piece(self, match: re.Match[str]) -> str:
+        # Providers echo a key's first characters (``sk-abc12…wxyz``); a plain word that
+        # happens to start a secret (``password`` of ``password123``) is left alone.
+        token = match[0]
+        if (
+            len(token) < self.longest
+            and not token.isalpha()
+            and any(value.startswith(token) for value in self.values)
+        ):
+            return REDACTED
+        return token
+
+    def argv(self, argv: list[str]) -> list[str]:
+        """``--api-key=x`` and ``--api-key x`` both lose their value; other args are
+        scrubbed."""
+        out: list[str] = []
+        hide_next = False
+        for arg in argv:
+            if hide_next:
+                out.append(REDACTED)
+                hide_next = False
+                continue
+            flag = arg.split("=", 1)[0]
+            if arg.startswith("-") and is_secret_key(flag.lstrip("-")):
+                if "=" in arg:
+                    out.append(f"{self.scrub(flag)}={REDACTED}")
+                else:
+                    out.append(self.scrub(arg))
+                    hide_next = True
+                continue
+            out.append(self.scrub(arg))
+        return out
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """Scrub secret values, pieces of them and credential patterns from free text (logs,
     messages, argv). Linear in ``len(text)`` for a given set of secrets."""
-    values = sorted(
-        (v for v in registered_secrets() | set(secrets) if len(v) >= MIN_SECRET_LENGTH),
-        key=len,
-        reverse=True,
-    )
-    for value in values:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    text = _URL_USERINFO.sub(_userinfo, text)
-    text = _QUERY_PARAM.sub(_query_param, text)
-    text = _ARGV_SECRET.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
-    text = _BEARER.sub(lambda m: f"{m['prefix']}{REDACTED}", text)
-    if values:
-        longest = len(values[0])
-
-        def piece(match: re.Match[str]) -> str:
-            # Providers echo a key's first characters (``sk-abc12…wxyz``); a plain word that
-            # happens to start a secret (``password`` of ``password123``) is left alone.
-            token = match[0]
-            if (
-                len(token) < longest
-                and not token.isalpha()
-                and any(value.startswith(token) for value in values)
-            ):
-                return REDACTED
-            return token
-
-        text = _TOKEN.sub(piece, text)
-    return text
+    return _Scrubber(secrets).scrub(text)
 
 
 def _userinfo(match: re.Match[str]) -> str:
@@ -161,23 +199,7 @@ def _query_param(match: re.Match[str]) -> str:
 
 def redact_argv(argv: list[str]) -> list[str]:
     """``--api-key=x`` and ``--api-key x`` both lose their value; other args are scrubbed."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        flag = arg.split("=", 1)[0]
-        if arg.startswith("-") and is_secret_key(flag.lstrip("-")):
-            if "=" in arg:
-                out.append(f"{flag}={REDACTED}")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(redact_text(arg))
-    return out
+    return _Scrubber().argv(argv)
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -189,29 +211,32 @@ def redact(value: M, secrets: Iterable[str] = ()) -> M: ...
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any: ...
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A redacted copy of ``value`` (a model comes back as the same model type)."""
-    extra = frozenset(secrets)
+    scrubber = _Scrubber(secrets)
     if isinstance(value, BaseModel):
-        data = _walk(value.model_dump(mode="json"), extra, key=None)
+        data = _walk(value.model_dump(mode="json"), scrubber, key=None)
         return type(value).model_validate(data)
-    return _walk(value, extra, key=None)
+    return _walk(value, scrubber, key=None)
 
 
-def _walk(value: Any, secrets: frozenset[str], key: str | None) -> Any:
+def _walk(value: Any, scrubber: _Scrubber, key: str | None) -> Any:
+    if isinstance(value, str):  # the common case first: most nodes are strings
+        if key is not None and value not in ("", REDACTED) and is_secret_key(key):
+            return REDACTED
+        return scrubber.scrub(value)
     if isinstance(value, SecretStr):
         return REDACTED
-    if key is not None and is_secret_key(key) and value not in (None, "", REDACTED):
+    if key is not None and is_secret_key(key) and value is not None:
         return REDACTED if not isinstance(value, dict | list) else _mask_all(value)
     if isinstance(value, BaseModel):
-        return _walk(value.model_dump(mode="json"), secrets, key)
+        return _walk(value.model_dump(mode="json"), scrubber, key)
     if isinstance(value, dict):
         if key in SECRET_MAPS:
             return _mask_all(value)
-        return {k: _walk(v, secrets, str(k)) for k, v in value.items()}
+        return {k: _walk(v, scrubber, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        items = [_walk(v, secrets, None) for v in value]
-        return redact_argv(items) if all(isinstance(i, str) for i in items) else items
-    if isinstance(value, str):
-        return redact_text(value, secrets)
+        if value and all(isinstance(item, str) for item in value):
+            return scrubber.argv(list(value))
+        return [_walk(v, scrubber, None) for v in value]
     return value
 
 

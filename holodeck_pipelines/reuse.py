@@ -8,9 +8,9 @@ modification times and the environment are compared on every call (a few ``stat`
 an edit is seen by the next call. Callers treat the result as read-only.
 
 :func:`respond` runs the agent stage and meanwhile, on a worker thread, imports what the
-report and history steps need (scipy.stats for the intervals, the history writer with duckdb,
-pyarrow and pandas: ~1 s), as ``holodeck test`` does; worth it only when the later steps run
-in the same process (the in-process executor)."""
+history step needs (:func:`~holodeck_core.commands.stages.preload_history`), as ``holodeck
+test`` does; worth it only when the later steps run in the same process (the in-process
+executor)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from holodeck_core.commands.stages import AgentResponses, run_agent_stage
+from holodeck_core.commands.stages import AgentResponses, preload_history, run_agent_stage
 from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.config.project import PROJECT_FILE, Project
 from holodeck_core.runner.suite import Suite
@@ -107,19 +107,7 @@ async def respond(stage: Suite, *, preload: bool) -> AgentResponses:
     try:
         if preload:
             await stage.open_tools()
-            preload_later_steps()
+            preload_history()
         return await run_agent_stage(stage)
     finally:
         await stage.aclose()  # run_agent_stage closes it too; this covers a failed open
-
-
-def _import_later_steps() -> None:
-    import pandas  # type: ignore[import-untyped]  # noqa: F401  (pyarrow builds tables with it)
-    import scipy.stats  # noqa: F401
-
-    import holodeck_core.history.ingest  # noqa: F401  (duckdb, pyarrow)
-
-
-def preload_later_steps() -> None:
-    """Import them on a daemon thread (the step never waits for it)."""
-    threading.Thread(target=_import_later_steps, name="holodeck-preload", daemon=True).start()

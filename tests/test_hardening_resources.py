@@ -102,7 +102,7 @@ def test_eval_run_write_failure_is_exit_3_and_the_rerun_pays_nothing(
 @pytest.mark.parametrize(
     ("target", "kind"),
     [
-        ("holodeck_core.history.ingest._insert", "duckdb"),
+        ("holodeck_core.history.tabular.insert", "duckdb"),
         ("holodeck_core.history.store.connect_with_retry", "ENOSPC"),
     ],
 )

@@ -17,6 +17,7 @@ from holodeck_core.history import schema, store
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.history.ingest import ingest_runs, prepare_run
 from holodeck_core.history.lake import Lake
+from holodeck_core.history.tabular import as_arrow
 from holodeck_core.history.views import VIEWS
 from tests.history_helpers import HISTORY, build_history, make_run, run_cli
 
@@ -258,7 +259,7 @@ def test_files_of_an_older_release_without_a_newer_column_still_read(tmp_path: P
     for run_id, drop in (("new", False), ("old", True)):
         tables = dict(prepare_run(make_run("PPFP", when, run_id=run_id)).tables)
         if drop:  # as if written before test_results had `weight`
-            tables["test_results"] = tables["test_results"].drop_columns(["weight"])
+            tables["test_results"] = as_arrow(tables["test_results"]).drop_columns(["weight"])
         lake.write_run(run_id, tables)
     assert rows(
         lake, "SELECT run_id, count(weight) FROM test_results GROUP BY run_id ORDER BY run_id"

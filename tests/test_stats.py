@@ -21,7 +21,7 @@ from holodeck_core.stats import (
     run_statistics,
     wilson,
 )
-from holodeck_core.stats.estimates import CaseOutcome
+from holodeck_core.stats.estimates import CaseOutcome, t975, t_quantile
 from holodeck_core.stats.power import paired_power
 
 
@@ -117,6 +117,12 @@ def test_power_plan_shrinks_with_trials_and_states_its_assumptions() -> None:
     assert any("paired" in line for line in plan.assumptions)
     with pytest.raises(ValueError, match="fraction"):
         plan_power([1.0], 1, 5)
+
+
+def test_t975_equals_scipy_without_importing_it() -> None:
+    for df in (1, 2, 5, 29, 30, 31, 99, 500, 1999, 10**6):
+        assert t975(df) == pytest.approx(sps.t.ppf(0.975, df), rel=3e-7), df
+    assert t_quantile(0.9, 7) == pytest.approx(sps.t.ppf(0.95, 7))  # other levels: scipy
 
 
 def test_sql_macros_equal_scipy() -> None:

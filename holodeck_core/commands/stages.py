@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,3 +157,16 @@ def save_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
             f"the EvalRun could not be written to {where}: {exc.strerror or exc}. Free space "
             f"or make the folder writable and rerun: {kept}"
         ) from None
+
+
+def preload_history() -> None:
+    """Import the history writer (duckdb, ~0.15 s) on a daemon thread while the suite waits
+    on model calls, instead of after it; call it once the SDK is imported (a concurrent
+    import would delay the first call). Nothing heavier: a run's rows reach DuckDB without
+    pyarrow or pandas (``history/tabular.py``), a one-trial run's intervals need no scipy,
+    and an import holds the GIL the event loop needs."""
+    threading.Thread(target=_import_history, name="holodeck-preload", daemon=True).start()
+
+
+def _import_history() -> None:
+    import holodeck_core.history.ingest  # noqa: F401

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,25 +93,17 @@ def run_test_command(args: argparse.Namespace) -> int:
 
 async def _run(suite: Suite, args: argparse.Namespace) -> EvalRun:
     from holodeck_core.commands.console import Progress
+    from holodeck_core.commands.stages import preload_history
 
     try:
         await suite.open_tools()  # before Progress: the tools' identities pick the journal
         # only now, with the SDKs imported: a concurrent import would delay the first call
-        threading.Thread(target=_preload_history, name="holodeck-preload", daemon=True).start()
+        preload_history()
         with Progress(suite, quiet=args.quiet, verbose=args.verbose) as progress:
             results = await suite.run_all(progress.case_done)
         return suite.eval_run(results, judge_control=await suite.score_judge_control())
     finally:
         await suite.aclose()
-
-
-def _preload_history() -> None:
-    """Import the history writer (duckdb, pyarrow, pandas: ~0.5 s) and scipy.stats (the run's
-    intervals, ~0.7 s) while the suite waits on model calls, instead of after it."""
-    import pandas  # type: ignore[import-untyped]  # noqa: F401  (pyarrow builds tables with it)
-    import scipy.stats  # noqa: F401
-
-    import holodeck_core.history.ingest  # noqa: F401
 
 
 def exit_code(results: list[TestResult], gate: Gate | None) -> ExitCode:

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from holodeck_core.errors import ConfigError, ExecutionError, Problem
-from holodeck_core.history import schema, store
+from holodeck_core.history import schema, store, tabular
 from holodeck_core.history.holodeck_import import LoadedRun, NotAnEvalRun, load_run_bytes
 from holodeck_core.history.lake import Lake
 from holodeck_core.history.rows import (
@@ -30,6 +29,7 @@ from holodeck_core.history.rows import (
     run_id_of,
     sha256_hex,
 )
+from holodeck_core.history.tabular import Rows, first_row
 from holodeck_core.history.trial_rows import trial_tables
 from holodeck_core.models import EvalRun
 
@@ -45,7 +45,7 @@ class PreparedRun:
     """A run's rows, ready to insert."""
 
     run_id: str
-    tables: dict[str, pa.Table]
+    tables: dict[str, Rows]
 
 
 @dataclass
@@ -111,7 +111,7 @@ def prepare_run(
         source_path=str(source_path) if source_path is not None else None,
         file_sha256=file_sha256,
     )
-    tables = build_tables(run, source, resolve_prompt(run, prompts_dir))
+    tables: dict[str, Rows] = {**build_tables(run, source, resolve_prompt(run, prompts_dir))}
     tables.update(trial_tables(run, rid, derived_case_ids(run.report.results)))
     return PreparedRun(run_id=rid, tables=tables)
 
@@ -127,7 +127,7 @@ def prepare_loaded(loaded: LoadedRun, prompts_dir: Path | None) -> PreparedRun:
 
 
 _PROMPT_UPSERT = (
-    "INSERT INTO prompt_versions BY NAME SELECT * FROM rows "
+    "INSERT INTO prompt_versions BY NAME {rows} "
     "ON CONFLICT DO UPDATE SET "
     "body = coalesce(prompt_versions.body, excluded.body), "
     "snapshot_path = coalesce(prompt_versions.snapshot_path, excluded.snapshot_path), "
@@ -138,25 +138,17 @@ _PROMPT_UPSERT = (
 PromptKey = tuple[str, str, str]
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) -> None:
-    """Bulk insert of an Arrow table. DuckDB resolves ``rows`` in the SQL to this local
-    variable (a Python replacement scan), which saves a register/unregister round trip per
-    table; ``BY NAME`` matches columns by name, not position."""
-    if rows.num_rows:
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
-
-
 def _upsert_prompt(
-    con: duckdb.DuckDBPyConnection, rows: pa.Table, known: dict[PromptKey, bool]
+    con: duckdb.DuckDBPyConnection, rows: Rows, known: dict[PromptKey, bool]
 ) -> None:
-    if not rows.num_rows:
+    row = first_row(rows)
+    if row is None:
         return  # a run copied from another history whose prompt an earlier run brought
-    row = rows.to_pylist()[0]
     key = (row["agent_slug"], row["prompt_version"], row["body_hash"])
     has_body = row["body"] is not None
     if key in known and (known[key] or not has_body):
         return  # the upsert would change nothing
-    con.execute(_PROMPT_UPSERT)
+    tabular.insert(con, _PROMPT_UPSERT, [rows])
     known[key] = known.get(key, False) or has_body
 
 
@@ -170,7 +162,8 @@ def _insert_runs(
             for prepared in runs:
                 _upsert_prompt(con, prepared.tables[table], known)
         else:
-            _insert(con, table, pa.concat_tables([prepared.tables[table] for prepared in runs]))
+            parts = [prepared.tables[table] for prepared in runs]
+            tabular.insert(con, f"INSERT INTO {table} BY NAME {{rows}}", parts)
 
 
 def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun]) -> list[bool]:

@@ -21,7 +21,7 @@ credentials come from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCES
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,6 +32,7 @@ from urllib.parse import quote, unquote
 from holodeck_core.config.project import LAKE_ENV, Project
 from holodeck_core.errors import ConfigError, ExecutionError
 from holodeck_core.history import schema
+from holodeck_core.history.tabular import Rows, as_arrow
 
 if TYPE_CHECKING:
     import duckdb
@@ -121,7 +122,7 @@ class Lake:
 
     # ------------------------------------------------------------------ writing
 
-    def _put(self, table: str, name_id: str, rows: pa.Table) -> None:
+    def _put(self, table: str, name_id: str, rows: Rows) -> None:
         """Write ``rows`` under a temporary name in the table's folder, then rename."""
         import pyarrow.parquet as pq
 
@@ -131,25 +132,25 @@ class Lake:
         try:
             self.fs.makedirs(folder, exist_ok=True)
             with self.fs.open(tmp, "wb") as handle:
-                pq.write_table(rows, handle)
+                pq.write_table(as_arrow(rows), handle)
             self.fs.mv(tmp, final)
         except OSError as exc:
             if self.fs.exists(tmp):
                 self.fs.rm(tmp)
             raise ExecutionError(f"cannot write to history lake {self.url}: {exc}") from None
 
-    def write_run(self, run_id: str, tables: dict[str, pa.Table]) -> bool:
+    def write_run(self, run_id: str, tables: Mapping[str, Rows]) -> bool:
         """Write one run's files; False (nothing written) if the run is already there."""
         self.fs.invalidate_cache(self.file(COMMIT_TABLE, run_id).rsplit("/", 1)[0])
         if self.fs.exists(self.file(COMMIT_TABLE, run_id)):
             return False
         for table in schema.TABLES:
-            if table != COMMIT_TABLE and tables[table].num_rows:
+            if table != COMMIT_TABLE and len(tables[table]):
                 self._put(table, run_id, tables[table])
         self._put(COMMIT_TABLE, run_id, tables[COMMIT_TABLE])  # the commit marker
         return True
 
-    def write_runs(self, batch: Sequence[tuple[str, dict[str, pa.Table]]]) -> list[bool]:
+    def write_runs(self, batch: Sequence[tuple[str, Mapping[str, Rows]]]) -> list[bool]:
         return [self.write_run(run_id, tables) for run_id, tables in batch]
 
     def write_failed_run(self, rows: pa.Table) -> None:

@@ -1,10 +1,10 @@
-"""One EvalRun flattened into Arrow tables shaped like the history tables.
+"""One EvalRun flattened into rows shaped like the history tables (:class:`TableRows`).
 
 Column names and types are the DDL's (:func:`holodeck_core.history.schema.arrow_schema`): the
 schema has one source, and a column the DDL gains but this module does not fill is an error.
 
 Built before any connection is opened (the writer only inserts), and inserted with
-``INSERT ... BY NAME SELECT`` from the registered Arrow table: bulk, never row by row.
+``INSERT ... BY NAME SELECT``: bulk, never row by row.
 Counts and rates come from the results' statuses, not from the summary, so a HoloDeck
 summary that folds ERROR into failed cannot skew them (DESIGN §6.2: 0-1 fraction, ERROR in
 the denominator).
@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import pyarrow as pa
-
-from holodeck_core.history import schema
+from holodeck_core.history.tabular import TableRows
 from holodeck_core.models import EvalRun, MetricResult, Status, TestResult, ToolInvocation
 from holodeck_core.naming import slugify
 
@@ -161,19 +159,6 @@ TOOL_COLUMNS = (
 """The order of the tuples :func:`build_tables` makes; types and table order come from the DDL."""
 
 
-def table_of(name: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
-    """Row tuples (in ``columns`` order) as an Arrow table of the history table ``name``, typed
-    by the DDL. A DDL column that ``columns`` lacks is an error here, not a silent NULL."""
-    target = schema.arrow_schema(name)
-    values = dict(zip(columns, zip(*rows, strict=True), strict=True)) if rows else {}
-    missing = [f.name for f in target if f.name not in columns]
-    if missing:
-        raise ValueError(f"{name}: no value built for column(s) {', '.join(missing)}")
-    return pa.Table.from_arrays(
-        [pa.array(values.get(f.name, ()), type=f.type) for f in target], schema=target
-    )
-
-
 def _case_rows(
     run_id: str,
     index: int,
@@ -246,8 +231,8 @@ def _case_rows(
 
 def build_tables(
     run: EvalRun, source: RunSource, prompt: PromptInfo, *, now: datetime | None = None
-) -> dict[str, pa.Table]:
-    """The rows of one run for every history table, as Arrow tables."""
+) -> dict[str, TableRows]:
+    """The rows of one run for every history table."""
     report, meta = run.report, run.metadata
     run_id = source.run_id
     agent = meta.agent_config
@@ -349,11 +334,9 @@ def build_tables(
         "first_seen_at": finished_at,
     }
     return {
-        "eval_runs": pa.Table.from_pylist([run_row], schema=schema.arrow_schema("eval_runs")),
-        "test_results": table_of("test_results", TEST_COLUMNS, tests),
-        "metric_results": table_of("metric_results", METRIC_COLUMNS, metrics),
-        "tool_invocations": table_of("tool_invocations", TOOL_COLUMNS, tools),
-        "prompt_versions": pa.Table.from_pylist(
-            [prompt_row], schema=schema.arrow_schema("prompt_versions")
-        ),
+        "eval_runs": TableRows.of_dicts("eval_runs", [run_row]),
+        "test_results": TableRows("test_results", TEST_COLUMNS, tests),
+        "metric_results": TableRows("metric_results", METRIC_COLUMNS, metrics),
+        "tool_invocations": TableRows("tool_invocations", TOOL_COLUMNS, tools),
+        "prompt_versions": TableRows.of_dicts("prompt_versions", [prompt_row]),
     }

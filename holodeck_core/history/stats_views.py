@@ -11,6 +11,7 @@ Frozen once released, like every migration."""
 from __future__ import annotations
 
 from holodeck_core.history.views import V_FLAKY_CASES
+from holodeck_core.stats.estimates import T975_TABLE
 
 CASE_TRIALS = """
 CREATE TABLE case_trials (
@@ -52,15 +53,11 @@ CREATE TABLE judge_control_scores (
 )
 """
 
-T975 = """
+T975 = f"""
 CREATE OR REPLACE MACRO holodeck_t975(df) AS
     CASE
         WHEN df IS NULL OR df < 1 THEN NULL
-        WHEN df <= 30 THEN [12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912,
-                            2.364624, 2.306004, 2.262157, 2.228139, 2.200985, 2.178813,
-                            2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,
-                            2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899,
-                            2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272][df]
+        WHEN df <= {len(T975_TABLE)} THEN [{", ".join(f"{t:.6f}" for t in T975_TABLE)}][df]
         ELSE list_transform([CAST(1.959963984540054 AS DOUBLE)], lambda z:
             z + (pow(z, 3) + z) / (4 * df)
               + (5 * pow(z, 5) + 16 * pow(z, 3) + 3 * z) / (96 * pow(df, 2))

@@ -1,5 +1,5 @@
 """A run's ``case_trials`` rows (one per trial; a case run once is its own trial 0) and its
-``judge_control_scores`` rows, as Arrow tables (schema version 4)."""
+``judge_control_scores`` rows (schema version 4)."""
 
 from __future__ import annotations
 
@@ -7,42 +7,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import pyarrow as pa
-
+from holodeck_core.history.tabular import TableRows
 from holodeck_core.models import EvalRun, Status, TestResult
 from holodeck_core.naming import slugify
 
-CASE_TRIALS = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("case_id", pa.string()),
-        ("trial", pa.int32()),
-        ("case_fingerprint", pa.string()),
-        ("status", pa.string()),
-        ("passed", pa.bool_()),
-        ("agent_response", pa.string()),
-        ("errors", pa.list_(pa.string())),
-        ("execution_time_ms", pa.int64()),
-        ("total_tokens", pa.int64()),
-        ("scores", pa.string()),
-    ]
-)
 
-JUDGE_CONTROL_SCORES = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("agent_slug", pa.string()),
-        ("control_id", pa.string()),
-        ("metric_name", pa.string()),
-        ("judge_model", pa.string()),
-        ("score", pa.float64()),
-        ("error", pa.string()),
-        ("recorded_at", pa.timestamp("us")),
-    ]
-)
-
-
-def trial_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, pa.Table]:
+def trial_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, TableRows]:
     fingerprints: dict[str, str] = run.metadata.provenance.get("case_fingerprints") or {}
     rows: list[dict[str, Any]] = []
     for case_id, result in zip(case_ids, run.report.results, strict=True):
@@ -78,8 +48,8 @@ def trial_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, pa
         for score in run.report.judge_control or []
     ]
     return {
-        "case_trials": pa.Table.from_pylist(rows, schema=CASE_TRIALS),
-        "judge_control_scores": pa.Table.from_pylist(controls, schema=JUDGE_CONTROL_SCORES),
+        "case_trials": TableRows.of_dicts("case_trials", rows),
+        "judge_control_scores": TableRows.of_dicts("judge_control_scores", controls),
     }
 
 

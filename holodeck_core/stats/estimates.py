@@ -21,14 +21,44 @@ from holodeck_core.stats.trials import Reducer, is_flaky
 
 
 def _scipy_stats() -> Any:
-    """scipy.stats, imported on first use (~0.7 s): loading agent.yaml must not pay for it;
-    ``holodeck test`` preloads it while the model calls run."""
+    """scipy.stats, imported on first use (~0.7 s): loading agent.yaml and scoring a run at
+    95% must not pay for it (:func:`t975`); paired tests and power analysis do."""
     from scipy import stats
 
     return stats
 
 
 CONFIDENCE = 0.95
+
+T975_TABLE = (
+    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157,
+    2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,
+    2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831,
+    2.048407, 2.045230, 2.042272,
+)  # fmt: skip
+"""t(0.975, df) for df = 1..30 (the SQL macro ``holodeck_t975`` holds the same list)."""
+
+
+def t975(df: int) -> float:
+    """Student's t(0.975, df) to a relative 3e-7, without scipy: the table up to df = 30, the
+    Cornish-Fisher series in z = Φ⁻¹(0.975) beyond (as ``holodeck_t975`` computes it)."""
+    if df <= len(T975_TABLE):
+        return T975_TABLE[df - 1]
+    z = NormalDist().inv_cdf(0.975)
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * df**4)
+    )
+
+
+def t_quantile(confidence: float, df: int) -> float:
+    """The two-sided ``confidence`` quantile of Student's t: at 95% without scipy."""
+    if confidence == CONFIDENCE:
+        return t975(df)
+    return float(_scipy_stats().t.ppf(0.5 + confidence / 2, df))
 
 
 class _Frozen(BaseModel):
@@ -133,7 +163,7 @@ def mean_estimate(
     if n < 2:
         return Estimate(mean=mean, n=n, method=method, confidence=confidence)
     se = clustered_se(values)
-    half = float(_scipy_stats().t.ppf(0.5 + confidence / 2, n - 1)) * se
+    half = t_quantile(confidence, n - 1) * se
     return Estimate(
         mean=mean,
         se=se,
