@@ -1,6 +1,6 @@
 """Load every ``holodeck history export --format holodeck`` file in HoloDeck 0.7.1's own models.
 
-The JSON Schema test in the suite (``tests/test_history.py``) cannot see what HoloDeck's
+The JSON Schema test in the suite (``tests/test_history_holodeck.py``) cannot see what HoloDeck's
 pydantic models forbid beyond it (issue 18: ``agent_config.test_cases_file`` was one); this
 script can, and needs the HoloDeck peer venv (``bash bench/peer_setup.sh``), so it never runs in
 CI::
@@ -31,7 +31,7 @@ sys.path.insert(0, str(common.REPO))
 from holodeck_core.history import ingest
 from holodeck_core.history.export import export_runs
 from holodeck_core.models import Agent
-from tests.test_history import make_run
+from tests.history_helpers import make_run
 
 CORPUS = common.REPO.parent / "shared" / "corpus" / "holodeck"
 

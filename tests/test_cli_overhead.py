@@ -17,7 +17,7 @@ from holodeck_core.history.ingest import ingest_run, ingest_runs, prepare_run
 from holodeck_core.history.tabular import TableRows
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
-from tests.test_history import day, make_run
+from tests.history_helpers import day, make_run
 
 RULES: dict[str, Any] = {
     "rules": [

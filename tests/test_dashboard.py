@@ -19,7 +19,7 @@ from holodeck_core.dashboard.links import compare_href, dashboard_links, explore
 from holodeck_core.dashboard.summary import MAX_MARKERS, PAGE_SIZE, change_points, table_page
 from holodeck_core.history import schema, store
 from holodeck_core.history.ingest import ingest_runs
-from tests.test_history import HISTORY, build_history, day, make_run, query, write_run
+from tests.history_helpers import HISTORY, build_history, day, make_run, query, write_run
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from holodeck_core.history.ingest import ingest_runs, prepare_run
 from holodeck_core.history.lake import Lake
 from holodeck_core.history.tabular import as_arrow
 from holodeck_core.history.views import VIEWS
-from tests.test_history import HISTORY, build_history, make_run, run_cli
+from tests.history_helpers import HISTORY, build_history, make_run, run_cli
 
 WRITERS = 8
 RUNS_PER_WRITER = 25
@@ -116,7 +116,7 @@ def test_every_history_command_works_on_a_lake(
     code, _, _ = run_cli(capsys, "export", "--format", "parquet", "--out", str(tmp_path / "x"))
     assert code == 0 and (tmp_path / "x" / "test_results.parquet").is_file()
     folder = tmp_path / "results"
-    from tests.test_history import write_run
+    from tests.history_helpers import write_run
 
     write_run(folder, make_run("PPPP", datetime(2026, 2, 1, tzinfo=UTC), run_id="r9"))
     code, _, err = run_cli(capsys, "sync", str(folder))

@@ -15,8 +15,8 @@ from holodeck_core.history import store
 from holodeck_core.history.lake import Lake, project_history
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.history_helpers import run_cli
 from tests.services import S3, s3_server
-from tests.test_history import run_cli
 from tests.test_pipelines import RULES, make_project, materialize, register
 
 BUCKET = "holodeck-scale-out"
@@ -126,7 +126,7 @@ def test_an_s3_lake_reader_sees_runs_other_writers_add(s3: S3) -> None:
     from datetime import UTC, datetime
 
     from holodeck_core.history.ingest import ingest_runs
-    from tests.test_history import make_run
+    from tests.history_helpers import make_run
 
     url = f"s3://{BUCKET}/lake"
     count = "SELECT count(*) FROM eval_runs"

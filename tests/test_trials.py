@@ -404,7 +404,7 @@ def test_the_check_takes_a_baseline_version_and_the_strict_rule(tmp_path: Path) 
     from holodeck_core.history.ingest import ingest_runs
     from holodeck_core.history.regression import regression_check
     from holodeck_pipelines.verdicts import regression_result
-    from tests.test_history import day, make_run
+    from tests.history_helpers import day, make_run
 
     db = tmp_path / "history.duckdb"
     ingest_runs(
