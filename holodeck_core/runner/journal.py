@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
 import threading
@@ -33,6 +34,8 @@ from holodeck_core.redaction import redact
 from holodeck_core.runner.case_run import CaseRun
 
 _LOCK_SLOTS = 1 << 30
+_FIRST_POLL_S = 0.02
+_MAX_POLL_S = 0.5
 
 
 class Journal:
@@ -104,10 +107,7 @@ class Journal:
             yield
             return
         slot = (int(fingerprint[:15], 16) + trial) % _LOCK_SLOTS if fingerprint else trial
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
-        except OSError:  # another run holds it: wait off the event loop
-            await asyncio.to_thread(fcntl.lockf, fd, fcntl.LOCK_EX, 1, slot)
+        await _lock_slot(fd, slot)
         try:
             yield
         finally:
@@ -197,6 +197,23 @@ def append_line(path: Path, data: bytes) -> None:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+async def _lock_slot(fd: int, slot: int) -> None:
+    """Take the claim, polling while another run holds it. Not a blocking ``lockf``: POSIX
+    locks belong to the process, so two runs each waiting for a claim the other holds look
+    like a deadlock to the kernel (EDEADLK), though each run's other cases will release
+    theirs; and a blocked lock would hold one of the event loop's few worker threads."""
+    delay = _FIRST_POLL_S
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _MAX_POLL_S)
 
 
 def _size(path: Path) -> int:
