@@ -14,9 +14,25 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Literal
 
-from holodeck_core.stats.estimates import CONFIDENCE, _Frozen, _scipy_stats, clustered_se
+from holodeck_core.stats.estimates import (
+    CONFIDENCE,
+    _Frozen,
+    _scipy_stats,
+    clustered_se,
+    t_quantile,
+)
 
 ALPHA = 0.05
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """The two-sided exact McNemar p-value on the discordant pairs, in closed form: scipy's
+    ``binomtest(min, only_a + only_b, 0.5)`` and the SQL macro ``holodeck_mcnemar_p``."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / (1 << n)
+    return min(1.0, 2 * tail)
 
 
 class Verdict(StrEnum):
@@ -91,18 +107,14 @@ def paired_comparison(
     test: Literal["mcnemar_exact", "paired_t", "none"] = "none"
     if n >= 2:
         se = clustered_se(d)
-        half = float(_scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
+        half = t_quantile(CONFIDENCE, n - 1) * se
         low, high = mean - half, mean + half
     if binary:
         only_a = sum(1 for x, y in zip(xa, xb, strict=True) if x > y)
         only_b = sum(1 for x, y in zip(xa, xb, strict=True) if y > x)
         discordant = (only_a, only_b)
         test = "mcnemar_exact"
-        p = (
-            float(_scipy_stats().binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue)
-            if only_a + only_b
-            else 1.0
-        )
+        p = mcnemar_exact(only_a, only_b)
     elif se is not None:
         test = "paired_t"
         # se = 0: every case moved by exactly the same amount (t is 0 or infinite)
