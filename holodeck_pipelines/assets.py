@@ -19,10 +19,13 @@ from holodeck_core.commands.stages import (
     MetricResults,
     ProcessedFiles,
     RunReport,
+    preload_history,
     process_suite_files,
+    run_agent_stage,
     run_metric_stage,
     write_report,
 )
+from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
 from holodeck_core.dashboard.links import dashboard_links
@@ -37,7 +40,6 @@ from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-from holodeck_pipelines.reuse import loaded_agent, respond
 from holodeck_pipelines.verdicts import drift_result, regression_result
 
 LLM_POOL = "llm_api"
@@ -429,3 +431,16 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
         ]
     )
     return metadata
+
+
+async def respond(stage: Suite, *, preload: bool) -> AgentResponses:
+    """The agent stage. With the later steps in this process (the in-process executor), what
+    they import loads on a worker thread while the model calls run; the SDK is imported first
+    (by opening the runtime), since a concurrent import would delay the first call."""
+    try:
+        if preload:
+            await stage.open_tools()
+            preload_history()
+        return await run_agent_stage(stage)
+    finally:
+        await stage.aclose()  # run_agent_stage closes it too; this covers a failed open

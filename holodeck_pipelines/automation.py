@@ -6,12 +6,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.prompts import PromptStore
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import TRIGGER_TAG, AgentPipeline, trigger_of
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
-from holodeck_pipelines.reuse import loaded_agent
 
 
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:

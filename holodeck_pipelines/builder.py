@@ -9,6 +9,7 @@ import os
 
 import dagster as dg
 
+from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.project import Project
 from holodeck_core.errors import HolodeckError, safe_message
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
@@ -19,7 +20,6 @@ from holodeck_pipelines.automation import (
 )
 from holodeck_pipelines.io_manager import PydanticJsonIOManager
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-from holodeck_pipelines.reuse import loaded_agent
 
 KEY_VARIABLES = {
     "openai_api_key": "OPENAI_API_KEY",

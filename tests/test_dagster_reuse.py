@@ -15,9 +15,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from holodeck_core.config import cached
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.testing import run_model_server
-from holodeck_pipelines import reuse
 from holodeck_pipelines.builder import build_definitions
 from tests.test_pipelines import RULES, make_project, materialize, register
 
@@ -33,14 +33,14 @@ def age(root: Path, seconds_ago: float = 3600) -> None:
 def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
     """The paths ``load_agent`` really parsed (the cache starts empty)."""
     calls: list[Path] = []
-    original = reuse.load_agent
+    original = cached.load_agent
 
     def counting(path: str | Path) -> LoadedAgent:
         calls.append(Path(path))
         return original(path)
 
-    monkeypatch.setattr(reuse, "load_agent", counting)
-    monkeypatch.setattr(reuse, "_entries", {})
+    monkeypatch.setattr(cached, "load_agent", counting)
+    monkeypatch.setattr(cached, "_entries", {})
     yield calls
 
 
@@ -89,8 +89,8 @@ def test_a_changed_source_is_reloaded(
     (agent.parent / ".env").write_text("GEO_KEY=sk-from-dotenv-1\n")
     monkeypatch.delenv("GEO_KEY", raising=False)
     age(tmp_path)
-    first = reuse.loaded_agent(agent)
-    assert reuse.loaded_agent(agent) is first and len(loads) == 1
+    first = cached.loaded_agent(agent)
+    assert cached.loaded_agent(agent) is first and len(loads) == 1
 
     prompt, cases, dotenv = (
         agent.parent / "prompts" / "v1.md",
@@ -115,9 +115,9 @@ def test_a_changed_source_is_reloaded(
         changed.write_text(text)
         moment = time.time() - 60  # changed, yet no longer fresh: only the stamp can tell
         os.utime(changed, (moment, moment))
-    second = reuse.loaded_agent(agent)
+    second = cached.loaded_agent(agent)
     assert second is not first and len(loads) == 2
-    assert reuse.loaded_agent(agent) is second
+    assert cached.loaded_agent(agent) is second
     seen = {
         "agent.yaml": second.agent.name == "Geo",
         "prompt file": second.prompt.version.version == "v1b",
@@ -136,8 +136,8 @@ def test_a_config_written_just_now_is_not_kept(tmp_path: Path, loads: list[Path]
     age(tmp_path)
     agent = project.agent_paths()[0]
     agent.write_text(agent.read_text().replace("name: Geo Agent", "name: Geo"))
-    reuse.loaded_agent(agent)
-    reuse.loaded_agent(agent)
+    cached.loaded_agent(agent)
+    cached.loaded_agent(agent)
     assert len(loads) == 2
 
 

@@ -1,16 +1,11 @@
-"""What one Dagster process reuses across definitions, sensors and the steps of a run.
+"""A loaded config reused within one process while nothing it was read from changed.
 
-A run worker loads the definitions (every ``agent.yaml``), then each of a partition's five
-steps needs the same agent again; a code server's sensor and schedule reload it every tick.
-:func:`loaded_agent` parses and validates a config once per process and hands out the same
+A Dagster run worker loads the definitions (every ``agent.yaml``), then each of a partition's
+five steps needs the same agent again; a code server's sensor and schedule reload it every
+tick. :func:`loaded_agent` parses and validates a config once per process and hands out the same
 :class:`LoadedAgent` for as long as nothing it was read from has changed: the files' sizes and
 modification times and the environment are compared on every call (a few ``stat`` calls), so
-an edit is seen by the next call. Callers treat the result as read-only.
-
-:func:`respond` runs the agent stage and meanwhile, on a worker thread, imports what the
-history step needs (:func:`~holodeck_core.commands.stages.preload_history`), as ``holodeck
-test`` does; worth it only when the later steps run in the same process (the in-process
-executor)."""
+an edit is seen by the next call. Callers treat the result as read-only."""
 
 from __future__ import annotations
 
@@ -20,10 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from holodeck_core.commands.stages import AgentResponses, preload_history, run_agent_stage
 from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.config.project import PROJECT_FILE, Project
-from holodeck_core.runner.suite import Suite
 
 FRESH_NS = 1_000_000_000
 Stamp = tuple[tuple[str, int, int], ...]
@@ -98,16 +91,3 @@ def loaded_agent(path: Path) -> LoadedAgent:
         with _lock:
             _entries[key] = _Entry(sources, stamp, environment, loaded)
     return loaded
-
-
-async def respond(stage: Suite, *, preload: bool) -> AgentResponses:
-    """The agent stage. With the later steps in this process, what they import loads on a
-    worker thread while the model calls run; the SDK is imported first (by opening the
-    runtime), since a concurrent import would delay the first call."""
-    try:
-        if preload:
-            await stage.open_tools()
-            preload_history()
-        return await run_agent_stage(stage)
-    finally:
-        await stage.aclose()  # run_agent_stage closes it too; this covers a failed open
