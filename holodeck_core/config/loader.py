@@ -15,6 +15,7 @@ from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
+from holodeck_core.config.templates import attribute_problem
 from holodeck_core.config.yaml_source import (
     YamlDocument,
     YamlPath,
@@ -112,6 +113,7 @@ def load_agent(path: str | Path) -> LoadedAgent:
         secrets=frozenset(secrets),
     )
     problems = _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
+    problems += _bad_templates(loaded, locate) if not problems else []
     if problems:
         raise ConfigError(problems)
     check_unique_slug(agent.name, file)
@@ -228,6 +230,23 @@ def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
             message = check_grader_reference(metric.grader, loaded.base_dir)
             if message:
                 problems.append(locate((*yaml_path, "grader"), message))
+    return problems
+
+
+def _bad_templates(loaded: LoadedAgent, locate: Any) -> list[Problem]:
+    """Prompt tools whose template reads attributes (issue 25): data only."""
+    problems = []
+    for i, tool in enumerate(loaded.agent.tools or []):
+        if not isinstance(tool, PromptTool) or tool.mock is not None:
+            continue
+        field = "file" if tool.file else "template"
+        try:
+            source = loaded.resolve(tool.file).read_text("utf-8") if tool.file else tool.template
+        except (OSError, UnicodeDecodeError):
+            continue  # the runtime reports it, naming the file
+        message = attribute_problem(source or "", tool.parameters)
+        if message:
+            problems.append(locate(("tools", i, field), message))
     return problems
 
 
