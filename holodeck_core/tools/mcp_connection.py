@@ -86,6 +86,9 @@ class Connection:
         self.stderr = StderrTail() if params.transport is TransportType.STDIO else None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.ended = asyncio.Event()
+        """Set once the session is over (stopped, or the transport died): a call still in
+        flight then has no answer coming."""
 
     async def start(self) -> Connected:
         """Connect, handshake and list the tools within ``params.connect_timeout``."""
@@ -99,6 +102,7 @@ class Connection:
 
     async def stop(self) -> None:
         self._stop.set()
+        self.ended.set()
         task, self._task = self._task, None
         if task is not None:
             try:
@@ -125,6 +129,8 @@ class Connection:
                 ready.set_exception(leaf(exc))
             if isinstance(exc, asyncio.CancelledError):
                 raise
+        finally:
+            self.ended.set()
 
     def _transport(self, stack: AsyncExitStack) -> contextlib.AbstractAsyncContextManager[Any]:
         p = self.params
