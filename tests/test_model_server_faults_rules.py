@@ -20,12 +20,12 @@ import anthropic
 import openai
 import pytest
 
+from holodeck_core.cli.model_server import main
 from holodeck_core.testing import (
     ModelServer,
     Rules,
     RulesError,
     load_rules,
-    main,
     parse_rules,
     request_key,
     run_model_server,
