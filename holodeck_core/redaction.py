@@ -27,8 +27,8 @@ from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from holodeck_core.models.base import REDACTED
-
+REDACTED = "***"
+"""What a secret becomes wherever it would be written or shown."""
 MIN_SECRET_LENGTH = 8
 PLACEHOLDER = "redacted"
 """What stands for a secret where ``***`` would break a field's constraint."""

@@ -13,8 +13,8 @@ from typing import Any
 import duckdb
 import pytest
 
+from holodeck_core.cli.main import main
 from holodeck_core.history import schema
-from holodeck_core.history.cli import main
 from holodeck_core.history.ingest import ingest_runs
 from holodeck_core.models import (
     Agent,

@@ -51,7 +51,7 @@ def test_a_small_run_writes_its_history_and_intervals_without_pandas_scipy_or_py
     tmp_path: Path,
 ) -> None:
     code = (
-        "import sys; from holodeck_core.cli import main; "
+        "import sys; from holodeck_core.cli.main import main; "
         "code = main(['test', sys.argv[1], '-q']); "
         f"print([m for m in {HEAVY!r} if m in sys.modules]); sys.exit(code)"
     )

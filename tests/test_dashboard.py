@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from holodeck_core.cli import build_parser, main
+from holodeck_core.cli.main import build_parser, main
 from holodeck_core.dashboard import app as dashboard_app
 from holodeck_core.dashboard import comparison, data, detail, stats
 from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
@@ -235,7 +235,7 @@ def test_dashboard_command_and_holodeck_alias(
 
 def test_help_does_not_import_dash() -> None:
     code = (
-        "import sys; from holodeck_core.cli import build_parser; build_parser(); "
+        "import sys; from holodeck_core.cli.main import build_parser; build_parser(); "
         "print(sorted(m for m in ('dash', 'plotly', 'duckdb') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -254,7 +254,7 @@ def test_many_runs_summary_is_one_query_per_part(tmp_path: Path) -> None:
 def test_seed_fills_a_history_with_the_examples_two_versions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from holodeck_core.dashboard.command import seed_history
+    from holodeck_core.cli.dashboard import seed_history
 
     for name in ("HOLODECK_HOME", "HOLODECK_HISTORY_DB", "HOLODECK_MODEL_ENDPOINT"):
         monkeypatch.setenv(name, "")  # seed_history sets them; these restore them afterwards

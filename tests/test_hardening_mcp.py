@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from holodeck_core.defaults import MAX_TOOL_RESULT_BYTES as MAX_RESULT_BYTES
 from holodeck_core.models import Status
 from holodeck_core.testing import run_model_server
-from holodeck_core.tools.untrusted import MAX_RESULT_BYTES
 from tests.hostile import no_traceback, run_cli
 from tests.test_mcp_tools import (  # noqa: F401  (uvx: a fixture)
     eval_run_of,

@@ -135,7 +135,7 @@ def test_no_path_reaches_a_python_object(path: str, data: Any, block: bool) -> N
 
 
 def test_rendering_has_a_deadline_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(templates, "RENDER_SECONDS", 0.2)
+    monkeypatch.setattr(templates, "TEMPLATE_RENDER_S", 0.2)
 
     def never(arguments: dict[str, Any]) -> str:
         while True:

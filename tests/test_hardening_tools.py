@@ -17,12 +17,14 @@ import dagster as dg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from holodeck_core.agents.messages import ToolCall
-from holodeck_core.agents.tools import ToolBox, tool_message
 from holodeck_core.config.project import Project
+from holodeck_core.defaults import MAX_TOOL_NAME_CHARS as MAX_NAME_CHARS
+from holodeck_core.defaults import MAX_TOOL_RESULT_BYTES as MAX_RESULT_BYTES
 from holodeck_core.models import EvalRun, FunctionTool, MCPTool, Status, ToolMock
+from holodeck_core.providers.messages import ToolCall
 from holodeck_core.testing import run_model_server
-from holodeck_core.tools.untrusted import MAX_NAME_CHARS, MAX_RESULT_BYTES, bounded
+from holodeck_core.tools.toolbox import ToolBox, tool_message
+from holodeck_core.tools.untrusted import bounded
 from holodeck_pipelines.builder import build_definitions
 from tests.conftest import REPO
 from tests.hostile import agent_yaml, no_traceback, run_cli
@@ -258,7 +260,7 @@ def test_whatever_a_tool_returns_is_recorded_as_json_within_the_cap(value: Any, 
 
 HUNG = textwrap.dedent("""\
     import sys
-    from holodeck_core.cli import main
+    from holodeck_core.cli.main import main
     sys.exit(main(sys.argv[1:]))
 """)
 

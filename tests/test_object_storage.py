@@ -12,7 +12,8 @@ import dagster as dg
 import pytest
 
 from holodeck_core.history import store
-from holodeck_core.history.lake import Lake, project_history
+from holodeck_core.history.backend import project_history
+from holodeck_core.history.lake import Lake
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.history_helpers import run_cli

@@ -107,7 +107,7 @@ class Project:
     def history_url(self) -> str | None:
         """A history lake's URL when ``HOLODECK_HISTORY_URL`` or ``history_url`` is set
         (DESIGN §7.10); None means the DuckDB file :attr:`history_db`. The history package
-        turns it into a store (:func:`holodeck_core.history.lake.project_history`)."""
+        turns it into a store (:func:`holodeck_core.history.backend.resolve_history`)."""
         return os.environ.get(LAKE_ENV) or self.settings.history_url
 
     @property

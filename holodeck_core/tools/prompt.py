@@ -14,14 +14,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from holodeck_core.agents.base import ModelClient
-from holodeck_core.agents.messages import Message, ToolSpec
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.calls.scheduler import endpoint_key
+from holodeck_core.defaults import TEMPLATE_RENDER_S
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import LLMProvider, PromptTool
+from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.messages import Message, ToolSpec
 from holodeck_core.tools.runtime import ToolContext, ToolOutput
-from holodeck_core.tools.templates import RENDER_SECONDS, compile_template, render_off_loop
+from holodeck_core.tools.templates import compile_template, render_off_loop
 
 
 class PromptRuntime:
@@ -63,7 +64,7 @@ class PromptRuntime:
         try:
             text = await render_off_loop(self._render, arguments)
         except TimeoutError:
-            return ToolOutput(error=f"rendering the template took over {RENDER_SECONDS:g} s")
+            return ToolOutput(error=f"rendering the template took over {TEMPLATE_RENDER_S:g} s")
         except Exception as exc:
             return ToolOutput(error=f"rendering the template failed: {type(exc).__name__}: {exc}")
         timeout = self._context.timeout

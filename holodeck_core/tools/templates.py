@@ -17,11 +17,10 @@ from typing import Any
 import pybars
 
 from holodeck_core.config.templates import attribute_problem
+from holodeck_core.defaults import TEMPLATE_RENDER_S
 from holodeck_core.errors import ConfigError
 from holodeck_core.tools.untrusted import in_daemon_thread
 
-RENDER_SECONDS = 10.0
-"""How long a template may take to render; past it the call is a tool error."""
 _SCOPE_NAMES = frozenset({"@root", "@_parent", "@index", "@key", "@first", "@last", "this"})
 
 
@@ -50,8 +49,8 @@ def data_template(source: str, *, where: str) -> Callable[[dict[str, Any]], str]
 
 
 async def render_off_loop(render: Callable[[dict[str, Any]], str], data: dict[str, Any]) -> str:
-    """``render(data)`` in a daemon thread, given up after :data:`RENDER_SECONDS`."""
-    async with asyncio.timeout(RENDER_SECONDS):
+    """``render(data)`` in a daemon thread, given up after :data:`TEMPLATE_RENDER_S`."""
+    async with asyncio.timeout(TEMPLATE_RENDER_S):
         text: str = await in_daemon_thread(render, {"arguments": data})
     return text
 

@@ -13,10 +13,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-MAX_RESULT_BYTES = 1_000_000
-"""A tool result (or error) longer than this, as UTF-8 JSON, is cut and marked."""
-MAX_NAME_CHARS = 200
-"""A tool name the model sent is shown (and recorded) at most this long."""
+from holodeck_core.defaults import MAX_TOOL_NAME_CHARS as MAX_NAME_CHARS
+from holodeck_core.defaults import MAX_TOOL_RESULT_BYTES as MAX_RESULT_BYTES
 
 
 def shown_name(name: str) -> str:
