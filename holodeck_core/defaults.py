@@ -59,3 +59,9 @@ MAX_TOOL_NAME_CHARS = 200
 """A tool name the model sent is shown (and recorded) at most this long."""
 TEMPLATE_RENDER_S = 10.0
 """Seconds a prompt tool's template may take to render; past them the call is a tool error."""
+MAX_JSON_DEPTH = 256
+"""The deepest nesting of a JSON file we read (an EvalRun, retrieval records); deeper is a
+clear error naming the file, never a RecursionError."""
+MAX_TOOL_RESULT_DEPTH = 200
+"""The deepest tool result recorded (below :data:`MAX_JSON_DEPTH`, so an EvalRun holding it
+reads back); deeper is a tool error."""

@@ -57,6 +57,12 @@ TOOLS = textwrap.dedent("""\
             value = [value]
         return value
 
+    def deep300(x: str = ""):
+        value = []
+        for _ in range(300):
+            value = [value]
+        return value
+
     def unprintable(x: str = ""):
         return {"value": Loud()}
 
@@ -88,6 +94,7 @@ FUNCTIONS = [
     "tuple_keys",
     "huge_int",
     "deep",
+    "deep300",
     "unprintable",
     "big_text",
     "big_json",
@@ -221,6 +228,7 @@ def test_results_that_are_not_json_or_huge_and_tools_that_exit_never_end_the_run
     assert got["c_ok"].result == "fine"
     for name in ("circular", "tuple_keys", "huge_int", "deep"):
         assert (got[f"c_{name}"].error or "").startswith("the tool returned a value that is not")
+    assert got["c_deep300"].error == "the tool returned a value nested deeper than 200"
     assert "no str for you" in (got["c_unprintable"].error or "")
     assert got["c_exits"].error == "the tool tried to exit the process (SystemExit: 5)"
     assert got["c_async_exits"].error == "the tool tried to exit the process (SystemExit: 7)"

@@ -15,6 +15,8 @@ from typing import Any
 
 from holodeck_core.defaults import MAX_TOOL_NAME_CHARS as MAX_NAME_CHARS
 from holodeck_core.defaults import MAX_TOOL_RESULT_BYTES as MAX_RESULT_BYTES
+from holodeck_core.defaults import MAX_TOOL_RESULT_DEPTH
+from holodeck_core.models.bounded_json import depth
 
 
 def shown_name(name: str) -> str:
@@ -51,7 +53,10 @@ def bounded(
         text = json.dumps(result, default=str, ensure_ascii=False)
         if len(text.encode("utf-8", "surrogatepass")) > limit:
             return cut(text, limit), None
-        return json.loads(text), None
+        value = json.loads(text)
+        if depth(value, MAX_TOOL_RESULT_DEPTH) > MAX_TOOL_RESULT_DEPTH:
+            return None, f"the tool returned a value nested deeper than {MAX_TOOL_RESULT_DEPTH}"
+        return value, None
     except Exception as exc:  # whatever a hostile __str__ or a nesting limit raises
         reason = f"{type(exc).__name__}: {exc}"
         return None, f"the tool returned a value that is not JSON ({cut(reason, 500)})"
