@@ -19,11 +19,16 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import logging
 import re
 import threading
+import traceback
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, TypeVar, overload
+from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
@@ -90,15 +95,68 @@ def is_secret_query_param(name: str) -> bool:
 
 
 def register_secret(value: str) -> None:
-    """Scrub ``value`` from everything redacted in this process from now on."""
+    """Scrub ``value`` from everything redacted in this process from now on, and from every
+    log record (ours and third parties': the ``mcp`` SDK logs a server's stray stdout)."""
     if len(value) >= MIN_SECRET_LENGTH:
         with _lock:
             _registered.add(value)
+            if not _log_records_scrubbed:
+                _scrub_log_records()
+
+
+_log_records_scrubbed: list[bool] = []
+
+
+def _scrub_log_records() -> None:
+    """Wrap the log record factory: a record's message (and traceback) is scrubbed as it is
+    made, whichever logger and handler it then goes to."""
+    _log_records_scrubbed.append(True)
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: the handler reports it
+            return record
+        scrubber = _scrubber_for(registered_secrets())
+        record.msg, record.args = scrubber.scrub(message), ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = scrubber.scrub("".join(traceback.format_exception(*record.exc_info)))
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+@lru_cache(maxsize=4)
+def _scrubber_for(secrets: frozenset[str]) -> _Scrubber:
+    return _Scrubber(secrets)
 
 
 def registered_secrets() -> frozenset[str]:
     with _lock:
         return frozenset(_registered)
+
+
+@lru_cache(maxsize=1024)
+def encodings(secret: str) -> frozenset[str]:
+    """The forms a secret comes back in (issue 25): raw, JSON-escaped (ASCII-only or not: a
+    server echoes ``"`` as ``\\"`` and ``é`` as ``\\u00e9``), URL-encoded and base64."""
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        quote(secret, safe=""),
+        quote_plus(secret),
+        base64.b64encode(secret.encode()).decode(),
+        base64.b64encode(secret.encode()).decode().rstrip("="),
+    }
+    return frozenset(form for form in forms if len(form) >= MIN_SECRET_LENGTH)
+
+
+def basic_auth(user: str, password: str) -> str:
+    """What an ``Authorization: Basic`` header carries for ``user:password``."""
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def secrets_in_text(text: str) -> set[str]:
@@ -108,6 +166,8 @@ def secrets_in_text(text: str) -> set[str]:
     found: set[str] = set()
     for match in _URL_USERINFO.finditer(text):
         found.add(match["password"] or match["user"])
+        if match["password"]:
+            found.add(basic_auth(match["user"], match["password"]))
     for match in _QUERY_PARAM.finditer(text):
         if is_secret_query_param(match["name"]):
             found.add(match["value"])
@@ -124,7 +184,12 @@ class _Scrubber:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self.values = sorted(
-            {v for v in registered_secrets() | set(secrets) if len(v) >= MIN_SECRET_LENGTH},
+            {
+                encoded
+                for v in registered_secrets() | set(secrets)
+                if len(v) >= MIN_SECRET_LENGTH
+                for encoded in encodings(v)
+            },
             key=len,
             reverse=True,
         )

@@ -89,6 +89,12 @@ def build(port: int) -> FastMCP:
         return "unreachable"
 
     @server.tool()
+    def say(name: str) -> str:
+        """Writes a line that is not JSON-RPC to stdout: the environment variable ``name``."""
+        os.write(1, f"stray line: {os.environ.get(name, '')}\n".encode())
+        return "said"
+
+    @server.tool()
     def big(size: int) -> str:
         """``size`` characters."""
         return "b" * size

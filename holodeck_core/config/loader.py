@@ -112,7 +112,8 @@ def load_agent(path: str | Path) -> LoadedAgent:
         warnings=agent.warnings,
         secrets=frozenset(secrets),
     )
-    problems = _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
+    problems = _secret_names(loaded, locate)
+    problems += _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
     problems += _bad_templates(loaded, locate) if not problems else []
     if problems:
         raise ConfigError(problems)
@@ -231,6 +232,25 @@ def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
             if message:
                 problems.append(locate((*yaml_path, "grader"), message))
     return problems
+
+
+def _secret_names(loaded: LoadedAgent, locate: Any) -> list[Problem]:
+    """Names and ids holding a secret (``name: "agent-${API_TOKEN}"``): they become folder
+    names, prompt snapshots and report lines, where no redaction reaches (issue 25)."""
+    agent = loaded.agent
+    named: list[tuple[YamlPath, str | None]] = [(("name",), agent.name)]
+    named += [(("tools", i, "name"), t.name) for i, t in enumerate(agent.tools or [])]
+    for i, case in enumerate(agent.test_cases or []):
+        named += [(("test_cases", i, "name"), case.name), (("test_cases", i, "id"), case.id)]
+    return [
+        locate(
+            path,
+            "holds a secret; names and ids end up in folder names, prompts and "
+            "reports, so keep secrets (and ${VAR}s of secrets) out of them",
+        )
+        for path, value in named
+        if value and any(secret in value for secret in loaded.secrets)
+    ]
 
 
 def _bad_templates(loaded: LoadedAgent, locate: Any) -> list[Problem]:

@@ -37,6 +37,8 @@ from holodeck_core.redaction import redact_text
 from holodeck_core.tools.mcp_config import ServerParams
 
 STDERR_TAIL_BYTES = 2000
+STDERR_KEEP_BYTES = 64 * 1024
+"""What is kept of a server's stderr: whole lines, redacted before the tail is cut."""
 STOP_TIMEOUT = 10.0
 """Seconds :meth:`Connection.stop` waits for the SDK's shutdown (stdin close, 2 s grace,
 SIGTERM, SIGKILL of the process group) before it cancels the owner task."""
@@ -65,17 +67,24 @@ class StderrTail:
         with os.fdopen(fd, "rb", buffering=0) as pipe:
             while chunk := pipe.read(4096):
                 self._tail += chunk
-                del self._tail[:-STDERR_TAIL_BYTES]
+                if len(self._tail) > STDERR_KEEP_BYTES:  # from a line's start: no half secret
+                    del self._tail[: len(self._tail) - STDERR_KEEP_BYTES]
+                    del self._tail[: self._tail.find(b"\n") + 1]
 
     def close(self) -> None:
         """Close our end; the thread ends once the server's copies are closed too."""
         self.file.close()
 
     def text(self, secrets: frozenset[str]) -> str:
-        """The redacted tail, after waiting briefly for the server's last writes."""
+        """The redacted tail, after waiting briefly for the server's last writes: redacted
+        whole lines first, then cut to its last lines within :data:`STDERR_TAIL_BYTES`."""
         self.close()
         self._thread.join(timeout=1.0)
-        return redact_text(bytes(self._tail).decode("utf-8", "replace").strip(), secrets)
+        text = redact_text(bytes(self._tail).decode("utf-8", "replace").strip(), secrets)
+        if len(text) > STDERR_TAIL_BYTES:
+            text = text[-STDERR_TAIL_BYTES:]
+            text = text[text.find("\n") + 1 :]
+        return text
 
 
 class Connection:
