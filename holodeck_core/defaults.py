@@ -65,3 +65,9 @@ clear error naming the file, never a RecursionError."""
 MAX_TOOL_RESULT_DEPTH = 200
 """The deepest tool result recorded (below :data:`MAX_JSON_DEPTH`, so an EvalRun holding it
 reads back); deeper is a tool error."""
+MAX_TOOL_PAGES = 100
+"""Pages of an MCP server's tool list read before its cursor is called endless (exit 3)."""
+MAX_SERVER_TOOLS = 50_000
+"""Tools one MCP server may offer."""
+MAX_SCHEMA_DEPTH = 64
+"""The deepest tool input schema accepted from a server."""
