@@ -13,11 +13,11 @@ import duckdb
 import pytest
 
 from holodeck_core.history import schema, store, tabular
-from holodeck_core.history.ingest import ingest_run, ingest_runs, prepare_run
+from holodeck_core.history.ingest import ingest_run, prepare_run
 from holodeck_core.history.tabular import TableRows
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
-from tests.history_helpers import day, make_run
+from tests.history_helpers import day, ingest_runs, make_run
 
 RULES: dict[str, Any] = {
     "rules": [

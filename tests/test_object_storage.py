@@ -126,8 +126,7 @@ def test_the_environment_sets_every_location(
 def test_an_s3_lake_reader_sees_runs_other_writers_add(s3: S3) -> None:
     from datetime import UTC, datetime
 
-    from holodeck_core.history.ingest import ingest_runs
-    from tests.history_helpers import make_run
+    from tests.history_helpers import ingest_runs, make_run
 
     url = f"s3://{BUCKET}/lake"
     count = "SELECT count(*) FROM eval_runs"

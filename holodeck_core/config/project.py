@@ -119,12 +119,18 @@ class Project:
         return self.home / "journal"
 
     @property
+    def cache_dir(self) -> Path:
+        """Every cache: ``files/``, ``judge/``, and the retrieval tools' ``embeddings/`` and
+        ``indexes/`` (DESIGN §7.5)."""
+        return self.home / "cache"
+
+    @property
     def file_cache_dir(self) -> Path:
-        return self.home / "cache" / "files"
+        return self.cache_dir / "files"
 
     @property
     def judge_cache_dir(self) -> Path:
-        return self.home / "cache" / "judge"
+        return self.cache_dir / "judge"
 
     @property
     def artifacts_url(self) -> str:
@@ -132,10 +138,6 @@ class Project:
         ``HOLODECK_HOME/artifacts``."""
         configured = os.environ.get(ARTIFACTS_URL_ENV) or self.settings.artifacts_url
         return configured or str(self.home / "artifacts")
-
-    @property
-    def dagster_dir(self) -> Path:
-        return self.home / "dagster"
 
     def agent_paths(self) -> list[Path]:
         """The orchestrated agents: ``HOLODECK_AGENTS`` (``os.pathsep``-separated) overrides

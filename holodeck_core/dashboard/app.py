@@ -13,15 +13,15 @@ from typing import Any
 import flask
 from dash import Dash, Input, Output, dcc, html
 
-from holodeck_core.dashboard import cache, compare, explorer, summary, ui
+from holodeck_core.dashboard import cache, compare_view, explorer_view, summary, ui
 from holodeck_core.dashboard.data import PageError, parse_query
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
 
 log = logging.getLogger("holodeck.dashboard")
 
-PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer.page,
-         "/compare": compare.page}  # fmt: skip
+PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer_view.page,
+         "/compare": compare_view.page}  # fmt: skip
 CHARTED = {"/", "/summary"}
 """Pages whose first paint draws Plotly charts."""
 
@@ -81,5 +81,5 @@ def create_app(db: History) -> Dash:
         return render(db, pathname, search)
 
     summary.register(app, db)
-    compare.register(app)
+    compare_view.register(app)
     return app

@@ -217,7 +217,6 @@ class CodeMetric(_MetricBase):
 Metric = Annotated[
     StandardMetric | GEvalMetric | RAGMetric | CodeMetric, Field(discriminator="type")
 ]
-METRIC_KINDS = ("standard", "rag", "geval", "code")
 
 
 class Gate(StrictModel):

@@ -49,7 +49,7 @@ class SuiteRuntime:
                     scheduler=self.scheduler,
                     agent_model=agent.model,
                     client_factory=lambda model: client(model, "tool"),
-                    cache_dir=suite.project.home / "cache",
+                    cache_dir=suite.project.cache_dir,
                     secrets=frozenset(loaded.secrets),
                     timeout=suite.timeout,
                     embedding_provider=agent.embedding_provider,

@@ -26,6 +26,7 @@ from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.defaults import REDUCER
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
+from holodeck_core.metrics.judge_control import load_control, score_control
 from holodeck_core.metrics.operational import run_cost_usd
 from holodeck_core.models import (
     EvalRun,
@@ -44,7 +45,6 @@ from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
-from holodeck_core.runner.judge_control import load_control, score_control
 from holodeck_core.runner.runtime import SuiteRuntime
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer

@@ -8,7 +8,7 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from holodeck_core.dashboard import ui
-from holodeck_core.dashboard.comparison import MAX_RUNS, CompareData, compare
+from holodeck_core.dashboard.compare_data import MAX_RUNS, CompareData, compare
 from holodeck_core.dashboard.data import first
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.history.store import History

@@ -11,7 +11,7 @@ from dash import dcc, html
 
 from holodeck_core.dashboard import ui
 from holodeck_core.dashboard.data import first
-from holodeck_core.dashboard.detail import CaseDetail, Explorer, explorer
+from holodeck_core.dashboard.explorer_data import CaseDetail, Explorer, explorer
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.history.store import History
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.dashboard.data import PageError, connect, require_runs, resolve, rows
-from holodeck_core.dashboard.detail import load_run_file
+from holodeck_core.dashboard.explorer_data import load_run_file
 from holodeck_core.dashboard.stats import Paired, paired
 from holodeck_core.history.store import History
 
