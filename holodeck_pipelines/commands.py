@@ -9,16 +9,27 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+DEMO_PORT = 18080
+"""The loopback model server's port in the README, ``agent.yaml``'s default endpoint and the
+demo (``--port`` moves it; the agent then reads ``HOLODECK_MODEL_ENDPOINT``)."""
+
 
 def _demo(args: argparse.Namespace) -> int:
     from holodeck_core.config.project import find_project_root
     from holodeck_pipelines.demo import run_demo
 
-    return run_demo(find_project_root())
+    return run_demo(find_project_root(), port=args.port)
 
 
 def add_demo_parser(commands: argparse._SubParsersAction[Any]) -> None:
     demo = commands.add_parser(
         "demo", help="run the offline demo: every prompt version through Dagster into DuckDB"
+    )
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"the loopback model server's port (default {DEMO_PORT}, or a free one when it "
+        "is taken; 0: a free one); the agents reach it through HOLODECK_MODEL_ENDPOINT",
     )
     demo.set_defaults(handler=_demo)

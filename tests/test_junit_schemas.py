@@ -44,7 +44,7 @@ def test_the_junit_report_is_valid_against_the_public_schema(
 ) -> None:
     report = tmp_path / "report.xml"
     with run_model_server(RULES) as server:
-        code, run, _ = run_suite(
+        code, _, _ = run_suite(
             tmp_path, server.openai_base_url, CASES, "--trials", "2", "-o", str(report)
         )
     assert code == 3  # PASS, FAIL and ERROR are all in it

@@ -207,3 +207,56 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None
     with zipfile.ZipFile(wheel) as archive:
         [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         assert "License-Expression: MIT" in archive.read(metadata).decode()
+
+
+def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: Path) -> None:
+    """Issue 28 (9): the README names `holodeck demo --port`, HOLODECK_MODEL_ENDPOINT and
+    /_stats; `model-server --help` says /_stats; the demo runs on the port it is given, says how
+    to reach it again, and leaves `git status` clean."""
+    readme = (REPO / "README.md").read_text()
+    for needle in (
+        "holodeck demo --port",
+        "HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:P/v1",
+        "/_stats",
+    ):
+        assert needle in readme
+    help_text = subprocess.run(
+        [str(BIN / "holodeck"), "model-server", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "GET /_stats" in " ".join(help_text.split())
+    assert "HOLODECK_MODEL_ENDPOINT" in help_text
+    root = fresh_checkout(tmp_path)
+    port = free_port()
+    env = {k: v for k, v in user_env(port).items() if k != "HOLODECK_MODEL_ENDPOINT"}
+    proc = subprocess.run(
+        [str(BIN / "holodeck"), "demo", "--port", str(port)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"loopback model server: http://127.0.0.1:{port}/v1" in proc.stdout
+    assert f"model-server --port {port} --script" in proc.stdout
+    assert f"HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:{port}/v1 DAGSTER_HOME=" in proc.stdout
+    assert untracked(root) == []
+    with socket.socket() as busy:  # a taken port is refused with the fix, before any work
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        refused = subprocess.run(
+            [str(BIN / "holodeck"), "demo", "--port", str(taken)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert refused.returncode == 2 and f"port {taken} is in use" in refused.stderr
+    assert "Traceback" not in refused.stderr
