@@ -33,3 +33,19 @@ def add_demo_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "is taken; 0: a free one); the agents reach it through HOLODECK_MODEL_ENDPOINT",
     )
     demo.set_defaults(handler=_demo)
+
+
+def _partitions(args: argparse.Namespace) -> int:
+    from holodeck_core.config.project import find_project_root
+    from holodeck_pipelines.partitions import sync_partitions
+
+    return sync_partitions(find_project_root())
+
+
+def add_partitions_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    partitions = commands.add_parser(
+        "partitions",
+        help="add the registered prompt versions as Dagster partitions (and remove partitions "
+        "no prompt snapshot backs) on the instance in DAGSTER_HOME (default: the project root)",
+    )
+    partitions.set_defaults(handler=_partitions)

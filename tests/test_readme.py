@@ -260,3 +260,8 @@ def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: 
         )
     assert refused.returncode == 2 and f"port {taken} is in use" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_the_readme_names_the_partitions_command() -> None:
+    [block] = bash_blocks("### Dagster")
+    assert "DAGSTER_HOME=$PWD .venv/bin/holodeck partitions" in block
