@@ -265,3 +265,30 @@ def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: 
 def test_the_readme_names_the_partitions_command() -> None:
     [block] = bash_blocks("### Dagster")
     assert "DAGSTER_HOME=$PWD .venv/bin/holodeck partitions" in block
+
+
+def test_a_clone_without_shared_says_what_it_skipped_and_why(tmp_path: Path) -> None:
+    """Tests that need ../shared skip without it; pytest then says so in one summary line."""
+    root = fresh_checkout(tmp_path)  # tmp_path/checkout: no ../shared beside it
+    selection = [
+        "tests/test_metrics_code_graders.py::test_a_holodeck_grader_runs_unchanged",
+        "tests/test_metrics_tools_cost_registry.py::"
+        "test_tool_matcher_reproduces_holodeck_verdicts_on_the_corpus",
+    ]
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
+    proc = subprocess.run(
+        [*command, *selection], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    [line] = [line for line in proc.stdout.splitlines() if " tests skipped because " in line]
+    assert line == (
+        f"2 tests skipped because {tmp_path / 'shared'} is absent (the seeds and the "
+        "third-party corpus beside the checkout): test_metrics_code_graders.py (1), "
+        "test_metrics_tools_cost_registry.py (1)"
+    )
+    assert untracked(root) == []
+    if (REPO.parent / "shared" / "corpus").is_dir():  # here they run, and nothing is said
+        here = subprocess.run(
+            [*command, *selection], cwd=REPO, capture_output=True, text=True, check=False
+        )
+        assert "2 passed" in here.stdout and " tests skipped because " not in here.stdout
