@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.agents.base import ModelClient
-from holodeck_core.agents.factory import make_client
-from holodeck_core.agents.messages import Message
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.models import EvalRun, LLMProvider, Status
+from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.factory import make_client
+from holodeck_core.providers.messages import Message
 from holodeck_core.reports.junit import render_junit
 from holodeck_core.reports.markdown import render_markdown
 from holodeck_core.testing import run_model_server

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 import yaml
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.history.ingest import ingest_run
 from holodeck_core.models import EvalRun, MetricResult, Status, TestResult
 from holodeck_core.testing import ModelServer, load_rules, run_model_server
