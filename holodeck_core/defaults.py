@@ -50,3 +50,10 @@ T975 = (
 """Student's t(0.975, df) for df = 1..30: the statistics (:func:`holodeck_core.stats.t975`)
 and the history's SQL macros (``holodeck_t975``, and ``holodeck_t95`` to three places) are
 built from this one table."""
+
+# --------------------------------------------------------------------- the loopback model server
+
+MODEL_SERVER_PORT = 18080
+"""The port of ``holodeck model-server`` in the README, of the example ``agent.yaml``'s default
+endpoint and of ``holodeck demo`` (``--port`` moves it; the agents then read
+``HOLODECK_MODEL_ENDPOINT``)."""

@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-DEMO_PORT = 18080
-"""The loopback model server's port in the README, ``agent.yaml``'s default endpoint and the
-demo (``--port`` moves it; the agent then reads ``HOLODECK_MODEL_ENDPOINT``)."""
+from holodeck_core.defaults import MODEL_SERVER_PORT
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -29,8 +27,8 @@ def add_demo_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "--port",
         type=int,
         default=None,
-        help=f"the loopback model server's port (default {DEMO_PORT}, or a free one when it "
-        "is taken; 0: a free one); the agents reach it through HOLODECK_MODEL_ENDPOINT",
+        help=f"the loopback model server's port (default {MODEL_SERVER_PORT}, or a free one "
+        "when it is taken; 0: a free one); the agents reach it through HOLODECK_MODEL_ENDPOINT",
     )
     demo.set_defaults(handler=_demo)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_core.config.project import Project
+from holodeck_core.defaults import MODEL_SERVER_PORT as DEMO_PORT
 from holodeck_core.errors import ConfigError
 from holodeck_core.history import store
 from holodeck_core.history.backend import project_history
@@ -20,7 +21,6 @@ from holodeck_core.testing import load_rules, run_model_server
 from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL, TRIALS_TAG, TRIGGER_TAG
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
-from holodeck_pipelines.commands import DEMO_PORT
 from holodeck_pipelines.resources import HoloDeckProject
 
 DEMO_TRIALS = 3
