@@ -292,3 +292,12 @@ def test_a_clone_without_shared_says_what_it_skipped_and_why(tmp_path: Path) -> 
             [*command, *selection], cwd=REPO, capture_output=True, text=True, check=False
         )
         assert "2 passed" in here.stdout and " tests skipped because " not in here.stdout
+
+
+def test_the_history_block_compares_runs_of_the_agent_not_a_rescore() -> None:
+    """Issue 28 (4): after `holodeck rescore`, the newest v2 run is that rescore; V1 and V2
+    are each version's newest run that ran the agent."""
+    _, history = bash_blocks("## Using it")
+    picks = [line for line in history.splitlines() if line.startswith(("V1=", "V2="))]
+    assert len(picks) == 2
+    assert all("trigger <> 'rescore'" in line for line in picks), picks
