@@ -187,3 +187,16 @@ def test_multi_turn_tool_calls_are_stored_once_with_their_turn(
             [MULTI_TURN],
         ).fetchall()
     assert rows == expected
+
+
+def test_validate_lists_the_metrics_the_run_reports(
+    runs: ExampleRuns, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`holodeck validate` counts case- and turn-level metrics too, as `holodeck test` runs
+    them (it used to say "2 standard (equality, latency)" for this agent's 14)."""
+    assert main(["validate", str(EXAMPLE / "agent.yaml")]) == 0
+    [line] = [line for line in capsys.readouterr().out.splitlines() if "metrics:" in line]
+    listed = line.split(": ", 2)[2].split(", ")
+    reported = {m.metric_name for r in runs.v1.report.results for m in _all_metrics(r)}
+    assert sorted(listed) == sorted(reported)
+    assert line.split(": ", 2)[1].strip().startswith(f"{len(reported)} (")
