@@ -22,7 +22,7 @@ def add_schema_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 
 def _validate(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
-    from holodeck_core.metrics.registry import suite_metrics
+    from holodeck_core.metrics.selection import suite_metrics
     from holodeck_core.models import MCPTool
 
     loaded = load_agent(args.agent)

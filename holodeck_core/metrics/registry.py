@@ -38,7 +38,6 @@ from holodeck_core.metrics.base import (
 )
 from holodeck_core.models.evaluation import CodeMetric, GEvalMetric, RAGMetric, StandardMetric
 from holodeck_core.models.results import MetricKind, MetricResult
-from holodeck_core.models.test_case import TestCaseModel
 
 AnyMetric = StandardMetric | GEvalMetric | RAGMetric | CodeMetric
 MetricFn = Callable[[Any, MetricInput, EvalContext], Score | Awaitable[Score]]
@@ -177,24 +176,6 @@ def select_metrics(
         if chosen is not None:
             return list(chosen)
     return []
-
-
-def suite_metrics(
-    agent_metrics: Sequence[AnyMetric] | None, cases: Iterable[TestCaseModel]
-) -> list[AnyMetric]:
-    """Every metric a run of ``cases`` scores, precedence applied per case and turn (what
-    ``holodeck test`` reports, case- and turn-level ones included), once each, in the order
-    first used; disabled ones left out."""
-    chosen: dict[str, AnyMetric] = {}
-    for case in cases:
-        lists = (
-            [select_metrics(agent_metrics, case.evaluations, t.evaluations) for t in case.turns]
-            if case.turns
-            else [select_metrics(agent_metrics, case.evaluations)]
-        )
-        for metric in (m for metrics in lists for m in metrics if m.enabled):
-            chosen.setdefault(metric.display_name, metric)
-    return list(chosen.values())
 
 
 def evaluate_metrics(
