@@ -91,7 +91,8 @@ def render_junit(report: TestReport) -> str:
 
 
 def _property(parent: ET.Element, name: str, value: str) -> None:
-    ET.SubElement(parent, "property", name=name, value=value)
+    """A property; its name may hold a metric's or a case's text (written out, see xml_text)."""
+    ET.SubElement(parent, "property", name=xml_text(name), value=value)
 
 
 def _local_timestamp(timestamp: str) -> str:
