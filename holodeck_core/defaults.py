@@ -71,3 +71,10 @@ MAX_SERVER_TOOLS = 50_000
 """Tools one MCP server may offer."""
 MAX_SCHEMA_DEPTH = 64
 """The deepest tool input schema accepted from a server."""
+
+# --------------------------------------------------------------------- the loopback model server
+
+MODEL_SERVER_PORT = 18080
+"""The port of ``holodeck model-server`` in the README, of the example ``agent.yaml``'s default
+endpoint and of ``holodeck demo`` (``--port`` moves it; the agents then read
+``HOLODECK_MODEL_ENDPOINT``)."""

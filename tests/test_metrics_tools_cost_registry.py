@@ -40,7 +40,7 @@ from holodeck_core.models.evaluation import (
 )
 from holodeck_core.models.results import TokenUsage, ToolInvocation
 from holodeck_core.models.test_case import ExpectedTool
-from tests.conftest import SHARED
+from tests.conftest import SHARED, no_shared
 from tests.metrics_helpers import TICKET_SCHEMA, call, run, std
 
 TOOL_CORPUS = SHARED / "corpus" / "holodeck" / "generated" / "tool_calls"
@@ -62,7 +62,7 @@ def _corpus_cases() -> list[tuple[str, list[Any], list[ToolInvocation], dict[str
     return cases
 
 
-@pytest.mark.skipif(not TOOL_CORPUS.is_dir(), reason="shared corpus is not present")
+@pytest.mark.skipif(not TOOL_CORPUS.is_dir(), reason=no_shared(TOOL_CORPUS))
 def test_tool_matcher_reproduces_holodeck_verdicts_on_the_corpus() -> None:
     cases = _corpus_cases()
     assert [name for name, *_ in cases] == [

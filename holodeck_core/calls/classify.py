@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from time import time
 
+from holodeck_core.calls.causes import transport_failure
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 
 
@@ -54,6 +55,10 @@ def classify(exc: BaseException) -> ModelCallError:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     message = _message(exc)
+    # before the type: the aiohttp transport dresses a refused connection as a timeout
+    failure = transport_failure(exc)
+    if failure is not None:
+        return ModelCallError(*failure)
     if name == "APITimeoutError" or isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return ModelCallError(CallErrorKind.TIMEOUT, message or "the model call timed out")
     if name == "APIConnectionError":

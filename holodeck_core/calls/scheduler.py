@@ -77,6 +77,8 @@ class RetryPolicy:
 @dataclass
 class SchedulerStats:
     calls: int = 0
+    answered: int = 0
+    """Calls that got a reply (``calls`` counts those that failed too)."""
     attempts: int = 0
     retries: int = 0
     rate_limited: int = 0
@@ -207,6 +209,7 @@ class CallScheduler:
                 lane.wake()
                 raise
             self._release(lane, None, started)
+            self.stats.answered += 1
             return Called(result, attempt)
 
     def _next(

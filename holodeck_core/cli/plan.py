@@ -56,4 +56,6 @@ def run_plan_command(args: argparse.Namespace) -> int:
         now = "" if r.power_now is None else f" (power with {plan.cases} cases: {r.power_now:.0%})"
         out.write(f"  {r.trials:>3} trial(s) per case: {needed} cases{now}\n")
     out.write("assumptions:\n" + "".join(f"  - {a}\n" for a in plan.assumptions))
+    for warning in found.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
     return ExitCode.OK

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int, positive_seconds
+from holodeck_core.cli.gate import add_gate_arguments, apply_gate
 from holodeck_core.defaults import PARALLEL_TEST_CASES, TRIALS, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.errors import ExitCode
 
@@ -40,6 +41,7 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
         help=f"run every case K times, {TRIALS_MIN} to {TRIALS_MAX} "
         f"(default: execution.trials or {TRIALS})",
     )
+    add_gate_arguments(test)
     verbosity = test.add_mutually_exclusive_group()
     verbosity.add_argument("-q", "--quiet", action="store_true")
     verbosity.add_argument("-v", "--verbose", action="store_true")
@@ -86,7 +88,7 @@ def run_test_command(args: argparse.Namespace) -> int:
         code = ExitCode.worst(code, ExitCode.EXECUTION)
     if args.output:
         _write_report(run, args.output, args.format)
-    return code
+    return apply_gate(args, run, suite, args.agent, code)
 
 
 def _write_report(run: EvalRun, output: Path, fmt: str | None) -> None:

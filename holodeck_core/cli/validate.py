@@ -22,11 +22,12 @@ def add_schema_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 
 def _validate(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.metrics.selection import suite_metrics
     from holodeck_core.models import MCPTool
 
     loaded = load_agent(args.agent)
     agent = loaded.agent
-    metrics = agent.evaluations.metrics if agent.evaluations else []
+    metrics = suite_metrics(agent.evaluations.metrics if agent.evaluations else None, agent.cases)
     by_kind = Counter[str](metric.type for metric in metrics)
     by_type = Counter[str](tool.type for tool in agent.tools or [])
     _show(f"{loaded.display}: valid")
@@ -35,7 +36,8 @@ def _validate(args: argparse.Namespace) -> int:
     versions = ", ".join(p.version.version for p in loaded.active_prompts)
     _show(f"  prompt:   {versions} ({loaded.prompt.version.source})")
     _show(f"  cases:    {len(agent.cases)}")
-    _show(f"  metrics:  {_counts(by_kind)} ({', '.join(m.display_name for m in metrics)})")
+    metric_names = ", ".join(m.display_name for m in metrics) or "none"
+    _show(f"  metrics:  {len(metrics)} ({_counts(by_kind)}): {metric_names}")
     tool_names = ", ".join(tool.name for tool in agent.tools or [])
     _show(f"  tools:    {_counts(by_type)}" + (f" ({tool_names})" if tool_names else ""))
     tools = agent.tools or []

@@ -22,13 +22,16 @@ class HistoryPlan:
     prompt_version: str
     trials: int
     plan: PowerPlan
+    warnings: tuple[str, ...] = ()
+    """What makes the plan a weak estimate (one trial per case, no variance to measure)."""
 
 
 def plan_from_history(
     loaded: LoadedAgent, history: History, *, detect: float, alpha: float, power: float
 ) -> HistoryPlan:
-    """The plan from the agent's newest run in ``history``, or a ConfigError saying which
-    run to record first."""
+    """The plan from the agent's newest run in ``history`` that ran the agent (a rescore
+    re-scores another run's answers: its trials and variance are not its own), or a ConfigError
+    saying which run to record first."""
     from holodeck_core.history import store
     from holodeck_core.naming import slugify
     from holodeck_core.stats import plan_power
@@ -37,7 +40,7 @@ def plan_from_history(
     with store.reader(history) as con:
         row = con.execute(
             "SELECT run_id, prompt_version FROM eval_runs WHERE agent_slug = ? "
-            "ORDER BY finished_at DESC, run_id DESC LIMIT 1",
+            "AND trigger IS DISTINCT FROM 'rescore' ORDER BY finished_at DESC, run_id DESC LIMIT 1",
             [slug],
         ).fetchone()
         if row is None:
@@ -49,5 +52,24 @@ def plan_from_history(
             "SELECT pass_fraction, trials FROM v_case_trials WHERE run_id = ?", [row[0]]
         ).fetchall()
     trials = max(int(c[1]) for c in cases)
-    plan = plan_power([float(c[0]) for c in cases], trials, detect, alpha=alpha, power=power)
-    return HistoryPlan(str(row[0]), str(row[1]), trials, plan)
+    fractions = [float(c[0]) for c in cases]
+    plan = plan_power(fractions, trials, detect, alpha=alpha, power=power)
+    return HistoryPlan(str(row[0]), str(row[1]), trials, plan, _warnings(fractions, trials))
+
+
+def _warnings(fractions: list[float], trials: int) -> tuple[str, ...]:
+    found = []
+    if trials == 1:
+        found.append(
+            "the run has 1 trial per case: how much a case varies from trial to trial is not "
+            "measured, so the rows for more trials are guesses; record a run with --trials 3 "
+            "or more"
+        )
+    if len(set(fractions)) <= 1:
+        share = f"{fractions[0]:.0%}" if fractions else "no"
+        found.append(
+            f"every case of the run has pass fraction {share}: with zero variance every row "
+            "reads the same and the case counts are a floor, not an estimate; record a run "
+            "whose cases disagree (more trials, or harder cases)"
+        )
+    return tuple(found)

@@ -105,6 +105,7 @@ class SuiteRuntime:
         stats = self.scheduler.stats
         return {
             "calls": stats.calls,
+            "answered": stats.answered,
             "attempts": stats.attempts,
             "retries": stats.retries,
             "rate_limited": stats.rate_limited,
