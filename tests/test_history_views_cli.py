@@ -10,11 +10,13 @@ import json
 import re
 import statistics
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 
 from holodeck_core.history import schema
 from holodeck_core.history.ingest import ingest_runs
+from holodeck_core.stats.intervals import wilson_cc
 from tests import history_helpers
 from tests.history_helpers import CASES, day, make_run, query, run_cli, write_run
 
@@ -91,11 +93,13 @@ def test_metric_trend_interval_runs_and_errors(history: Path) -> None:
         "WHERE run_id = 'r1' AND metric_name = 'faithfulness'",
     )[0]
     values = [0.9, 0.9, 0.2, 0.9]
-    half = 3.182 * statistics.stdev(values) / 2  # t(0.975, df=3) * s / sqrt(4)
-    assert r1 == pytest.approx(
-        (statistics.mean(values), statistics.stdev(values), 0.725 - half, 0.725 + half)
-    )
-    assert (low, high) == (pytest.approx(mean), pytest.approx(mean))
+    # a 0-1 score: Wilson (continuity-corrected) on n_eff = m(1-m)/SE² · (z / t(3))², inside [0, 1]
+    m, se, z = statistics.mean(values), statistics.stdev(values) / 2, NormalDist().inv_cdf(0.975)
+    n_eff = m * (1 - m) / se**2 * (z / 3.182446) ** 2
+    assert r1 == pytest.approx((m, statistics.stdev(values), *wilson_cc(m, n_eff, z)))
+    assert 0.0 <= r1[2] < r1[3] <= 1.0
+    # no spread: the 3 cases alone count (n_eff = n), not a zero-width interval
+    assert (low, high) == pytest.approx(wilson_cc(0.9, 3 * (z / 4.302653) ** 2, z))
     runs = query(
         history,
         "SELECT run_id, run_seq, previous_run_id, pass_rate_change, cost_per_pass "

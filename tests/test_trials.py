@@ -20,6 +20,7 @@ from scipy import stats as sps
 from holodeck_core.cli import main
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun, Status
+from holodeck_core.stats.intervals import wilson_cc
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_core.testing.server.planning import _uniform
 from holodeck_pipelines.builder import build_definitions
@@ -92,6 +93,9 @@ def test_five_trials_three_seeded_passes(
             assert server.stats()["total_calls"] == 3 * 5
     out = capsys.readouterr().out
     assert "pass fraction over 5 trials" in out and "95% CI" in out and "pass^5" in out
+    assert (
+        "n = 3, interval method: Wilson score with continuity correction on the effective n" in out
+    )
     assert statuses == {
         "all": {"capital": Status.FAIL, "always": Status.PASS, "never": Status.FAIL},
         "majority": {"capital": Status.PASS, "always": Status.PASS, "never": Status.FAIL},
@@ -144,7 +148,11 @@ def test_five_trials_three_seeded_passes(
     with duckdb.connect(str(db), read_only=True) as con:
         flaky = con.execute("SELECT case_id, disagreeing_runs FROM v_flaky_cases").fetchall()
     assert flaky == [("capital", 3)]  # its trials disagree in each of the three runs
-    low, high = sps.t.interval(0.95, len(x) - 1, loc=sum(x) / len(x), scale=sps.sem(x))
+    # Wilson (continuity-corrected) on n_eff = p(1-p)/SE² · (z / t(n-1))², in [0, 1]
+    p, n, z = sum(x) / len(x), len(x), float(sps.norm.ppf(0.975))
+    n_eff = p * (1 - p) / sps.sem(x) ** 2 * (z / sps.t.ppf(0.975, n - 1)) ** 2
+    low, high = wilson_cc(p, n_eff, z)
+    assert 0.0 <= low < high <= 1.0 and stats.pass_rate.n_effective == pytest.approx(n_eff)
     assert (stats.pass_rate.low, stats.pass_rate.high) == (pytest.approx(low), pytest.approx(high))
     assert view == (
         pytest.approx(sum(x) / 3),
@@ -178,7 +186,7 @@ def test_one_trial_keeps_the_eval_run_shape(tmp_path: Path) -> None:
     assert all("trials" not in r for r in data["report"]["results"])
     assert "judge_control" not in data["report"]
     stats = data["report"]["summary"]["statistics"]
-    assert stats["trials"] == 1 and stats["pass_rate"]["method"] == "wilson"
+    assert stats["trials"] == 1 and stats["pass_rate"]["method"] == "wilson_cc"
     assert stats["pass_at_k"] is None
     junit = (tmp_path / "r.xml").read_text()
     assert 'name="stats.pass_rate.ci95_low"' in junit

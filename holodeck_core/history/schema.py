@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history import stats_views, views
+from holodeck_core.history import stats_views, verdict_views, views
 
 if TYPE_CHECKING:
     import duckdb
@@ -203,6 +203,7 @@ MIGRATIONS += (
         "the DESIGN 7.6 rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
         stats_views.VIEWS_V4,
     ),
+    Migration(5, verdict_views.DESCRIPTION_V5, verdict_views.VIEWS_V5),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

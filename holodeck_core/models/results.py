@@ -257,15 +257,19 @@ class TestResult(StrictModel):
     def outcome(self) -> CaseOutcome:
         """The case as the run statistics see it: passes of K, mean score per metric."""
         scores: dict[str, list[float]] = {}
+        units: set[str] = set()
         for metric in all_metric_results(self):
             value = metric.score if metric.score is not None else metric.raw_score
             if metric.error is None and value is not None:
                 scores.setdefault(metric.metric_name, []).append(value)
+                if metric.unit is not None:
+                    units.add(metric.metric_name)
         return CaseOutcome(
             case_id=self.test_id or self.test_name or self.test_input,
             passes=self.trial_passes,
             trials=self.trial_count,
             scores={name: sum(v) / len(v) for name, v in scores.items()},
+            units=frozenset(units),
         )
 
     @property

@@ -9,10 +9,9 @@ MAX_FLAKY_SHOWN = 10
 
 
 def statistics_lines(stats: RunStatistics) -> list[str]:
-    method = {"wilson": "Wilson", "clustered": "clustered by case", "t": "t"}
     rate = stats.pass_rate
     what = "pass rate" if stats.trials == 1 else f"pass fraction over {stats.trials} trials"
-    lines = [f"{what} ({method[rate.method]}): {rate.render(percent=True)}"]
+    lines = [f"{what}: {rate.render(percent=True)}"]
     if stats.trials > 1:
         lines[0] += f"; cases decided by reducer '{stats.reducer.value}'"
     if stats.pass_at_k and stats.pass_hat_k:
