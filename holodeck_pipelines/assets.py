@@ -275,14 +275,14 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             ),
         ]
         evaluations = loaded.agent.evaluations
-        previous, comparison = regression_check(
+        regression = regression_check(
             history.path,
             run_id,
             baseline=evaluations.baseline if evaluations else None,
             strict=bool(evaluations and evaluations.regression == "strict"),
             alpha=(evaluations.alpha if evaluations else None) or 0.05,
         )
-        checks.append(regression_result(previous, comparison))
+        checks.append(regression_result(regression))
         checks.append(drift_result(history.path, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(

@@ -6,13 +6,22 @@ from typing import Any
 import dagster as dg
 
 from holodeck_core.history.drift import judge_drift
-from holodeck_core.history.queries import Comparison
+from holodeck_core.history.regression import RegressionCheck
 from holodeck_core.history.store import History
 from holodeck_core.models.evaluation import EvaluationConfig
 
 
-def regression_result(previous: str | None, comparison: Comparison | None) -> dg.AssetCheckResult:
+def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
     """The ``no_regression`` check, decided as ``holodeck history compare`` decides."""
+    previous, comparison = check.previous, check.comparison
+    if check.not_compared is not None:
+        return dg.AssetCheckResult(
+            check_name="no_regression",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=f"not compared: {check.not_compared}",
+            metadata={"previous_run_id": "", "infrastructure_failure": True},
+        )
     if comparison is None:
         return dg.AssetCheckResult(
             check_name="no_regression",

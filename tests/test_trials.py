@@ -410,7 +410,7 @@ def test_judge_cache_never_answers_a_trial_with_another_outputs_judgement(tmp_pa
 
 def test_the_check_takes_a_baseline_version_and_the_strict_rule(tmp_path: Path) -> None:
     from holodeck_core.history.ingest import ingest_runs
-    from holodeck_core.history.regression import regression_check
+    from holodeck_core.history.regression import RegressionCheck, regression_check
     from holodeck_pipelines.verdicts import regression_result
     from tests.history_helpers import day, make_run
 
@@ -421,16 +421,23 @@ def test_the_check_takes_a_baseline_version_and_the_strict_rule(tmp_path: Path) 
             make_run("PPPP", day(0), run_id="base-v1", prompt="v1"),
             make_run("PPPP", day(1), run_id="prev-v2", prompt="v2"),
             make_run("PPPF", day(2), run_id="head-v2", prompt="v2"),
+            make_run("EEEP", day(3), run_id="dead-v2", prompt="v2"),  # the model server died
+            make_run("PPPP", day(4), run_id="next-v2", prompt="v2"),
         ],
     )
-    previous, comparison = regression_check(db, "head-v2")
-    assert previous == "prev-v2" and comparison is not None
-    assert comparison.is_regression is False  # one flip in four cases: no evidence
-    assert regression_result(previous, comparison).passed is True
-    previous, _ = regression_check(db, "head-v2", baseline="v1")
-    assert previous == "base-v1"
-    previous, comparison = regression_check(db, "head-v2", strict=True)
-    assert comparison is not None and comparison.is_regression  # evaluations.regression: strict
-    check = regression_result(previous, comparison)
+    checked = regression_check(db, "head-v2")
+    assert checked.previous == "prev-v2" and checked.comparison is not None
+    assert checked.comparison.is_regression is False  # one flip in four cases: no evidence
+    assert regression_result(checked).passed is True
+    assert regression_check(db, "head-v2", baseline="v1").previous == "base-v1"
+    strict = regression_check(db, "head-v2", strict=True)
+    assert strict.comparison is not None and strict.comparison.is_regression  # strict rule
+    check = regression_result(strict)
     assert check.passed is False and check.metadata["verdict"].value == "strict"
-    assert regression_check(db, "base-v1") == (None, None)
+    assert regression_check(db, "base-v1") == RegressionCheck()
+    # an infrastructure failure (3 of 4 cases ERROR) is not compared, and is no baseline
+    dead = regression_check(db, "dead-v2")
+    assert dead.comparison is None and dead.not_compared is not None
+    assert "3 of 4 cases ERROR" in dead.not_compared
+    assert "not compared" in (regression_result(dead).description or "")
+    assert regression_check(db, "next-v2").previous == "head-v2"

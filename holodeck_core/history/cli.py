@@ -23,6 +23,7 @@ from holodeck_core.errors import (
     HolodeckError,
     safe_message,
 )
+from holodeck_core.history.health import INCLUDE_FAILED_HELP
 from holodeck_core.history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S
 from holodeck_core.terminal import plain
 
@@ -127,7 +128,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         run_a = queries.resolve_run(con, args.run_a)
         run_b = queries.resolve_run(con, args.run_b)
         result = queries.compare_runs(
-            con, run_a, run_b, max_drop=args.max_drop, strict=args.strict, alpha=args.alpha
+            con,
+            run_a,
+            run_b,
+            max_drop=args.max_drop,
+            strict=args.strict,
+            alpha=args.alpha,
+            include_failed=args.include_failed,
         )
     for warning in result.warnings:
         render.err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
@@ -312,6 +319,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     compare.add_argument(
         "--alpha", type=float, default=0.05, help="significance level (default 0.05)"
     )
+    compare.add_argument("--include-failed", action="store_true", help=INCLUDE_FAILED_HELP)
     compare.add_argument("--format", choices=("table", "json"), default="table")
 
     sql = add(

@@ -4,7 +4,8 @@ paired comparisons, and which of the shared cases are flaky.
 
 A case is listed as *flaky* rather than as a regression when its trials disagree in either
 run, or when the history before the later run already shows its status changing while its
-case fingerprint did not: it is known to flip without a cause."""
+case fingerprint did not: it is known to flip without a cause. ERROR is no verdict, and
+infrastructure failures are no history (DESIGN §8.7)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ WITH head AS (SELECT agent_slug, finished_at FROM eval_runs WHERE run_id = $b),
 hist AS (
     SELECT e.run_id, e.finished_at, e.prompt_version, t.case_id, t.status,
            c.case_fingerprint, c.trials_disagree
-    FROM eval_runs e
+    FROM v_counted_runs e
     JOIN head h ON e.agent_slug = h.agent_slug
                AND (e.finished_at < h.finished_at OR e.run_id = $a)
     JOIN test_results t ON t.run_id = e.run_id
@@ -69,15 +70,16 @@ hist AS (
     WHERE e.run_id <> $b AND e.trigger IS DISTINCT FROM 'rescore'
 ),
 lagged AS (
-    SELECT *, lag(status) OVER w AS previous_status,
-           lag(case_fingerprint) OVER w AS previous_fingerprint
+    SELECT *, lag(CASE WHEN status <> 'ERROR'
+                       THEN {'status': status, 'fingerprint': case_fingerprint} END
+                  IGNORE NULLS) OVER w AS previous
     FROM hist
     WINDOW w AS (PARTITION BY prompt_version, case_id ORDER BY finished_at, run_id)
 )
 SELECT DISTINCT case_id FROM lagged
 WHERE trials_disagree
-   OR (previous_status IS NOT NULL AND previous_status <> status
-       AND previous_fingerprint IS NOT DISTINCT FROM case_fingerprint)
+   OR (status <> 'ERROR' AND previous IS NOT NULL AND previous.status <> status
+       AND previous.fingerprint IS NOT DISTINCT FROM case_fingerprint)
 UNION
 SELECT case_id FROM v_case_trials WHERE run_id = $b AND trials_disagree
 """

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from holodeck_core.errors import ConfigError
 from holodeck_core.history import store
+from holodeck_core.history.health import refuse_failed
 from holodeck_core.history.paired import PairedRuns, compare_paired
 from holodeck_core.history.sql import (
     DEFAULT_MAX_ROWS,
@@ -281,9 +282,13 @@ def compare_runs(
     max_drop: float = 0.0,
     strict: bool = False,
     alpha: float = ALPHA,
+    include_failed: bool = False,
 ) -> Comparison:
     """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A, and
-    the paired comparison that decides a regression (unless ``strict``)."""
+    the paired comparison that decides a regression (unless ``strict``). An infrastructure
+    failure on either side is refused unless ``include_failed`` (DESIGN §8.7)."""
+    if not include_failed:
+        refuse_failed(con, run_a, run_b)
     sides = {
         row["run_id"]: row
         for row in _dicts(

@@ -1,9 +1,13 @@
 """The ``no_regression`` check's comparison: a run against the previous run of the same
 agent and prompt (or, with ``evaluations.baseline``, the latest run of that prompt version),
-decided exactly as ``holodeck history compare`` decides (DESIGN §7.8)."""
+decided exactly as ``holodeck history compare`` decides (DESIGN §7.8). Infrastructure
+failures are never a baseline, and a run that is one is not compared (§8.7)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from holodeck_core.history.health import failure_reason
 from holodeck_core.history.queries import Comparison, compare_runs
 from holodeck_core.history.store import History, reader
 from holodeck_core.stats.paired import ALPHA
@@ -11,7 +15,7 @@ from holodeck_core.stats.paired import ALPHA
 PREVIOUS_RUN = """
 SELECT prev.run_id
 FROM eval_runs cur
-JOIN eval_runs prev
+JOIN v_counted_runs prev
   ON prev.agent_name = cur.agent_name
  AND prev.prompt_body_hash = cur.prompt_body_hash
  AND prev.run_id <> cur.run_id
@@ -24,7 +28,7 @@ LIMIT 1
 BASELINE_RUN = """
 SELECT base.run_id
 FROM eval_runs cur
-JOIN eval_runs base
+JOIN v_counted_runs base
   ON base.agent_slug = cur.agent_slug
  AND (base.prompt_version = ? OR base.prompt_label = ?)
  AND base.run_id <> cur.run_id
@@ -34,6 +38,15 @@ LIMIT 1
 """
 
 
+@dataclass(frozen=True)
+class RegressionCheck:
+    previous: str | None = None
+    """The run compared against (None: nothing to compare with)."""
+    comparison: Comparison | None = None
+    not_compared: str | None = None
+    """Why the run was not compared (it is an infrastructure failure)."""
+
+
 def regression_check(
     db_path: History,
     run_id: str,
@@ -41,14 +54,18 @@ def regression_check(
     baseline: str | None = None,
     strict: bool = False,
     alpha: float = ALPHA,
-) -> tuple[str | None, Comparison | None]:
-    """The run compared against (None: nothing to compare with) and the comparison."""
+) -> RegressionCheck:
     with reader(db_path) as con:
+        reason = failure_reason(con, run_id)
+        if reason is not None:
+            return RegressionCheck(not_compared=reason)
         row = (
             con.execute(BASELINE_RUN, [baseline, baseline, run_id]).fetchone()
             if baseline is not None
             else con.execute(PREVIOUS_RUN, [run_id]).fetchone()
         )
         if row is None:
-            return None, None
-        return row[0], compare_runs(con, row[0], run_id, strict=strict, alpha=alpha)
+            return RegressionCheck()
+        return RegressionCheck(
+            row[0], compare_runs(con, row[0], run_id, strict=strict, alpha=alpha)
+        )

@@ -1,13 +1,22 @@
-"""Schema version 5 (DESIGN §8.7): intervals that stay on their scale.
+"""Schema version 5 (DESIGN §8.7): intervals that stay on their scale, and errors kept apart.
 
-The SQL macros compute the numbers of :mod:`holodeck_core.stats.intervals` with the same
+Intervals: the SQL macros compute the numbers of :mod:`holodeck_core.stats.intervals` with the same
 closed forms (the tests hold the two to each other): Wilson's interval with continuity
 correction on n (one trial per case) or on the effective n of the clustered SE (K trials, 0-1
 scores); Student's t truncated at 0 for means in a unit (ms, USD).
 
+Errors apart: ``eval_runs.max_error_share`` records the run's ``evaluations.max_error_share``
+(NULL: the default, 0.5); a run with more than that share of its cases ERROR is an
+*infrastructure failure* (``v_run_health``), not evidence about the prompt. ``v_counted_runs``
+holds the other runs: the trend, regression, comparison and flaky views read it instead of
+``eval_runs``, and ERROR trials or cases never count as disagreement or as a flip.
+
 Frozen once released, like every migration."""
 
 from __future__ import annotations
+
+from holodeck_core.history import stats_views, views
+from holodeck_core.stats.health import MAX_ERROR_SHARE
 
 Z975 = "CAST(1.959963984540054 AS DOUBLE)"
 Z2 = "CAST(3.841458820694124 AS DOUBLE)"
@@ -145,6 +154,98 @@ LEFT JOIN v_metric_stats s USING (run_id, metric_name)
 """
 """v_metric_trend's interval is v_metric_stats's (one number per run and metric)."""
 
+MAX_ERROR_SHARE_COLUMN = "ALTER TABLE eval_runs ADD COLUMN max_error_share DOUBLE"
+
+V_RUN_HEALTH = f"""
+CREATE OR REPLACE VIEW v_run_health AS
+SELECT run_id, agent_slug, prompt_version, finished_at, total_tests, errored,
+       CAST(errored AS DOUBLE) / NULLIF(total_tests, 0) AS error_share,
+       coalesce(max_error_share, {MAX_ERROR_SHARE}) AS max_error_share,
+       errored > coalesce(max_error_share, {MAX_ERROR_SHARE}) * total_tests
+           AS infrastructure_failure
+FROM eval_runs
+"""
+"""Per run: the share of its cases that ERROR and whether that makes it an infrastructure
+failure (as :func:`holodeck_core.stats.health.infrastructure_failure` decides)."""
+
+V_COUNTED_RUNS = """
+CREATE OR REPLACE VIEW v_counted_runs AS
+SELECT e.* FROM eval_runs e
+WHERE e.run_id NOT IN (SELECT run_id FROM v_run_health WHERE infrastructure_failure)
+"""
+"""The runs that count as evidence: every run but the infrastructure failures."""
+
+V_CASE_TRIALS = """
+CREATE OR REPLACE VIEW v_case_trials AS
+SELECT
+    run_id, case_id,
+    any_value(case_fingerprint) AS case_fingerprint,
+    count(*) AS trials,
+    count(*) FILTER (WHERE passed) AS passes,
+    count(*) FILTER (WHERE status = 'ERROR') AS errors,
+    avg(CAST(passed AS DOUBLE)) AS pass_fraction,
+    count(*) FILTER (WHERE passed)
+        BETWEEN 1 AND count(*) FILTER (WHERE status <> 'ERROR') - 1 AS trials_disagree
+FROM case_trials
+GROUP BY run_id, case_id
+"""
+"""Per run and case: xᵢ = passesᵢ / K; the trials disagree when the ones that ran (not
+ERROR) both passed and failed."""
+
+FLAKY_CASES_MACRO = """
+CREATE OR REPLACE MACRO flaky_cases(last_n) AS TABLE
+WITH recent AS (
+    SELECT run_id, agent_slug, prompt_version, finished_at,
+           row_number() OVER (PARTITION BY agent_slug, prompt_version
+                              ORDER BY finished_at DESC, run_id DESC) AS recency
+    FROM v_counted_runs
+    WHERE trigger IS DISTINCT FROM 'rescore'
+),
+windowed AS (
+    SELECT r.agent_slug, r.prompt_version, r.finished_at, r.run_id,
+           t.case_id, t.test_name, t.status, c.case_fingerprint, c.trials_disagree,
+           lag(CASE WHEN t.status <> 'ERROR'
+                    THEN {'status': t.status, 'fingerprint': c.case_fingerprint} END
+               IGNORE NULLS) OVER w AS previous
+    FROM recent r
+    JOIN test_results t ON t.run_id = r.run_id
+    LEFT JOIN v_case_trials c ON c.run_id = t.run_id AND c.case_id = t.case_id
+    WHERE r.recency <= last_n
+    WINDOW w AS (PARTITION BY r.agent_slug, r.prompt_version, t.case_id
+                 ORDER BY r.finished_at, r.run_id)
+)
+SELECT
+    agent_slug,
+    prompt_version,
+    case_id,
+    arg_max(test_name, finished_at) AS test_name,
+    count(*) AS runs,
+    count(*) FILTER (WHERE status = 'PASS') AS passes,
+    count(*) FILTER (WHERE status = 'FAIL') AS fails,
+    count(*) FILTER (WHERE status = 'ERROR') AS errors,
+    count(*) FILTER (WHERE status <> 'ERROR' AND previous IS NOT NULL
+                     AND previous.status <> status
+                     AND previous.fingerprint IS NOT DISTINCT FROM case_fingerprint) AS flips,
+    count(*) FILTER (WHERE trials_disagree) AS disagreeing_runs,
+    CAST(count(*) FILTER (WHERE status = 'PASS') AS DOUBLE) / count(*) AS pass_fraction,
+    string_agg(left(status, 1), '' ORDER BY finished_at, run_id) AS history,
+    arg_max(status, finished_at) AS last_status,
+    max(finished_at) AS last_seen
+FROM windowed
+GROUP BY agent_slug, prompt_version, case_id
+HAVING flips > 0 OR disagreeing_runs > 0
+"""
+"""§7.6 with errors apart (§8.7): flaky when a run's trials disagree, or the status changed
+between two runs where the case ran (PASS to FAIL or back, an ERROR in between skipped) while
+its fingerprint did not. Infrastructure failures and rescores are left out."""
+
+
+def _counted(sql: str, occurrences: int) -> str:
+    """A frozen view's SQL reading ``v_counted_runs`` where it read ``eval_runs``."""
+    assert sql.count("FROM eval_runs\n") == occurrences, "the frozen SQL changed"
+    return sql.replace("FROM eval_runs\n", "FROM v_counted_runs\n")
+
+
 VIEWS_V5: tuple[str, ...] = (
     N_EFF,
     WILSON_CC_LOW,
@@ -152,8 +253,19 @@ VIEWS_V5: tuple[str, ...] = (
     V_RUN_STATS,
     V_METRIC_STATS,
     V_METRIC_TREND,
+    MAX_ERROR_SHARE_COLUMN,
+    V_RUN_HEALTH,
+    V_COUNTED_RUNS,
+    V_CASE_TRIALS,
+    FLAKY_CASES_MACRO,
+    _counted(views.V_PASS_RATE_TREND, 1),
+    _counted(views.V_REGRESSIONS, 2),
+    _counted(stats_views.V_RUN_COMPARISONS, 1),
 )
 DESCRIPTION_V5 = (
-    "intervals on their scale (DESIGN 8.7): macros holodeck_n_eff, holodeck_wilson_cc_low, "
-    "holodeck_wilson_cc_high; v_run_stats, v_metric_stats, v_metric_trend use them"
+    "DESIGN 8.7: intervals on their scale (macros holodeck_n_eff, holodeck_wilson_cc_low, "
+    "holodeck_wilson_cc_high; v_run_stats, v_metric_stats, v_metric_trend use them); "
+    "eval_runs.max_error_share, views v_run_health, v_counted_runs; infrastructure failures "
+    "out of v_pass_rate_trend, v_regressions, v_run_comparisons, flaky_cases; ERROR trials "
+    "never disagree (v_case_trials)"
 )

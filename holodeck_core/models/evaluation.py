@@ -256,6 +256,13 @@ class EvaluationConfig(StrictModel):
     judge_drift_max: float | None = Field(
         None, gt=0.0, le=1.0, description="Mean score change that makes the drift check warn."
     )
+    max_error_share: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="A run with more than this share of its cases ERROR is an infrastructure "
+        "failure, kept out of trends, baselines and comparisons (default 0.5).",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvaluationConfig:

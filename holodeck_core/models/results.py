@@ -270,6 +270,9 @@ class TestResult(StrictModel):
             trials=self.trial_count,
             scores={name: sum(v) / len(v) for name, v in scores.items()},
             units=frozenset(units),
+            errors=sum(1 for t in self.trials or () if t.status is Status.ERROR)
+            if self.trials
+            else int(self.status is Status.ERROR),
         )
 
     @property
@@ -313,6 +316,7 @@ class ReportSummary(StrictModel):
         *,
         wall_time_ms: int | None = None,
         reducer: Reducer = Reducer.ALL,
+        max_error_share: float | None = None,
     ) -> ReportSummary:
         """Aggregate per DESIGN §6.2: ERROR counts in the denominator, averages include zero
         scores, errored metrics are counted apart and excluded from averages."""
@@ -359,6 +363,8 @@ class ReportSummary(StrictModel):
                 [r.outcome() for r in results],
                 trials=max((r.trial_count for r in results), default=1),
                 reducer=reducer,
+                errored=by_status[Status.ERROR],
+                max_error_share=max_error_share,
             ),
         )
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from holodeck_core.stats.health import MAX_ERROR_SHARE, infrastructure_failure
 from holodeck_core.stats.intervals import (
     METHOD_NAMES,
     T_NONNEGATIVE,
@@ -157,8 +158,16 @@ class RunStatistics(_Frozen):
     pass_at_k: dict[int, float] | None = Field(None, description="k → pass@k (K > 1).")
     pass_hat_k: dict[int, float] | None = Field(None, description="k → pass^k (K > 1).")
     flaky_cases: list[str] = Field(
-        default_factory=list, description="Cases whose trials disagree (0 < passes < K)."
+        default_factory=list,
+        description="Cases whose trials that ran disagree (0 < passes < K - errors).",
     )
+    errored_cases: int = Field(0, ge=0, description="Cases whose status is ERROR.")
+    infrastructure_failure: bool = Field(
+        False,
+        description="More than evaluations.max_error_share of the cases ERROR (DESIGN §8.7): "
+        "kept out of trends, baselines and comparisons.",
+    )
+    max_error_share: float = MAX_ERROR_SHARE
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,8 @@ class CaseOutcome:
     """The case's mean score per metric, over its trials (and turns)."""
     units: frozenset[str] = frozenset()
     """The metrics whose scores are in a unit (ms, USD: ≥ 0, unbounded), not 0-1."""
+    errors: int = 0
+    """Trials that ERROR (after retries)."""
 
     @property
     def pass_fraction(self) -> float:
@@ -279,9 +290,14 @@ def pass_hat_k(passes: int, trials: int, k: int) -> float:
 
 
 def run_statistics(
-    cases: Sequence[CaseOutcome], *, trials: int = 1, reducer: Reducer = Reducer.ALL
+    cases: Sequence[CaseOutcome],
+    *,
+    trials: int = 1,
+    reducer: Reducer = Reducer.ALL,
+    errored: int = 0,
+    max_error_share: float | None = None,
 ) -> RunStatistics:
-    """§7.7 for one run."""
+    """§7.7 for one run; ``errored`` of its cases are ERROR (§8.7)."""
     clustered = trials > 1
     names = sorted({name for case in cases for name in case.scores})
     in_units = {name for case in cases for name in case.units}
@@ -304,7 +320,10 @@ def run_statistics(
         metrics=metrics,
         pass_at_k=at_k,
         pass_hat_k=hat_k,
-        flaky_cases=[c.case_id for c in cases if is_flaky(c.passes, c.trials)],
+        flaky_cases=[c.case_id for c in cases if is_flaky(c.passes, c.trials, c.errors)],
+        errored_cases=errored,
+        infrastructure_failure=infrastructure_failure(errored, len(cases), max_error_share),
+        max_error_share=MAX_ERROR_SHARE if max_error_share is None else max_error_share,
     )
 
 
