@@ -38,8 +38,10 @@ def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
         "regressed_cases": ", ".join(f.case_id for f in comparison.regressions[:20]),
         "flaky_cases": ", ".join(comparison.flaky[:20]),
         "shared_cases": paired.n,
+        "adjustment": paired.adjustment.value,
+        "family_size": paired.family_size,
     }
-    for key in ("mean_diff", "se", "low", "high", "p_value"):
+    for key in ("mean_diff", "se", "low", "high", "p_value", "p_adjusted"):
         value = getattr(paired, key)
         if value is not None:
             metadata[key] = dg.MetadataValue.float(value)

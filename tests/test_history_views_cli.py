@@ -168,10 +168,13 @@ def test_compare_flags_a_planted_regression(db: Path, capsys: pytest.CaptureFixt
         ],
     )
     code, out, _ = run_cli(capsys, "compare", "base", "cand", "--db", str(db), "--format", "json")
-    assert code == 0  # one flip of four cases is no evidence of a drop (McNemar p = 1)
+    assert code == 0  # one flip of four cases is no evidence of a drop (McNemar mid-p 0.5)
     paired = json.loads(out)
     assert paired["verdict"] == "no significant change" and paired["regression"] is False
-    assert paired["paired"]["test"] == "mcnemar_exact" and paired["paired"]["p_value"] == 1.0
+    assert paired["paired"]["test"] == "mcnemar_midp" and paired["paired"]["p_value"] == 0.5
+    # raw and adjusted p, over the family of the pass fraction and the metrics (BH)
+    assert paired["paired"]["adjustment"] == "bh" and paired["paired"]["family_size"] >= 2
+    assert paired["paired"]["p_adjusted"] >= paired["paired"]["p_value"]
     code, out, _ = run_cli(
         capsys, "compare", "base", "cand", "--db", str(db), "--format", "json", "--strict"
     )

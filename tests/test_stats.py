@@ -25,6 +25,7 @@ from holodeck_core.stats import (
 )
 from holodeck_core.stats.estimates import CaseOutcome, t975, t_quantile
 from holodeck_core.stats.intervals import effective_n, wilson_cc
+from holodeck_core.stats.paired import mcnemar_midp
 from holodeck_core.stats.power import paired_power
 
 
@@ -133,8 +134,10 @@ def test_paired_comparison_mcnemar_and_t() -> None:
     a = {f"c{i}": 1.0 for i in range(100)}
     b = {**a, **{f"c{i}": 0.0 for i in range(30)}}
     drop = paired_comparison(a, b, binary=True)
-    assert drop.test == "mcnemar_exact" and drop.discordant == (30, 0)
-    assert drop.p_value == pytest.approx(sps.binomtest(0, 30, 0.5).pvalue)
+    assert drop.test == "mcnemar_midp" and drop.discordant == (30, 0)
+    # mid-p: the exact binomial p-value less the probability of the observed count
+    exact = sps.binomtest(0, 30, 0.5).pvalue
+    assert drop.p_value == pytest.approx(exact - sps.binom.pmf(0, 30, 0.5))
     assert drop.verdict is Verdict.REGRESSION and drop.mean_diff == pytest.approx(-0.3)
     assert drop.high is not None and drop.high < 0
     mixed_a = {"x": 0.2, "y": 0.6, "z": 0.4, "w": 0.8}
@@ -183,6 +186,14 @@ def test_sql_macros_equal_scipy() -> None:
         (p,) = con.execute("SELECT holodeck_mcnemar_p(?, ?)", [b, c]).fetchone() or (None,)
         expected = sps.binomtest(min(b, c), b + c, 0.5).pvalue if b + c else 1.0
         assert p == pytest.approx(expected, abs=1e-12), (b, c)
+    con.execute(verdict_views.MCNEMAR_MIDP)
+    for b, c in ((0, 0), (3, 1), (1, 3), (30, 0), (10, 12), (41, 37), (5, 5)):
+        (p,) = con.execute("SELECT holodeck_mcnemar_midp(?, ?)", [b, c]).fetchone() or (None,)
+        low, n = min(b, c), b + c
+        by_hand = (
+            min(1.0, 2 * sps.binom.cdf(low, n, 0.5) - sps.binom.pmf(low, n, 0.5)) if n else 1.0
+        )
+        assert p == pytest.approx(by_hand, abs=1e-12) and mcnemar_midp(b, c) == pytest.approx(p)
     assert math.isclose(
         con.execute("SELECT holodeck_t_pvalue('inf'::DOUBLE, 3)").fetchone()[0],  # type: ignore[index]
         0.0,

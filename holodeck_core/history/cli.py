@@ -25,6 +25,7 @@ from holodeck_core.errors import (
 )
 from holodeck_core.history.health import INCLUDE_FAILED_HELP
 from holodeck_core.history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S
+from holodeck_core.stats.multiple import Adjustment
 from holodeck_core.terminal import plain
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             strict=args.strict,
             alpha=args.alpha,
             include_failed=args.include_failed,
+            adjustment=Adjustment(args.adjust),
         )
     for warning in result.warnings:
         render.err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
@@ -320,6 +322,14 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "--alpha", type=float, default=0.05, help="significance level (default 0.05)"
     )
     compare.add_argument("--include-failed", action="store_true", help=INCLUDE_FAILED_HELP)
+    compare.add_argument(
+        "--adjust",
+        choices=[a.value for a in Adjustment],
+        default=Adjustment.BH.value,
+        help="adjust the p-values of the pass fraction and the metrics together: bh "
+        "(Benjamini-Hochberg, the false discovery rate; default), holm (the family-wise "
+        "error rate) or none",
+    )
     compare.add_argument("--format", choices=("table", "json"), default="table")
 
     sql = add(

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from holodeck_core.stats import PairedComparison, Verdict, paired_comparison
-from holodeck_core.stats.paired import ALPHA
+from holodeck_core.stats.multiple import Adjustment
+from holodeck_core.stats.paired import ALPHA, adjust_family
 
 if TYPE_CHECKING:
     import duckdb
@@ -86,8 +87,15 @@ SELECT case_id FROM v_case_trials WHERE run_id = $b AND trials_disagree
 
 
 def compare_paired(
-    con: duckdb.DuckDBPyConnection, run_a: str, run_b: str, *, alpha: float = ALPHA
+    con: duckdb.DuckDBPyConnection,
+    run_a: str,
+    run_b: str,
+    *,
+    alpha: float = ALPHA,
+    adjustment: Adjustment = Adjustment.BH,
 ) -> PairedRuns:
+    """The pass fraction and every shared metric compared, their p-values adjusted together
+    (one family, DESIGN §8.7)."""
     a, b = _fractions(con, run_a), _fractions(con, run_b)
     shared = a.keys() & b.keys()
     binary = all(a[k][1] == 1 and b[k][1] == 1 for k in shared)
@@ -108,8 +116,10 @@ def compare_paired(
     flaky = sorted(
         str(r[0]) for r in con.execute(FLAKY_BEFORE, {"a": run_a, "b": run_b}).fetchall()
     )
+    names = list(metrics)
+    pass_fraction, *adjusted = adjust_family([pass_fraction, *metrics.values()], adjustment)
     return PairedRuns(
         pass_fraction=pass_fraction,
-        metrics=metrics,
+        metrics=dict(zip(names, adjusted, strict=True)),
         flaky=[case for case in flaky if case in shared],
     )

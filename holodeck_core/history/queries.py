@@ -21,6 +21,7 @@ from holodeck_core.history.sql import (
     run_bounded,
 )
 from holodeck_core.stats import Verdict
+from holodeck_core.stats.multiple import Adjustment
 from holodeck_core.stats.paired import ALPHA
 
 if TYPE_CHECKING:
@@ -283,6 +284,7 @@ def compare_runs(
     strict: bool = False,
     alpha: float = ALPHA,
     include_failed: bool = False,
+    adjustment: Adjustment = Adjustment.BH,
 ) -> Comparison:
     """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A, and
     the paired comparison that decides a regression (unless ``strict``). An infrastructure
@@ -378,7 +380,7 @@ def compare_runs(
         tokens_common_a=sum(tokens_a) if tokens_a else None,
         tokens_common_b=sum(tokens_b) if tokens_b else None,
         warnings=warnings,
-        paired=compare_paired(con, run_a, run_b, alpha=alpha),
+        paired=compare_paired(con, run_a, run_b, alpha=alpha, adjustment=adjustment),
         strict=strict,
     )
 

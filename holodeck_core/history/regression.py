@@ -1,16 +1,36 @@
 """The ``no_regression`` check's comparison: a run against the previous run of the same
 agent and prompt (or, with ``evaluations.baseline``, the latest run of that prompt version),
 decided exactly as ``holodeck history compare`` decides (DESIGN §7.8). Infrastructure
-failures are never a baseline, and a run that is one is not compared (§8.7)."""
+failures are never a baseline, and a run that is one is not compared (§8.7).
+
+The checks of one schedule tick are one family (§8.7): the run's p-value is adjusted
+(Benjamini-Hochberg by default) together with those of the other runs of its tick
+(``holodeck_tick``: an agent's nightly runs of one UTC day) recorded in
+``v_run_comparisons_raw`` so far; the last run of a tick to finish is decided on the whole
+family."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from holodeck_core.history.health import failure_reason
 from holodeck_core.history.queries import Comparison, compare_runs
 from holodeck_core.history.store import History, reader
-from holodeck_core.stats.paired import ALPHA
+from holodeck_core.stats.multiple import Adjustment
+from holodeck_core.stats.paired import ALPHA, adjust_family
+
+TICK_PVALUES = """
+WITH head AS (
+    SELECT holodeck_tick(agent_slug, trigger, finished_at, run_id) AS tick FROM eval_runs
+    WHERE run_id = $run
+)
+SELECT c.p_value
+FROM v_run_comparisons_raw c
+JOIN eval_runs e ON e.run_id = c.head_run_id
+WHERE holodeck_tick(e.agent_slug, e.trigger, e.finished_at, e.run_id) = (SELECT tick FROM head)
+  AND c.head_run_id <> $run AND c.p_value IS NOT NULL
+ORDER BY c.head_run_id
+"""
 
 PREVIOUS_RUN = """
 SELECT prev.run_id
@@ -54,6 +74,7 @@ def regression_check(
     baseline: str | None = None,
     strict: bool = False,
     alpha: float = ALPHA,
+    adjustment: Adjustment = Adjustment.BH,
 ) -> RegressionCheck:
     with reader(db_path) as con:
         reason = failure_reason(con, run_id)
@@ -66,6 +87,14 @@ def regression_check(
         )
         if row is None:
             return RegressionCheck()
-        return RegressionCheck(
-            row[0], compare_runs(con, row[0], run_id, strict=strict, alpha=alpha)
+        comparison = compare_runs(
+            con, row[0], run_id, strict=strict, alpha=alpha, adjustment=Adjustment.NONE
         )
+        others = [float(r[0]) for r in con.execute(TICK_PVALUES, {"run": run_id}).fetchall()]
+    if comparison.paired is not None:
+        own = comparison.paired.pass_fraction
+        family = [own, *(own.model_copy(update={"p_value": p}) for p in others)]
+        comparison.paired = replace(
+            comparison.paired, pass_fraction=adjust_family(family, adjustment)[0]
+        )
+    return RegressionCheck(row[0], comparison)

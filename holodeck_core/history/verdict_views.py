@@ -240,6 +240,54 @@ between two runs where the case ran (PASS to FAIL or back, an ERROR in between s
 its fingerprint did not. Infrastructure failures and rescores are left out."""
 
 
+MCNEMAR_MIDP = """
+CREATE OR REPLACE MACRO holodeck_mcnemar_midp(only_a, only_b) AS
+    CASE
+        WHEN only_a + only_b = 0 THEN 1.0
+        ELSE least(1.0, list_sum(list_transform(
+            range(0, CAST(least(only_a, only_b) AS BIGINT) + 1),
+            lambda i: (CASE WHEN i = least(only_a, only_b) THEN 1 ELSE 2 END)
+                      * exp(lgamma(only_a + only_b + 1) - lgamma(i + 1)
+                            - lgamma(only_a + only_b - i + 1) - (only_a + only_b) * ln(2)))))
+    END
+"""
+"""Two-sided McNemar mid-p value from the discordant pairs (DESIGN §8.7)."""
+
+TICK = """
+CREATE OR REPLACE MACRO holodeck_tick(agent_slug, trigger, finished_at, run_id) AS
+    CASE WHEN trigger = 'nightly'
+         THEN agent_slug || ':nightly:' || CAST(CAST(finished_at AS DATE) AS VARCHAR)
+         ELSE run_id END
+"""
+"""The family of a run's verdicts: one schedule tick (an agent's nightly runs of one UTC day),
+or the run alone."""
+
+V_RUN_COMPARISONS = """
+CREATE OR REPLACE VIEW v_run_comparisons AS
+WITH family AS (
+    SELECT c.*, holodeck_tick(e.agent_slug, e.trigger, e.finished_at, e.run_id) AS tick,
+           count(c.p_value) OVER (PARTITION BY tick) AS family_size,
+           row_number() OVER (PARTITION BY tick ORDER BY c.p_value) AS p_rank
+    FROM v_run_comparisons_raw c
+    JOIN eval_runs e ON e.run_id = c.head_run_id
+),
+adjusted AS (
+    SELECT *, CASE WHEN p_value IS NOT NULL THEN least(1.0, min(p_value * family_size / p_rank)
+                  OVER (PARTITION BY tick ORDER BY p_value DESC NULLS LAST
+                        RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) END AS p_adjusted
+    FROM family
+)
+SELECT * EXCLUDE (verdict, p_rank, tick, family_size, p_adjusted),
+       p_adjusted, family_size, tick,
+       CASE WHEN p_adjusted < 0.05 AND mean_diff < 0 THEN 'regression'
+            WHEN p_adjusted < 0.05 AND mean_diff > 0 THEN 'improvement'
+            ELSE 'no significant change' END AS verdict
+FROM adjusted
+"""
+"""v_run_comparisons_raw with the Benjamini-Hochberg p-value over the comparisons of one tick
+(``p_adjusted``); the verdict is decided on it."""
+
+
 def _counted(sql: str, occurrences: int) -> str:
     """A frozen view's SQL reading ``v_counted_runs`` where it read ``eval_runs``."""
     assert sql.count("FROM eval_runs\n") == occurrences, "the frozen SQL changed"
@@ -260,12 +308,19 @@ VIEWS_V5: tuple[str, ...] = (
     FLAKY_CASES_MACRO,
     _counted(views.V_PASS_RATE_TREND, 1),
     _counted(views.V_REGRESSIONS, 2),
-    _counted(stats_views.V_RUN_COMPARISONS, 1),
+    MCNEMAR_MIDP,
+    TICK,
+    _counted(stats_views.V_RUN_COMPARISONS, 1)
+    .replace("VIEW v_run_comparisons AS", "VIEW v_run_comparisons_raw AS")
+    .replace("holodeck_mcnemar_p(", "holodeck_mcnemar_midp(")
+    .replace("'mcnemar_exact'", "'mcnemar_midp'"),
+    V_RUN_COMPARISONS,
 )
 DESCRIPTION_V5 = (
     "DESIGN 8.7: intervals on their scale (macros holodeck_n_eff, holodeck_wilson_cc_low, "
     "holodeck_wilson_cc_high; v_run_stats, v_metric_stats, v_metric_trend use them); "
     "eval_runs.max_error_share, views v_run_health, v_counted_runs; infrastructure failures "
     "out of v_pass_rate_trend, v_regressions, v_run_comparisons, flaky_cases; ERROR trials "
-    "never disagree (v_case_trials)"
+    "never disagree (v_case_trials); McNemar mid-p (holodeck_mcnemar_midp), BH-adjusted p "
+    "per schedule tick (holodeck_tick, v_run_comparisons_raw)"
 )
