@@ -39,7 +39,7 @@ import common  # noqa: E402  (bench/ is on sys.path when run as a script)
 import history_bench  # noqa: E402
 from playwright.sync_api import Browser, sync_playwright  # noqa: E402
 
-from holodeck_core.dashboard.harness import launch, running  # noqa: E402
+from tests.dashboard_harness import launch, running  # noqa: E402
 
 VIEWS = (
     ("Summary", "/", "#pass-rate-chart .js-plotly-plot .scatterlayer .trace"),
@@ -129,7 +129,7 @@ def report(db: Path, labels: list[str], loads: dict[tuple[str, str], Loads],
 
 
 def screenshots(folder: Path, log: Path) -> int:
-    from holodeck_core.dashboard.command import seed_history
+    from holodeck_core.cli.dashboard import seed_history
     from holodeck_core.history.queries import list_runs
     from holodeck_core.history.store import reader
 

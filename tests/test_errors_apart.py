@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.cli import main
-from holodeck_core.dashboard import comparison, data
+from holodeck_core.cli.main import main
+from holodeck_core.dashboard import compare_data, data
 from holodeck_core.testing import run_model_server
 from tests.history_helpers import query
 from tests.services import HOST, free_port
@@ -55,7 +55,7 @@ def test_a_dead_model_server_is_an_infrastructure_failure_kept_apart(
     before = {
         "flaky": query(db, flaky),
         "trend": query(db, trend),
-        "marks": [r.flaky for r in comparison.compare(db, good, None).matrix],
+        "marks": [r.flaky for r in compare_data.compare(db, good, None).matrix],
     }
     assert before["flaky"] == [] and before["marks"] == [False] * 4
     capsys.readouterr()
@@ -71,7 +71,7 @@ def test_a_dead_model_server_is_an_infrastructure_failure_kept_apart(
     after = {
         "flaky": query(db, flaky),
         "trend": query(db, trend),
-        "marks": [r.flaky for r in comparison.compare(db, good, None).matrix],
+        "marks": [r.flaky for r in compare_data.compare(db, good, None).matrix],
     }
     assert after == before  # no case turned flaky, the trend did not dip
     assert query(db, f"SELECT count(*) FROM v_run_comparisons WHERE head_run_id = '{dead}'") == [

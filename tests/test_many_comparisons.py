@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
-from holodeck_core.history.ingest import ingest_runs
 from holodeck_core.history.regression import regression_check
 from holodeck_core.stats import Verdict, paired_comparison
 from holodeck_core.stats.multiple import Adjustment, adjust_pvalues
 from holodeck_core.stats.paired import PairedComparison, adjust_family
-from tests.history_helpers import day, make_run, query
+from tests.history_helpers import day, ingest_runs, make_run, query
 
 NIGHTS, CHECKS, CASES = 100, 20, 100
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from holodeck_core.history import stats_views, verdict_views
+from holodeck_core.history import migration_v4_stats, migration_v5_verdicts
 from holodeck_core.stats import (
     Reducer,
     Verdict,
@@ -174,7 +174,7 @@ def test_t975_equals_scipy_without_importing_it() -> None:
 
 def test_sql_macros_equal_scipy() -> None:
     con = duckdb.connect()
-    for sql in (stats_views.T975, stats_views.T_PVALUE, stats_views.MCNEMAR_P):
+    for sql in (migration_v4_stats.T975, migration_v4_stats.T_PVALUE, migration_v4_stats.MCNEMAR_P):
         con.execute(sql)
     for df in (1, 2, 5, 29, 30, 31, 99, 500):
         (t,) = con.execute("SELECT holodeck_t975(?)", [df]).fetchone() or (None,)
@@ -186,7 +186,7 @@ def test_sql_macros_equal_scipy() -> None:
         (p,) = con.execute("SELECT holodeck_mcnemar_p(?, ?)", [b, c]).fetchone() or (None,)
         expected = sps.binomtest(min(b, c), b + c, 0.5).pvalue if b + c else 1.0
         assert p == pytest.approx(expected, abs=1e-12), (b, c)
-    con.execute(verdict_views.MCNEMAR_MIDP)
+    con.execute(migration_v5_verdicts.MCNEMAR_MIDP)
     for b, c in ((0, 0), (3, 1), (1, 3), (30, 0), (10, 12), (41, 37), (5, 5)):
         (p,) = con.execute("SELECT holodeck_mcnemar_midp(?, ?)", [b, c]).fetchone() or (None,)
         low, n = min(b, c), b + c
@@ -202,7 +202,7 @@ def test_sql_macros_equal_scipy() -> None:
 
 def test_sql_interval_macros_equal_the_module() -> None:
     con = duckdb.connect()
-    for sql in (stats_views.T975, *verdict_views.VIEWS_V5[:3]):
+    for sql in (migration_v4_stats.T975, *migration_v5_verdicts.VIEWS_V5[:3]):
         con.execute(sql)
     z = 1.959963984540054
     for n in (1, 2, 3, 7, 12, 30, 31, 250):

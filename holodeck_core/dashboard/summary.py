@@ -8,7 +8,6 @@ import io
 import math
 from dataclasses import replace
 from datetime import date
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import flask
@@ -25,6 +24,7 @@ from holodeck_core.dashboard.data import (
 )
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.dashboard.stats import wilson
+from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
@@ -42,12 +42,12 @@ PAGE_SIZE = 20
 """Rows of the runs table sent to the browser at a time (sorted and paged on the server)."""
 
 
-def filtered(db: Path, filters: Filters) -> SummaryData:
+def filtered(db: History, filters: Filters) -> SummaryData:
     """The Summary's data, shared by the page, the table's pages and the CSV export."""
     return cache.cached(db, ("summary", filters.to_query()), lambda: summary(db, filters))
 
 
-def page(db: Path, query: dict[str, list[str]]) -> html.Div:
+def page(db: History, query: dict[str, list[str]]) -> html.Div:
     filters = Filters.from_query(query)
     data = filtered(db, filters)
     return html.Div(
@@ -340,7 +340,7 @@ def _runs_table(runs: pd.DataFrame, query: str) -> list[Any]:
     ]  # fmt: skip
 
 
-def runs_csv(db: Path, search: str) -> flask.Response:
+def runs_csv(db: History, search: str) -> flask.Response:
     """Every filtered run (not one page of the table) as CSV, newest first."""
     try:
         runs = filtered(db, Filters.from_query(parse_query(search))).runs
@@ -358,7 +358,7 @@ def runs_csv(db: Path, search: str) -> flask.Response:
     )
 
 
-def register(app: Dash, db: Path) -> None:
+def register(app: Dash, db: History) -> None:
     app.server.add_url_rule(
         "/runs.csv", "runs_csv", lambda: runs_csv(db, flask.request.query_string.decode())
     )

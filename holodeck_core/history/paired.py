@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from holodeck_core.defaults import ALPHA
 from holodeck_core.stats import PairedComparison, Verdict, paired_comparison
 from holodeck_core.stats.multiple import Adjustment
-from holodeck_core.stats.paired import ALPHA, adjust_family
+from holodeck_core.stats.paired import adjust_family
 
 if TYPE_CHECKING:
     import duckdb

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from holodeck_core.defaults import ALPHA
 from holodeck_core.history.health import failure_reason
 from holodeck_core.history.queries import Comparison, compare_runs
 from holodeck_core.history.store import History, reader
 from holodeck_core.stats.multiple import Adjustment
-from holodeck_core.stats.paired import ALPHA, adjust_family
+from holodeck_core.stats.paired import adjust_family
 
 TICK_PVALUES = """
 WITH head AS (

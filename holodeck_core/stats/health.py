@@ -4,8 +4,7 @@ comparisons and flaky cases by default (the view ``v_run_health`` decides the sa
 
 from __future__ import annotations
 
-MAX_ERROR_SHARE = 0.5
-"""``evaluations.max_error_share`` when the agent does not set it."""
+from holodeck_core.defaults import MAX_ERROR_SHARE
 
 
 def infrastructure_failure(errored: int, total: int, max_error_share: float | None) -> bool:

@@ -18,16 +18,14 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Literal
 
+from holodeck_core.defaults import ALPHA, CONFIDENCE
 from holodeck_core.stats.estimates import (
-    CONFIDENCE,
     _Frozen,
     _scipy_stats,
     clustered_se,
     t_quantile,
 )
 from holodeck_core.stats.multiple import ADJUSTMENT_NAMES, Adjustment, adjust_pvalues
-
-ALPHA = 0.05
 
 
 def mcnemar_midp(only_a: int, only_b: int) -> float:

@@ -28,7 +28,6 @@ from holodeck_core.testing.server import (
     Stats,
     count_tokens,
     create_app,
-    main,
     request_key,
     run_model_server,
 )
@@ -50,7 +49,6 @@ __all__ = [
     "count_tokens",
     "create_app",
     "load_rules",
-    "main",
     "parse_rules",
     "request_key",
     "run_model_server",

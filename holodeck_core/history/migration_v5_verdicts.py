@@ -15,8 +15,8 @@ Frozen once released, like every migration."""
 
 from __future__ import annotations
 
-from holodeck_core.history import stats_views, views
-from holodeck_core.stats.health import MAX_ERROR_SHARE
+from holodeck_core.defaults import MAX_ERROR_SHARE
+from holodeck_core.history import migration_v2_views, migration_v4_stats
 
 Z975 = "CAST(1.959963984540054 AS DOUBLE)"
 Z2 = "CAST(3.841458820694124 AS DOUBLE)"
@@ -306,11 +306,11 @@ VIEWS_V5: tuple[str, ...] = (
     V_COUNTED_RUNS,
     V_CASE_TRIALS,
     FLAKY_CASES_MACRO,
-    _counted(views.V_PASS_RATE_TREND, 1),
-    _counted(views.V_REGRESSIONS, 2),
+    _counted(migration_v2_views.V_PASS_RATE_TREND, 1),
+    _counted(migration_v2_views.V_REGRESSIONS, 2),
     MCNEMAR_MIDP,
     TICK,
-    _counted(stats_views.V_RUN_COMPARISONS, 1)
+    _counted(migration_v4_stats.V_RUN_COMPARISONS, 1)
     .replace("VIEW v_run_comparisons AS", "VIEW v_run_comparisons_raw AS")
     .replace("holodeck_mcnemar_p(", "holodeck_mcnemar_midp(")
     .replace("'mcnemar_exact'", "'mcnemar_midp'"),
