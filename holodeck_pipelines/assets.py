@@ -41,7 +41,7 @@ from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-from holodeck_pipelines.verdicts import drift_result, regression_result
+from holodeck_pipelines.verdicts import agreement_result, drift_result, regression_result
 
 LLM_POOL = "llm_api"
 HISTORY_POOL = "history_db"
@@ -232,6 +232,8 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 "no_regression": "No significant drop of the paired pass fraction against the "
                 "previous run of this prompt version (or evaluations.baseline); with "
                 "evaluations.regression: strict, no case that passed then fails now.",
+                "judge_agreement": "Each judge agrees with the human labels of this agent's "
+                "cases (Cohen's kappa at least evaluations.min_judge_kappa).",
                 "judge_drift": "The judges score the evaluations.judge_control rows as they "
                 "first did (within evaluations.judge_drift_max).",
                 "no_errored_cases": "Every case could be evaluated (no ERROR status).",
@@ -285,6 +287,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         )
         checks.append(regression_result(regression))
         checks.append(drift_result(history.path, run_id, evaluations))
+        checks.append(agreement_result(history.path, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(
                 check_name="no_errored_cases",

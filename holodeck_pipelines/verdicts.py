@@ -6,6 +6,7 @@ from typing import Any
 import dagster as dg
 
 from holodeck_core.history.drift import judge_drift
+from holodeck_core.history.labels import judge_agreement_of, render_agreement
 from holodeck_core.history.regression import RegressionCheck
 from holodeck_core.history.store import History
 from holodeck_core.models.evaluation import EvaluationConfig
@@ -75,4 +76,32 @@ def drift_result(
         description=", ".join(f"{d.metric_name} {d.drift:+.3f} (n={d.n})" for d in drift)
         + ("" if passed else f": beyond evaluations.judge_drift_max {limit}"),
         metadata={f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift},
+    )
+
+
+def agreement_result(
+    db: History, run_id: str, evaluations: EvaluationConfig | None
+) -> dg.AssetCheckResult:
+    """``judge_agreement``: Cohen's κ of each judge against the agent's human labels (DESIGN
+    §8.7), a warning below ``evaluations.min_judge_kappa``."""
+    minimum = evaluations.min_judge_kappa if evaluations else None
+    rows = judge_agreement_of(db, run_id)
+    rated = [r for r in rows if r["kappa"] is not None]
+    if not rated:
+        return dg.AssetCheckResult(
+            check_name="judge_agreement",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="no human labels of this agent's judged cases yet (holodeck labels import)",
+        )
+    low = [r for r in rated if minimum is not None and r["kappa"] < minimum]
+    return dg.AssetCheckResult(
+        check_name="judge_agreement",
+        passed=not low,
+        severity=dg.AssetCheckSeverity.WARN,
+        description="; ".join(render_agreement(r) for r in rated)
+        + (f": below evaluations.min_judge_kappa {minimum}" if low else ""),
+        metadata={
+            f"kappa/{r['metric_name']}": dg.MetadataValue.float(float(r["kappa"])) for r in rated
+        },
     )
