@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from holodeck_core.dashboard.data import (
     parse_query,
     summary,
 )
+from holodeck_core.dashboard.failures_view import failures_card
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.dashboard.stats import wilson
 from holodeck_core.history.store import History
@@ -59,7 +59,7 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
                      className="card"),
             html.Div(_metric_graphs(data.metrics), className="card", id="metric-trends"),
             html.Div(_runs_table(data.runs, filters.to_query()), className="card"),
-            *_failures(data.failures, filters),
+            *failures_card(data.failures, filters),
         ],
         className="page",
         id="summary-page",
@@ -253,40 +253,6 @@ COLUMNS = (
 )  # fmt: skip
 SORT_KEYS = {"finished": "finished_at", "pass_rate_pct": "pass_rate", "run": "run_id"}
 """Table columns sorted by another column of the runs frame (the rest by their own)."""
-
-
-def _failures(failures: pd.DataFrame, filters: Filters) -> list[html.Div]:
-    """Infrastructure failures, apart: not evidence about a prompt (DESIGN §8.7)."""
-    if failures.empty:
-        return []
-    keep = replace(filters, include_failed=True).to_query()
-    rows = [
-        html.Li([
-            dcc.Link(ui.short(row["run_id"]), href=explorer_href(row["run_id"])),
-            f" {ui.when(row['finished_at'])} · {row['agent_name']} {row['prompt_version']}: "
-            f"{row['errored']} of {row['total_tests']} cases ERROR",
-        ])
-        for row in failures.to_dict("records")
-    ]  # fmt: skip
-    return [
-        html.Div(
-            [
-                html.H3("Infrastructure failures"),
-                html.P(
-                    [
-                        "Runs whose cases mostly ERROR measured the infrastructure, not the "
-                        "prompt: they are left out of the trend, the table, baselines and "
-                        "comparisons. ",
-                        dcc.Link("Include them", href=f"/{keep}"),
-                    ],
-                    className="muted",
-                ),
-                html.Ul(rows),
-            ],
-            className="card",
-            id="infrastructure-failures",
-        )
-    ]
 
 
 def _records(runs: pd.DataFrame) -> list[dict[str, Any]]:
