@@ -41,6 +41,11 @@ CONFIDENCE = 0.95
 """Of every interval the reports, the views and the checks show."""
 ALPHA = 0.05
 """Significance level of paired comparisons (``evaluations.alpha``, ``--alpha``)."""
+ADJUSTMENT = "bh"
+"""How the p-values of one family of verdicts are adjusted (``--adjust``): Benjamini-Hochberg."""
+MAX_ERROR_SHARE = 0.5
+"""A run with more than this share of its cases ERROR is an infrastructure failure
+(``evaluations.max_error_share``, DESIGN §8.7)."""
 T975 = (
     12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157,
     2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,

@@ -41,7 +41,7 @@ from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table, metric_errors, stage_failure
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-from holodeck_pipelines.verdicts import drift_result, regression_result
+from holodeck_pipelines.verdicts import agreement_result, drift_result, regression_result
 
 LLM_POOL = "llm_api"
 HISTORY_POOL = "history_db"
@@ -235,6 +235,8 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 "no_regression": "No significant drop of the paired pass fraction against the "
                 "previous run of this prompt version (or evaluations.baseline); with "
                 "evaluations.regression: strict, no case that passed then fails now.",
+                "judge_agreement": "Each judge agrees with the human labels of this agent's "
+                "cases (Cohen's kappa at least evaluations.min_judge_kappa).",
                 "judge_drift": "The judges score the evaluations.judge_control rows as they "
                 "first did (within evaluations.judge_drift_max).",
                 "no_errored_cases": "Every case could be evaluated (no ERROR status).",
@@ -279,15 +281,16 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             ),
         ]
         evaluations = loaded.agent.evaluations
-        previous, comparison = regression_check(
+        regression = regression_check(
             history.path,
             run_id,
             baseline=evaluations.baseline if evaluations else None,
             strict=bool(evaluations and evaluations.regression == "strict"),
             alpha=(evaluations.alpha if evaluations else None) or ALPHA,
         )
-        checks.append(regression_result(previous, comparison))
+        checks.append(regression_result(regression))
         checks.append(drift_result(history.path, run_id, evaluations))
+        checks.append(agreement_result(history.path, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(
                 check_name="no_errored_cases",

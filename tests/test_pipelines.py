@@ -382,7 +382,13 @@ def test_definitions_are_grouped_partitioned_and_described(tmp_path: Path) -> No
     assert graph.get(dg.AssetKey(["geo_agent", "agent_responses"])).pools == {"llm_api"}
     assert graph.get(dg.AssetKey(["geo_agent", "eval_history"])).pools == {"history_db"}
     checks = {key.name for key in graph.asset_check_keys}
-    assert checks == {"pass_rate_gate", "no_regression", "no_errored_cases", "judge_drift"}
+    assert checks == {
+        "pass_rate_gate",
+        "no_regression",
+        "no_errored_cases",
+        "judge_drift",
+        "judge_agreement",
+    }
     # Markdown in the UI: a bare <slug>/<timestamp> renders as "results//.json"
     summary = graph.get(dg.AssetKey(["geo_agent", "report_summary"])).description or ""
     assert "(`results/<slug>/<timestamp>.json`)" in summary

@@ -108,7 +108,12 @@ def compare(
                 f"baseline={baseline_ref!r} is not one of the compared runs; pick one of them.",
             )
         runs = [rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [i]))[0] for i in ids]
-        comparisons = [None if i == base_id else compare_runs(con, base_id, i) for i in ids]
+        # runs picked by hand are compared even when one is an infrastructure failure (the
+        # matrix shows what errored); the flaky marks still leave failures out
+        comparisons = [
+            None if i == base_id else compare_runs(con, base_id, i, include_failed=True)
+            for i in ids
+        ]
         matrix = _matrix(con, runs)
         bodies = {i: _body(con, run) for i, run in zip(ids, runs, strict=True)}
     base = ids.index(base_id)

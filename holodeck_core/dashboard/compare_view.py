@@ -110,7 +110,7 @@ def _stats(data: CompareData) -> list[Any]:
             f"{run['prompt_version']} ({ui.short(run['run_id'])}) vs baseline on {stat.n} "
             f"shared cases: {stat.fixed} fixed, {stat.broken} regressed; mean change "
             f"{stat.mean_diff:+.3f} (95% CI {stat.low:+.3f} to {stat.high:+.3f}), exact "
-            f"McNemar p = {stat.p_value:.3g}: {stat.verdict}"))  # fmt: skip
+            f"McNemar mid-p = {stat.p_value:.3g}: {stat.verdict}"))  # fmt: skip
     return [html.Ul(lines, id="paired-stats")] if lines else []
 
 

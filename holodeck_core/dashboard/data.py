@@ -119,6 +119,8 @@ class Filters:
     tags: list[str] = field(default_factory=list)
     min_pass_rate: float | None = None
     """Percent, 0-100: runs at or above it."""
+    include_failed: bool = False
+    """Keep infrastructure failures in the trend and table (URL ``failed=1``, DESIGN §8.7)."""
 
     KEYS: ClassVar[dict[str, str]] = {
         "agents": "agent", "prompt_versions": "prompt", "models": "model",
@@ -141,6 +143,7 @@ class Filters:
                     raise PageError(
                         "Bad date in the link", f"{key}={text!r} is not a date; use YYYY-MM-DD."
                     ) from None
+        found.include_failed = first(query, "failed") == "1"
         text = first(query, "min_rate")
         if text:
             try:
@@ -165,6 +168,8 @@ class Filters:
             pairs.append(("to", self.end.isoformat()))
         if self.min_pass_rate is not None:
             pairs.append(("min_rate", f"{self.min_pass_rate:g}"))
+        if self.include_failed:
+            pairs.append(("failed", "1"))
         return "?" + urlencode(pairs) if pairs else ""
 
     def where(self) -> tuple[str, list[Any]]:
@@ -192,6 +197,8 @@ class Filters:
         if self.min_pass_rate is not None:
             clauses.append("r.pass_rate >= ?")
             params.append(self.min_pass_rate / 100)
+        if not self.include_failed:
+            clauses.append("NOT h.infrastructure_failure")
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
@@ -210,8 +217,9 @@ FILTERED_RUNS = """
 SELECT r.run_id, r.agent_name, r.agent_slug, r.prompt_version, r.model_provider, r.model_name,
        r.trigger, r.finished_at, r.total_tests, r.passed, r.failed, r.errored, r.pass_rate,
        r.total_tokens, r.cost_usd, r.total_duration_ms, r.git_commit,
-       coalesce(p.tags, []) AS prompt_tags
+       coalesce(p.tags, []) AS prompt_tags, h.infrastructure_failure
 FROM v_runs r
+JOIN v_run_health h USING (run_id)
 LEFT JOIN prompt_versions p
   ON p.agent_slug = r.agent_slug AND p.prompt_version = r.prompt_version
  AND p.body_hash = r.prompt_body_hash
@@ -254,6 +262,8 @@ class SummaryData:
     metrics: pd.DataFrame
     """Per run and metric: mean score (``v_metric_trend``) of the filtered runs."""
     options: Options
+    failures: pd.DataFrame
+    """The infrastructure failures the filters left out, shown apart (newest first)."""
 
 
 def summary(db: History, filters: Filters) -> SummaryData:
@@ -268,7 +278,13 @@ def summary(db: History, filters: Filters) -> SummaryData:
             "ORDER BY m.finished_at, m.run_id",
             params,
         ).df()
-        return SummaryData(runs=runs, metrics=metrics, options=options(con))
+        failures = con.execute(
+            "SELECT r.run_id, r.finished_at, r.agent_name, r.prompt_version, r.errored, "
+            "r.total_tests FROM v_runs r JOIN v_run_health h USING (run_id) "
+            "WHERE h.infrastructure_failure AND NOT ? ORDER BY r.finished_at DESC, r.run_id",
+            [filters.include_failed],
+        ).df()
+        return SummaryData(runs=runs, metrics=metrics, options=options(con), failures=failures)
 
 
 def resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:

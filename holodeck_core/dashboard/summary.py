@@ -21,6 +21,7 @@ from holodeck_core.dashboard.data import (
     parse_query,
     summary,
 )
+from holodeck_core.dashboard.failures_view import failures_card
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.dashboard.stats import wilson
 from holodeck_core.history.store import History
@@ -58,6 +59,7 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
                      className="card"),
             html.Div(_metric_graphs(data.metrics), className="card", id="metric-trends"),
             html.Div(_runs_table(data.runs, filters.to_query()), className="card"),
+            *failures_card(data.failures, filters),
         ],
         className="page",
         id="summary-page",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import ConfigError
 from holodeck_core.history import store
+from holodeck_core.history.health import refuse_failed
 from holodeck_core.history.paired import PairedRuns, compare_paired
 from holodeck_core.history.sql import (
     DEFAULT_MAX_ROWS,
@@ -21,6 +22,7 @@ from holodeck_core.history.sql import (
     run_bounded,
 )
 from holodeck_core.stats import Verdict
+from holodeck_core.stats.multiple import Adjustment
 
 if TYPE_CHECKING:
     import duckdb
@@ -281,9 +283,14 @@ def compare_runs(
     max_drop: float = 0.0,
     strict: bool = False,
     alpha: float = ALPHA,
+    include_failed: bool = False,
+    adjustment: Adjustment = Adjustment.BH,
 ) -> Comparison:
     """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A, and
-    the paired comparison that decides a regression (unless ``strict``)."""
+    the paired comparison that decides a regression (unless ``strict``). An infrastructure
+    failure on either side is refused unless ``include_failed`` (DESIGN §8.7)."""
+    if not include_failed:
+        refuse_failed(con, run_a, run_b)
     sides = {
         row["run_id"]: row
         for row in _dicts(
@@ -373,7 +380,7 @@ def compare_runs(
         tokens_common_a=sum(tokens_a) if tokens_a else None,
         tokens_common_b=sum(tokens_b) if tokens_b else None,
         warnings=warnings,
-        paired=compare_paired(con, run_a, run_b, alpha=alpha),
+        paired=compare_paired(con, run_a, run_b, alpha=alpha, adjustment=adjustment),
         strict=strict,
     )
 

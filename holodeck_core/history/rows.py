@@ -320,6 +320,7 @@ def build_tables(
         "source_path": source.source_path,
         "file_sha256": source.file_sha256,
         "ingested_at": ingested_at,
+        "max_error_share": meta.agent_config.max_error_share,
     }
     pv = meta.prompt_version
     prompt_row = {

@@ -13,7 +13,12 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history import migration_v2_views, migration_v4_stats
+from holodeck_core.history import (
+    migration_v2_views,
+    migration_v4_stats,
+    migration_v5_verdicts,
+    migration_v6_labels,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -203,6 +208,8 @@ MIGRATIONS += (
         "the DESIGN 7.6 rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
         migration_v4_stats.VIEWS_V4,
     ),
+    Migration(5, migration_v5_verdicts.DESCRIPTION_V5, migration_v5_verdicts.VIEWS_V5),
+    Migration(6, migration_v6_labels.DESCRIPTION_V6, migration_v6_labels.VIEWS_V6),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -141,3 +141,8 @@ class Agent(StrictModel):
     def parallel_test_cases(self) -> int:
         configured = self.execution.parallel_test_cases if self.execution else None
         return configured or defaults.PARALLEL_TEST_CASES
+
+    @property
+    def max_error_share(self) -> float | None:
+        """``evaluations.max_error_share`` (None: the default, DESIGN §8.7)."""
+        return self.evaluations.max_error_share if self.evaluations else None

@@ -253,15 +253,22 @@ class TestResult(StrictModel):
     def outcome(self) -> CaseOutcome:
         """The case as the run statistics see it: passes of K, mean score per metric."""
         scores: dict[str, list[float]] = {}
+        units: set[str] = set()
         for metric in all_metric_results(self):
             value = metric.score if metric.score is not None else metric.raw_score
             if metric.error is None and value is not None:
                 scores.setdefault(metric.metric_name, []).append(value)
+                if metric.unit is not None:
+                    units.add(metric.metric_name)
         return CaseOutcome(
             case_id=self.test_id or self.test_name or self.test_input,
             passes=self.trial_passes,
             trials=self.trial_count,
             scores={name: sum(v) / len(v) for name, v in scores.items()},
+            units=frozenset(units),
+            errors=sum(1 for t in self.trials or () if t.status is Status.ERROR)
+            if self.trials
+            else int(self.status is Status.ERROR),
         )
 
 
@@ -301,6 +308,7 @@ class ReportSummary(StrictModel):
         *,
         wall_time_ms: int | None = None,
         reducer: Reducer = Reducer.ALL,
+        max_error_share: float | None = None,
     ) -> ReportSummary:
         """Aggregate per DESIGN §6.2: ERROR counts in the denominator, averages include zero
         scores, errored metrics are counted apart and excluded from averages."""
@@ -347,6 +355,8 @@ class ReportSummary(StrictModel):
                 [r.outcome() for r in results],
                 trials=max((r.trial_count for r in results), default=1),
                 reducer=reducer,
+                errored=by_status[Status.ERROR],
+                max_error_share=max_error_share,
             ),
         )
 

@@ -373,7 +373,12 @@ class Suite:
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
 
     def _summary(self, results: list[TestResult], wall_ms: int) -> ReportSummary:
-        summary = ReportSummary.from_results(results, wall_time_ms=wall_ms, reducer=self.reducer)
+        summary = ReportSummary.from_results(
+            results,
+            wall_time_ms=wall_ms,
+            reducer=self.reducer,
+            max_error_share=self.loaded.agent.max_error_share,
+        )
         model = self.loaded.agent.model.name
         return summary.model_copy(update={"cost_usd": run_cost_usd(model, summary.token_usage)})
 
