@@ -8,9 +8,9 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
+from holodeck_core.dashboard.scratch import scratch_folder
 from holodeck_core.errors import ConfigError, ExitCode
 
 DEFAULT_PORT = 8501
@@ -75,7 +75,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
         print(f"error: the dashboard needs dash and plotly: {exc}", file=sys.stderr)
         return ExitCode.CONFIG
     if args.seed:
-        folder = Path(tempfile.mkdtemp(prefix="holodeck-dashboard-seed-"))
+        folder = scratch_folder("holodeck-dashboard-seed-")
         print(f"seeding a temporary history in {folder} with the example's runs ...")
         db = seed_history(folder)
     else:
