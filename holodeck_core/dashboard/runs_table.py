@@ -87,7 +87,7 @@ def _column(column: str, name: str) -> dict[str, Any]:
 def runs_table(runs: pd.DataFrame, query: str) -> list[Any]:
     return [
         html.H3("Runs"),
-        html.Button("Compare selected runs (2-3)", id="compare-selected"),
+        html.Button("Compare selected runs (2-3)", id="compare-selected", disabled=True),
         dcc.Store(id="runs-chosen", data=[]),  # ticked runs on every page of the table
         html.A(html.Button("Export"), href=f"/runs.csv{query}", download="runs.csv",
                className="export"),
@@ -144,6 +144,7 @@ def register(app: Dash, filtered: Callable[[Filters], SummaryData]) -> None:
 
     @app.callback(
         Output("runs-chosen", "data"),
+        Output("compare-selected", "disabled"),
         Input("runs-table", "selected_rows"),
         State("runs-table", "data"),
         State("runs-chosen", "data"),
@@ -153,7 +154,8 @@ def register(app: Dash, filtered: Callable[[Filters], SummaryData]) -> None:
         """The table knows the ticks of its current page only; the other pages' are kept."""
         on_page = [row["id"] for row in shown or []]
         kept = [r for r in chosen or [] if r not in on_page]
-        return kept + [on_page[i] for i in ticked or [] if i < len(on_page)]
+        now = kept + [on_page[i] for i in ticked or [] if i < len(on_page)]
+        return now, not 2 <= len(now) <= 3  # the button waits for the ticks to be counted
 
     @app.callback(
         Output("url", "href", allow_duplicate=True),
