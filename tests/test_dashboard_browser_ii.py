@@ -151,6 +151,8 @@ def test_a_bad_threshold_is_a_note_on_the_summary_not_an_error_page(page: Page, 
     visit(page, base + "/?min_rate=abc", "#summary-page #filter-notes")
     assert "min_rate='abc' is not a percentage" in page.inner_text("#filter-notes")
     assert page.inner_text("#kpi-runs .value") == "7"  # ignored: every run is shown
+    visit(page, base + "/?from=yesterday", "#summary-page #filter-notes")
+    assert "from='yesterday' is not a date" in page.inner_text("#filter-notes")
 
 
 def test_from_after_to_says_so_and_draws_no_empty_chart(page: Page, base: str) -> None:
@@ -196,6 +198,8 @@ def test_pass_rate_chart_labels_apart_with_bands_and_regressions(
     )
     assert any(name == "acme-support 95% CI" and fill == "tonexty" for name, fill, _ in traces)
     assert [ids for name, _, ids in traces if name == "regression"] == [[history.regressed]]
+    failures = [ids for name, _, ids in traces if name == "infrastructure failure"]
+    assert failures == [[history.errored]]  # not a regression: nothing was evaluated
 
 
 def test_tiles_have_sparklines_and_a_delta_not_praising_an_all_error_run(

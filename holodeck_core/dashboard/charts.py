@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
+
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
@@ -19,6 +21,7 @@ run is marked."""
 MARKED_POINTS = 150
 MARK_COLOR = "#9c36b5"
 REGRESSION_COLOR = "#e8590c"
+FAILURE_COLOR = "#868e96"
 THRESHOLD_COLOR = "#c92a2a"
 LABEL_ROWS = 3
 """Boundary labels are stacked in up to this many rows so that none overlaps another; a
@@ -87,8 +90,9 @@ def label_rows(marks: list[tuple[Any, str]], first: Any, last: Any) -> list[int 
 
 def pass_rate_figure(runs: pd.DataFrame, regressions: set[str]) -> Figure:
     """Per agent: the pass rate, its 95% interval as a band, the runs whose paired comparison
-    with the previous run of their prompt version is a regression; prompt-version and model
-    boundaries as dotted lines with their labels above the plot."""
+    with the previous run of their prompt version is a regression, the runs that mostly
+    errored (infrastructure failures, DESIGN §8.7); prompt-version and model boundaries as
+    dotted lines with their labels above the plot."""
     traces: list[dict[str, Any]] = []
     for agent, group in runs.groupby("agent_name", sort=True):
         x = _times(group["finished_at"])
@@ -116,6 +120,16 @@ def pass_rate_figure(runs: pd.DataFrame, regressions: set[str]) -> Figure:
             "customdata": dropped[["prompt_version", "run_id"]].values.tolist(),
             "hovertemplate": "regression against the previous %{customdata[0]} run (paired, "
             "p < 0.05)<br>run %{customdata[1]}<extra></extra>",
+        })  # fmt: skip
+    failed = runs[runs["errored"] > INFRASTRUCTURE_ERROR_SHARE * runs["total_tests"]]
+    if not failed.empty:
+        traces.append({
+            "type": "scatter", "name": "infrastructure failure", "mode": "markers",
+            "x": _times(failed["finished_at"]), "y": (failed["pass_rate"] * 100).round(2).tolist(),
+            "marker": {"color": FAILURE_COLOR, "size": 12, "symbol": "triangle-down"},
+            "customdata": failed[["errored", "total_tests", "run_id"]].values.tolist(),
+            "hovertemplate": "infrastructure failure: %{customdata[0]} of %{customdata[1]} "
+            "cases ERROR<br>run %{customdata[2]}<extra></extra>",
         })  # fmt: skip
     marks = change_points(runs)
     rows = label_rows(marks, runs["finished_at"].min(), runs["finished_at"].max()) if marks else []
@@ -168,7 +182,8 @@ def metric_figure(metrics: pd.DataFrame) -> Figure:
         layout[f"yaxis{axis}"] = {"domain": [top - height, top], "anchor": f"x{axis}",
                                   "title": {"text": "score" if bounded else str(unit.iloc[0])}} | (
             {"range": [-0.02, 1.05]} if bounded else {})  # fmt: skip
-        layout[f"xaxis{axis}"] = {"type": "date", "anchor": f"y{axis}"} | (
+        layout[f"xaxis{axis}"] = {"type": "date", "anchor": f"y{axis}",
+                                  "showticklabels": i == len(names) - 1} | (
             {"matches": "x"} if axis else {})  # fmt: skip
         thresholds = part["threshold"].dropna()
         title = f"<b>{name}</b>"

@@ -51,7 +51,8 @@ def page(db: Path, query: dict[str, list[str]]) -> html.Div:
             tiles.kpis(data.runs),
             html.Div([html.H3("Pass rate per agent"), html.P(
                 "Band: 95% interval. Dotted lines: a new prompt version or model. ✕: a run "
-                "significantly worse than the previous run of its prompt version (paired test).",
+                "significantly worse than the previous run of its prompt version (paired test). "
+                "▼: most cases ERROR (an infrastructure failure, not a regression).",
                 className="muted"),
                 dcc.Graph(id="pass-rate-chart",
                           figure=pass_rate_figure(data.runs, data.regressions))],

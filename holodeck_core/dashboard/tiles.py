@@ -119,7 +119,7 @@ def _metric_row(row: dict[str, Any]) -> html.Div:
     unit = row["unit"] if isinstance(row["unit"], str) else None
     mean, threshold = row["mean"], row["threshold"]
     fill = share if unit else (None if ui.missing(mean) else min(1.0, max(0.0, float(mean))))
-    value = ui.score(mean) + (f" {unit}" if unit and not ui.missing(mean) else "")
+    value = ui.with_unit(mean, unit)
     passed = f"{row['passed']}/{judged} passed" if judged else "not judged"
     if row["errors"]:
         passed += f" · {row['errors']} errored"

@@ -56,10 +56,10 @@ td.fixed::after { content: " fixed"; color: #2f9e44; font-size: .7rem; font-weig
 .notes { background: #fff4e6; border: 1px solid #f0c36d; border-radius: 6px;
          padding: .5rem 1rem; margin-bottom: 1rem; }
 .notes li { margin: .2rem 0; }
-.breakdowns { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr));
-              gap: .8rem; }
-.metric-row { display: grid; grid-template-columns: 9rem 1fr 5.5rem 7rem; gap: .5rem;
-              align-items: center; font-size: .8rem; margin: .25rem 0; }
+.breakdowns { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr));
+              gap: .8rem 2rem; }
+.metric-row { display: grid; grid-template-columns: 9rem minmax(80px, 1fr) 4.5rem 7.5rem;
+              gap: .5rem; align-items: center; font-size: .8rem; margin: .25rem 0; }
 .metric-row .bar { position: relative; height: 8px; background: #e9ecef; border-radius: 4px; }
 .metric-row .fill { height: 100%; background: #4c6ef5; border-radius: 4px; }
 .metric-row .thresh { position: absolute; top: -3px; width: 2px; height: 14px;
@@ -122,6 +122,13 @@ def seconds(ms: Any) -> str:
 
 def score(value: Any) -> str:
     return "-" if missing(value) else f"{float(value):.3g}"
+
+
+def with_unit(value: Any, unit: str | None) -> str:
+    """A score (``0.545``), or a value in its unit (``1,310 ms``, ``$0.0012``)."""
+    if missing(value) or not unit:
+        return score(value)
+    return usd(value) if unit == "USD" else f"{float(value):,.0f} {unit}"
 
 
 def infrastructure_failure(run: Any) -> bool:
