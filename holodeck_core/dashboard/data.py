@@ -261,8 +261,11 @@ LEFT JOIN prompt_versions p
 RUN_INTERVALS = """
 SELECT s.run_id, s.ci95_low, s.ci95_high FROM v_run_stats s
 WHERE s.run_id IN (SELECT run_id FROM ({runs}))
+  AND s.run_id IN (SELECT DISTINCT run_id FROM case_trials WHERE trial > 0)
 """
-"""The stored statistic's interval (Wilson for K = 1, clustered for K > 1; DESIGN §7.7)."""
+"""The clustered interval of the runs with K > 1 trials (DESIGN §7.7); with one trial per
+case, ``v_run_stats``' interval is the Wilson interval of passed / total, computed here
+without reading the trial rows."""
 
 REGRESSIONS = """
 SELECT head_run_id FROM v_run_comparisons
