@@ -43,7 +43,7 @@ import common  # noqa: E402  (bench/ is on sys.path when run as a script)
 import history_bench  # noqa: E402
 from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
 
-from holodeck_core.dashboard.harness import launch, running  # noqa: E402
+from tests.dashboard_harness import launch, running  # noqa: E402
 
 VIEWS = (
     ("Summary", "/", "#pass-rate-chart .js-plotly-plot .scatterlayer .trace"),
@@ -135,8 +135,8 @@ def report(db: Path, labels: list[str], loads: dict[tuple[str, str], Loads],
 def seeded(folder: Path) -> Path:
     """``holodeck dashboard --seed``'s history (v1, v2) and three more CLI runs of the example
     (v1, v2, v2 with 3 trials), so the trends have a few points."""
-    from holodeck_core.cli import main as holodeck
-    from holodeck_core.dashboard.command import seed_history
+    from holodeck_core.cli.dashboard import seed_history
+    from holodeck_core.cli.main import main as holodeck
     from holodeck_core.testing import load_rules, run_model_server
 
     db = seed_history(folder)
@@ -161,7 +161,7 @@ The example's own file uses our extensions (case ids, tags, a code grader import
 def peer_view(peer: Path, db: Path, folder: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """HoloDeck 0.7.1's own dashboard (``holodeck test view``) on the same runs, exported
     with ``holodeck history export --format holodeck``."""
-    from holodeck_core.dashboard.harness import free_port
+    from tests.dashboard_harness import free_port
 
     agent = folder / "peer"
     agent.mkdir()

@@ -31,7 +31,7 @@ if str(REPO) not in sys.path:
 
 from holodeck_core.history import ingest, queries, store  # noqa: E402
 from holodeck_core.history.lake import Lake  # noqa: E402
-from holodeck_core.history.views import VIEWS  # noqa: E402
+from holodeck_core.history.migration_v2_views import VIEWS  # noqa: E402
 from holodeck_core.models import (  # noqa: E402
     Agent,
     EvalRun,

@@ -27,8 +27,8 @@ from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, SecretStr
 
-from holodeck_core.models.base import REDACTED
-
+REDACTED = "***"
+"""What a secret becomes wherever it would be written or shown."""
 MIN_SECRET_LENGTH = 8
 _SECRET_KEY = re.compile(
     r"(^|_)(api_?key|apikey|password|passwd|pwd|secret|secret_key|private_key|access_key|"

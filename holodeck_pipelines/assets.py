@@ -3,7 +3,7 @@ the history write with the run's checks.
 
     processed_files → agent_responses → metric_results → report_summary → eval_history
 
-Every asset is a thin wrapper over ``holodeck_core.commands.stages``."""
+Every asset is a thin wrapper over ``holodeck_core.engine.stages``."""
 
 import asyncio
 import warnings
@@ -14,7 +14,12 @@ from typing import Any
 
 import dagster as dg
 
-from holodeck_core.commands.stages import (
+from holodeck_core.config.cached import loaded_agent
+from holodeck_core.config.loader import LoadedAgent
+from holodeck_core.config.project import location
+from holodeck_core.dashboard.links import dashboard_links
+from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.engine.stages import (
     AgentResponses,
     MetricResults,
     ProcessedFiles,
@@ -25,10 +30,6 @@ from holodeck_core.commands.stages import (
     run_metric_stage,
     write_report,
 )
-from holodeck_core.config.cached import loaded_agent
-from holodeck_core.config.loader import LoadedAgent
-from holodeck_core.config.project import location
-from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.regression import regression_check
 from holodeck_core.models import EvalRun, Status, TestResult, Trigger
@@ -280,7 +281,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             run_id,
             baseline=evaluations.baseline if evaluations else None,
             strict=bool(evaluations and evaluations.regression == "strict"),
-            alpha=(evaluations.alpha if evaluations else None) or 0.05,
+            alpha=(evaluations.alpha if evaluations else None) or ALPHA,
         )
         checks.append(regression_result(previous, comparison))
         checks.append(drift_result(history.path, run_id, evaluations))
@@ -391,8 +392,10 @@ def trials_of(context: dg.AssetExecutionContext) -> int | None:
     value = context.run.tags.get(TRIALS_TAG)
     if value is None:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= 100:
-        raise dg.Failure(description=f"tag {TRIALS_TAG}={value!r}: give an integer 1-100")
+    if not value.isdigit() or not TRIALS_MIN <= int(value) <= TRIALS_MAX:
+        raise dg.Failure(
+            description=f"tag {TRIALS_TAG}={value!r}: give an integer {TRIALS_MIN}-{TRIALS_MAX}"
+        )
     return int(value)
 
 

@@ -19,13 +19,13 @@ from holodeck_pipelines.automation import (
     prompt_versions_sensor,
 )
 from holodeck_pipelines.io_manager import PydanticJsonIOManager
-from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
+from holodeck_pipelines.resources import (
+    HoloDeckProject,
+    ModelProviderKeys,
+    RunHistory,
+    key_variables,
+)
 
-KEY_VARIABLES = {
-    "openai_api_key": "OPENAI_API_KEY",
-    "azure_openai_api_key": "AZURE_OPENAI_API_KEY",
-    "anthropic_api_key": "ANTHROPIC_API_KEY",
-}
 STORAGE_VARIABLES = {
     "aws_access_key_id": "AWS_ACCESS_KEY_ID",
     "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
@@ -74,7 +74,7 @@ def build_definitions(project: Project) -> dg.Definitions:
         ],
         resources={
             "project": HoloDeckProject(root=str(project.root)),
-            "keys": ModelProviderKeys(**env_vars(KEY_VARIABLES)),
+            "keys": ModelProviderKeys(**env_vars(key_variables())),
             "history": RunHistory(
                 db_path=str(project.history_db),
                 lake_url=project.history_url,

@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 
 from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError
+from holodeck_core.history import store
+from holodeck_core.history.backend import project_history
 from holodeck_core.history.queries import compare_runs
 from holodeck_core.testing import load_rules, run_model_server
 from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL, TRIALS_TAG, TRIGGER_TAG
@@ -88,7 +89,7 @@ def run_demo(root: Path) -> int:
 
 
 def _print_summary(project: Project, run_ids: list[str]) -> None:
-    with duckdb.connect(str(project.history_db), read_only=True) as con:
+    with store.reader(project_history(project)) as con:
         rows = con.execute(
             "SELECT e.agent_name, e.prompt_version, e.passed, e.failed, e.errored, "
             "e.total_tests, e.pass_rate, s.trials, s.pass_rate, s.ci95_low, s.ci95_high, "

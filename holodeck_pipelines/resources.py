@@ -6,9 +6,10 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_core.config.project import Project
-from holodeck_core.history.lake import Lake
+from holodeck_core.history.backend import resolve_history
 from holodeck_core.history.store import History
 from holodeck_core.models import ProviderEnum
+from holodeck_core.providers.table import PROVIDERS
 
 
 class HoloDeckProject(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -29,12 +30,23 @@ class ModelProviderKeys(dg.ConfigurableResource):  # type: ignore[type-arg]
     anthropic_api_key: str | None = None
 
     def fallbacks(self) -> dict[ProviderEnum, str]:
-        keys = {
-            ProviderEnum.OPENAI: self.openai_api_key,
-            ProviderEnum.AZURE_OPENAI: self.azure_openai_api_key,
-            ProviderEnum.ANTHROPIC: self.anthropic_api_key,
-        }
+        """The keys given, by provider (a field per keyed provider of the provider table)."""
+        keys = {provider: getattr(self, field) for provider, field in key_fields().items()}
         return {provider: key for provider, key in keys.items() if key}
+
+
+def key_fields() -> dict[ProviderEnum, str]:
+    """The field of :class:`ModelProviderKeys` holding each keyed provider's key."""
+    return {p: f"{p.value}_api_key" for p, spec in PROVIDERS.items() if spec.key_variable}
+
+
+def key_variables() -> dict[str, str]:
+    """Each field of :class:`ModelProviderKeys` and the environment variable it is bound to."""
+    return {
+        field: variable
+        for provider, field in key_fields().items()
+        if (variable := PROVIDERS[provider].key_variable)
+    }
 
 
 class RunHistory(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -46,4 +58,4 @@ class RunHistory(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     @property
     def path(self) -> History:
-        return Lake(self.lake_url) if self.lake_url else Path(self.db_path)
+        return resolve_history(db=self.db_path, lake=self.lake_url)

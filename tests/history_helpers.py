@@ -6,6 +6,7 @@ DuckDB file, ``run_cli`` for ``holodeck history``, and the ``db``/``history`` fi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,10 @@ from typing import Any
 import duckdb
 import pytest
 
+from holodeck_core.cli.main import main
 from holodeck_core.history import schema
-from holodeck_core.history.cli import main
-from holodeck_core.history.ingest import ingest_runs
+from holodeck_core.history.ingest import IngestReport, prepare_run, write_batch
+from holodeck_core.history.store import History
 from holodeck_core.models import (
     Agent,
     EvalRun,
@@ -153,6 +155,18 @@ def make_result(
         tags=["billing"] if case in ("refund-policy", "weather-paris") else ["ops"],
         weight=2.0 if case == "refund-policy" else 1.0,
     )
+
+
+def ingest_runs(
+    db: History,
+    runs: Iterable[EvalRun],
+    *,
+    prompts_dir: Path | None = None,
+    lock_timeout: float | None = None,
+) -> IngestReport:
+    """In-memory runs into a history in one batch (the product ingests EvalRun files)."""
+    prepared = [prepare_run(run, prompts_dir=prompts_dir) for run in runs]
+    return write_batch(db, prepared, lock_timeout=lock_timeout)
 
 
 def make_run(

@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from tests.conftest import REPO
 
 FAULTY_CLI = textwrap.dedent("""\
@@ -26,7 +26,7 @@ FAULTY_CLI = textwrap.dedent("""\
     module_name, attr = target.rsplit(".", 1)
     module = importlib.import_module(module_name)
     setattr(module, attr, faulty(getattr(module, attr), kind, after))
-    from holodeck_core.cli import main
+    from holodeck_core.cli.main import main
     sys.exit(main(sys.argv[4:]))
 """)
 

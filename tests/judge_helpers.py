@@ -6,18 +6,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.metrics import MetricInput, aevaluate_metrics
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.metrics.judge_cache import JudgeCache
-from holodeck_core.metrics.judge_metrics import with_judge_metrics
-from holodeck_core.metrics.registry import AnyMetric, MetricRegistry
+from holodeck_core.metrics.judge_metrics import register_judge_metrics
+from holodeck_core.metrics.registry import REGISTRY, AnyMetric, MetricRegistry
 from holodeck_core.models import LLMProvider
 from holodeck_core.models.evaluation import GEvalMetric, RAGMetric
 from holodeck_core.models.results import MetricResult
 from holodeck_core.testing import ModelServer
+
+
+def with_judge_metrics() -> MetricRegistry:
+    """A new registry: the built-in metrics plus the judge metrics (``REGISTRY`` untouched)."""
+    registry = MetricRegistry()
+    for spec in REGISTRY.specs():
+        registry.add(spec)
+    return register_judge_metrics(registry)
+
+
+def cache_entries(directory: Path) -> int:
+    """How many answers a judge cache folder holds (one JSON file per entry)."""
+    return sum(1 for _ in directory.glob("??/*.json")) if directory.is_dir() else 0
+
 
 JUDGED = with_judge_metrics()
 STEPS = ["Check that the answer is polite", "Check that the answer is correct"]

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from holodeck_core.agents.factory import make_client
 from holodeck_core.agents.loop import AgentRunner, TurnInput
-from holodeck_core.agents.messages import Image
-from holodeck_core.agents.tools import ToolBox
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import LLMProvider, Tool
+from holodeck_core.providers.factory import make_client
+from holodeck_core.providers.messages import Image
+from holodeck_core.tools.toolbox import ToolBox
 from tests.reference_server import TOOL_CALL_ID, TOOL_USE_ID, reference_server
 
 WEATHER_TOOL = """

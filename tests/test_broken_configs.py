@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 
 BASE = """\
 name: broken

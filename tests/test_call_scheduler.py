@@ -14,8 +14,6 @@ import httpx
 import openai
 import pytest
 
-from holodeck_core.agents.factory import make_client
-from holodeck_core.agents.messages import Message
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import (
@@ -26,6 +24,8 @@ from holodeck_core.calls.scheduler import (
     endpoint_key,
 )
 from holodeck_core.models import EvalRun, LLMProvider, ProviderEnum, Status
+from holodeck_core.providers.factory import make_client
+from holodeck_core.providers.messages import Message
 from holodeck_core.testing import ModelServer, run_model_server
 from tests.test_reliability import run_suite
 

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from holodeck_core.cli import COMMANDS_GROUP, build_parser, main
+from holodeck_core.cli.main import COMMANDS_GROUP, build_parser, main
 from tests.conftest import REPO, corpus_path
 
 
@@ -55,7 +55,7 @@ def test_the_demo_command_is_registered_by_the_pipelines_entry_point() -> None:
 
 def test_cli_start_up_does_not_import_heavy_libraries() -> None:
     code = (
-        "import sys; from holodeck_core.cli import main; "
+        "import sys; from holodeck_core.cli.main import main; "
         "main(['validate', sys.argv[1]]); "
         "heavy = [m for m in ('dagster', 'openai', 'anthropic', 'duckdb', 'pandas', 'markitdown')"
         " if m in sys.modules]; print(heavy)"

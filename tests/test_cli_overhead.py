@@ -13,11 +13,11 @@ import duckdb
 import pytest
 
 from holodeck_core.history import schema, store, tabular
-from holodeck_core.history.ingest import ingest_run, ingest_runs, prepare_run
+from holodeck_core.history.ingest import ingest_run, prepare_run
 from holodeck_core.history.tabular import TableRows
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
-from tests.history_helpers import day, make_run
+from tests.history_helpers import day, ingest_runs, make_run
 
 RULES: dict[str, Any] = {
     "rules": [
@@ -51,7 +51,7 @@ def test_a_small_run_writes_its_history_and_intervals_without_pandas_scipy_or_py
     tmp_path: Path,
 ) -> None:
     code = (
-        "import sys; from holodeck_core.cli import main; "
+        "import sys; from holodeck_core.cli.main import main; "
         "code = main(['test', sys.argv[1], '-q']); "
         f"print([m for m in {HEAVY!r} if m in sys.modules]); sys.exit(code)"
     )

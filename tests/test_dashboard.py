@@ -12,15 +12,22 @@ from typing import Any
 
 import pytest
 
-from holodeck_core.cli import build_parser, main
+from holodeck_core.cli.main import build_parser, main
 from holodeck_core.dashboard import app as dashboard_app
-from holodeck_core.dashboard import comparison, data, detail, stats
+from holodeck_core.dashboard import compare_data, data, explorer_data, stats
 from holodeck_core.dashboard.charts import MAX_MARKERS, change_points
 from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
 from holodeck_core.dashboard.runs_table import PAGE_SIZE, table_page
 from holodeck_core.history import schema, store
-from holodeck_core.history.ingest import ingest_runs
-from tests.history_helpers import HISTORY, build_history, day, make_run, query, write_run
+from tests.history_helpers import (
+    HISTORY,
+    build_history,
+    day,
+    ingest_runs,
+    make_run,
+    query,
+    write_run,
+)
 
 
 @pytest.fixture
@@ -121,27 +128,27 @@ def test_explorer_reads_the_eval_run_file_when_it_is_there(tmp_path: Path) -> No
     from holodeck_core.history.ingest import ingest_run
 
     assert ingest_run(db, run, source_path=path)
-    found = detail.explorer(db, "with-file", "weather-paris")
+    found = explorer_data.explorer(db, "with-file", "weather-paris")
     assert found.detail is not None and found.detail.result is not None
     assert found.detail.result.test_id == "weather-paris"
     assert found.config["name"] == "support-bot" and found.run_file.problem is None
     path.unlink()
-    gone = detail.explorer(db, "with-f", "weather-paris")  # a unique prefix resolves
+    gone = explorer_data.explorer(db, "with-f", "weather-paris")  # a unique prefix resolves
     assert gone.detail is not None and gone.detail.result is None
     assert gone.run_file.problem and "is gone" in gone.run_file.problem
     assert gone.config == {}
 
 
 def test_explorer_defaults_to_the_latest_run_and_names_missing_ones(history: Path) -> None:
-    assert detail.explorer(history, None, None).run["run_id"] == "r5"
+    assert explorer_data.explorer(history, None, None).run["run_id"] == "r5"
     with pytest.raises(data.PageError, match="not found"):
-        detail.explorer(history, "zzzz-missing", None)
+        explorer_data.explorer(history, "zzzz-missing", None)
     with pytest.raises(data.PageError, match="has no case"):
-        detail.explorer(history, "r5", "no-such-case")
+        explorer_data.explorer(history, "r5", "no-such-case")
 
 
 def test_compare_matrix_flips_flaky_and_config(history: Path) -> None:
-    result = comparison.compare(history, ["r1", "r3"], None)
+    result = compare_data.compare(history, ["r1", "r3"], None)
     assert [r["run_id"] for r in result.runs] == ["r1", "r3"] and result.baseline == 0
     statuses = {row.case_id: row.statuses for row in result.matrix}
     assert statuses["weather-paris"] == ["FAIL", "ERROR"]
@@ -154,10 +161,10 @@ def test_compare_matrix_flips_flaky_and_config(history: Path) -> None:
     assert paired is not None and (paired.fixed, paired.broken) == (0, 0)
     rows = {row.label: row for row in result.config}
     assert not rows["prompt version"].differs and rows["temperature"].values == ["?", "?"]
-    across = comparison.compare(history, ["r3", "r4"], "r4")
+    across = compare_data.compare(history, ["r3", "r4"], "r4")
     assert across.baseline == 1
     assert {row.label for row in across.config if row.differs} >= {"prompt version", "prompt body"}
-    previous = comparison.compare(history, [], None, previous="r5")
+    previous = compare_data.compare(history, [], None, previous="r5")
     assert [r["run_id"] for r in previous.runs] == ["r4", "r5"]
 
 
@@ -172,12 +179,12 @@ def test_compare_bad_input(
     history: Path, refs: list[str], baseline: str | None, previous: str | None, title: str
 ) -> None:
     with pytest.raises(data.PageError) as caught:
-        comparison.compare(history, refs, baseline, previous)
+        compare_data.compare(history, refs, baseline, previous)
     assert caught.value.title == title
 
 
 def test_compare_with_one_run_returns_only_the_picker(history: Path) -> None:
-    result = comparison.compare(history, ["r1"], None)
+    result = compare_data.compare(history, ["r1"], None)
     assert result.runs == [] and {r["run_id"] for r in result.picker} == {r[0] for r in HISTORY}
 
 
@@ -236,7 +243,7 @@ def test_dashboard_command_and_holodeck_alias(
 
 def test_help_does_not_import_dash() -> None:
     code = (
-        "import sys; from holodeck_core.cli import build_parser; build_parser(); "
+        "import sys; from holodeck_core.cli.main import build_parser; build_parser(); "
         "print(sorted(m for m in ('dash', 'plotly', 'duckdb') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -255,7 +262,7 @@ def test_many_runs_summary_is_one_query_per_part(tmp_path: Path) -> None:
 def test_seed_fills_a_history_with_the_examples_two_versions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from holodeck_core.dashboard.command import seed_history
+    from holodeck_core.cli.dashboard import seed_history
 
     for name in ("HOLODECK_HOME", "HOLODECK_HISTORY_DB", "HOLODECK_MODEL_ENDPOINT"):
         monkeypatch.setenv(name, "")  # seed_history sets them; these restore them afterwards

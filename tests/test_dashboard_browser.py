@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from holodeck_core.cli import main
-from holodeck_core.dashboard.harness import CHROMIUM, launch, running
+from holodeck_core.cli.main import main
 from holodeck_core.history import schema, store
-from holodeck_core.history.ingest import ingest_paths, ingest_run, ingest_runs
+from holodeck_core.history.ingest import ingest_paths, ingest_run
 from holodeck_core.testing import load_rules, run_model_server
 from tests.conftest import REPO
-from tests.history_helpers import GENERATED, make_run, query
+from tests.dashboard_harness import CHROMIUM, launch, running
+from tests.history_helpers import GENERATED, ingest_runs, make_run, query
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from holodeck_core.cli import main
-from holodeck_core.dashboard.harness import free_port, launch, running
-from holodeck_core.history.ingest import ingest_runs
+from holodeck_core.cli.main import main
 from holodeck_core.models import EvalRun, ToolInvocation
 from holodeck_core.testing import load_rules, run_model_server
 from tests.conftest import REPO
-from tests.history_helpers import make_run, query
+from tests.dashboard_harness import free_port, launch, running
+from tests.history_helpers import ingest_runs, make_run, query
 from tests.test_dashboard_browser import need_chromium
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.models import EvalRun, MetricResult, Status, TestResult
 from holodeck_core.testing import ModelServer, load_rules, run_model_server
 from tests.conftest import REPO

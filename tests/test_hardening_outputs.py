@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
 from tests.hostile import agent_yaml, everything_written, no_traceback, run_cli

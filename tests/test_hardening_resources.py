@@ -176,9 +176,7 @@ def test_history_sql_bounds_must_make_sense(tmp_path: Path, bad: list[str]) -> N
     assert proc.returncode == 2 and "must be" in proc.stderr
 
 
-@pytest.mark.parametrize(
-    "entry", [["-m", "holodeck_core.cli"], ["-m", "holodeck_core.history.cli"]]
-)
+@pytest.mark.parametrize("entry", [["-m", "holodeck_core.cli"], ["-m", "holodeck_core.cli.main"]])
 def test_ctrl_c_during_history_sql_is_a_message(tmp_path: Path, entry: list[str]) -> None:
     _history(tmp_path)
     proc = subprocess.Popen(

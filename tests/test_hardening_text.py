@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from holodeck_core.commands.console import Progress, print_summary
+from holodeck_core.cli.console import Progress, print_summary
 from holodeck_core.models import EvalRun, MetricResult, Status, TestReport
 from holodeck_core.redaction import redact_text, register_secret
 from holodeck_core.reports import render_junit, render_markdown

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from holodeck_core.history import schema
-from holodeck_core.history.ingest import ingest_runs
 from tests import history_helpers
-from tests.history_helpers import CASES, day, make_run, query, run_cli, write_run
+from tests.history_helpers import CASES, day, ingest_runs, make_run, query, run_cli, write_run
 
 # Shared fixtures: pytest finds a fixture by its name in the test module.
 db = history_helpers.db

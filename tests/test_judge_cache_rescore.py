@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,9 @@ import pytest
 from holodeck_core.metrics import REGISTRY, EvalContext
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.metrics.judge_cache import JudgeCache
-from holodeck_core.metrics.judge_metrics import register_judge_metrics, with_judge_metrics
+from holodeck_core.metrics.judge_metrics import register_judge_metrics
 from holodeck_core.metrics.judge_parse import NumberToken, first_json_object, weighted_score
-from holodeck_core.metrics.judge_prompts import load_prompt, packaged_prompt_ids
+from holodeck_core.metrics.judge_prompts import load_prompt
 from holodeck_core.metrics.registry import AnyMetric, MetricRegistry
 from holodeck_core.metrics.rescore import rescore_results
 from holodeck_core.models.agent import Agent
@@ -30,6 +31,7 @@ from tests.judge_helpers import (
     STEPS,
     STEPS_RULE,
     by_rule,
+    cache_entries,
     case,
     geval,
     judge_run,
@@ -37,6 +39,7 @@ from tests.judge_helpers import (
     openai_judge,
     scheduler,
     score_rule,
+    with_judge_metrics,
 )
 
 TS = "2026-05-01T00:00:00+00:00"
@@ -53,7 +56,7 @@ def test_judge_cache_second_run_makes_no_calls_and_config_changes_make_new_ones(
     with run_model_server({"rules": [STEPS_RULE, score_rule(7)]}) as server:
         first, services = judge_run(server, [geval()], cases, cache=JudgeCache(cache_dir))
         assert by_rule(server) == {"steps": 1, "score": 3}
-        assert services.cache.stats.writes == 4 and services.cache.entry_count() == 4
+        assert services.cache.stats.writes == 4 and cache_entries(cache_dir) == 4
 
         server.reset()
         other_key = openai_judge(server, api_key="sk-other")  # key/endpoint not in the cache key
@@ -87,13 +90,13 @@ def test_judge_errors_are_never_cached(tmp_path: Path) -> None:
     metric = geval(retry_on_failure=1, evaluation_steps=STEPS)
     with run_model_server({"rules": [score_rule(8, fault={"kind": "500"})]}) as server:
         failed = one(server, metric, case(), cache=JudgeCache(cache))
-        assert failed.error is not None and JudgeCache(cache).entry_count() == 0
+        assert failed.error is not None and cache_entries(cache) == 0
         server.set_rules({"rules": [score_rule(8)]})
         server.reset()
         healed = one(server, metric, case(), cache=JudgeCache(cache))
         assert by_rule(server) == {"score": 1}
     assert healed.error is None and healed.score == 0.8
-    assert JudgeCache(cache).entry_count() == 1
+    assert cache_entries(cache) == 1
 
 
 def test_an_unreadable_cache_entry_is_a_miss(tmp_path: Path) -> None:
@@ -290,7 +293,8 @@ def test_weighted_score_reads_the_token_after_the_score_key() -> None:
 
 
 def test_every_packaged_prompt_has_a_version_and_both_sections() -> None:
-    ids = packaged_prompt_ids()
+    folder = resources.files("holodeck_core.metrics").joinpath("prompts")
+    ids = [p.name.removesuffix(".txt") for p in folder.iterdir() if p.name.endswith(".txt")]
     assert {"geval_steps", "geval_score", "json_repair", "faithfulness_claims"} <= set(ids)
     for prompt_id in ids:
         prompt = load_prompt(prompt_id)

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.verdicts import drift_result

@@ -15,11 +15,11 @@ import pytest
 
 from holodeck_core.history import schema, store
 from holodeck_core.history.failures import record_failed_run
-from holodeck_core.history.ingest import ingest_runs, prepare_run
+from holodeck_core.history.ingest import prepare_run
 from holodeck_core.history.lake import Lake
+from holodeck_core.history.migration_v2_views import VIEWS
 from holodeck_core.history.tabular import as_arrow
-from holodeck_core.history.views import VIEWS
-from tests.history_helpers import HISTORY, build_history, make_run, run_cli
+from tests.history_helpers import HISTORY, build_history, ingest_runs, make_run, run_cli
 
 WRITERS = 8
 RUNS_PER_WRITER = 25

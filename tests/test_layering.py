@@ -1,13 +1,19 @@
-"""The dependency direction (issue 12): every import in holodeck_core points down the layers
+"""The dependency direction (DESIGN §8.3, issue 27): every import in holodeck_core points down
 
-    models ← config ← calls ← agents / tools / metrics ← runner ← history / reports ← commands, CLI
+    defaults ← naming, terminal ← redaction, stats ← errors ← models ← config ← calls, files
+    ← providers ← tools, metrics ← agents ← runner ← history, reports ← engine ← dashboard
+    ← cli
 
-and holodeck_pipelines sits on top; no module imports itself back through others. Lazy
-imports inside functions count too: they run as soon as the function does."""
+with holodeck_pipelines on top (it imports the engine, never the CLI) and the loopback model
+server (testing) beside, importing nothing of the engine. Every module belongs to a listed
+layer (a new package must be placed), no import goes up, and no package reaches itself
+through others. Lazy imports inside functions count too: they run as soon as the function
+does."""
 
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,26 +22,32 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 LAYERS: dict[str, int] = {
-    "holodeck_core.errors": 0,
-    "holodeck_core.naming": 0,
-    "holodeck_core.models": 0,
-    "holodeck_core.redaction": 0,
-    "holodeck_core.config": 1,
-    "holodeck_core.testing": 1,  # the loopback model server: self-contained
-    "holodeck_core.calls": 2,
-    "holodeck_core.files": 2,
-    "holodeck_core.tools": 3,
-    "holodeck_core.agents": 3,
-    "holodeck_core.metrics": 3,
-    "holodeck_core.runner": 4,
-    "holodeck_core.history": 5,
-    "holodeck_core.reports": 5,
-    "holodeck_core.commands": 6,
-    "holodeck_core.cli": 6,
-    "holodeck_core.dashboard": 6,  # a reader of the history, like the CLI
-    "holodeck_core": 0,  # the package itself: its version only
-    "holodeck_pipelines": 7,
+    "holodeck_core.defaults": 0,
+    "holodeck_core.naming": 1,
+    "holodeck_core.terminal": 1,
+    "holodeck_core.redaction": 2,
+    "holodeck_core.stats": 2,
+    "holodeck_core.errors": 3,
+    "holodeck_core.models": 4,
+    "holodeck_core.testing": 4,  # the loopback model server: beside, self-contained
+    "holodeck_core.config": 5,
+    "holodeck_core.calls": 6,
+    "holodeck_core.files": 6,
+    "holodeck_core.providers": 7,
+    "holodeck_core.tools": 8,
+    "holodeck_core.metrics": 8,
+    "holodeck_core.agents": 9,
+    "holodeck_core.runner": 10,
+    "holodeck_core.history": 11,
+    "holodeck_core.reports": 11,
+    "holodeck_core.engine": 12,
+    "holodeck_core.dashboard": 13,  # a reader of the history
+    "holodeck_core.cli": 14,
+    "holodeck_pipelines": 15,
 }
+EXACT: dict[str, int] = {"holodeck_core": 0}
+"""Modules placed by their own name only: the package's ``__init__`` (its version) places
+none of its submodules."""
 FORBIDDEN_IN_CORE = ("dagster", "holodeck_pipelines")
 
 
@@ -51,12 +63,21 @@ MODULES = {
 }
 
 
+def owner(module: str) -> str | None:
+    """The listed package or module ``module`` belongs to, if any."""
+    if module in EXACT:
+        return module
+    name = module
+    while name and name not in LAYERS:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
 def layer(module: str) -> int:
-    while module not in LAYERS:
-        module = module.rpartition(".")[0]
-        if not module:
-            raise AssertionError(f"no layer for {module!r}: add it to LAYERS")
-    return LAYERS[module]
+    name = owner(module)
+    if name is None:
+        raise AssertionError(f"no layer for {module!r}: place it in LAYERS")
+    return EXACT.get(name, LAYERS.get(name, 0))
 
 
 def imports(path: Path, *, type_checking: bool) -> Iterator[tuple[int, str]]:
@@ -79,9 +100,19 @@ def imports(path: Path, *, type_checking: bool) -> Iterator[tuple[int, str]]:
                 yield node.lineno, sub if sub in MODULES else node.module
 
 
+def unplaced(modules: dict[str, Path]) -> list[str]:
+    return sorted(f"{path}: {m} is in no layer" for m, path in modules.items() if owner(m) is None)
+
+
 def test_every_module_has_a_layer() -> None:
-    for module in MODULES:
-        layer(module)
+    assert unplaced(MODULES) == []
+
+
+def test_an_unlisted_package_has_no_layer() -> None:
+    """The check itself: a module of a new package is not placed by ``holodeck_core``."""
+    assert unplaced({"holodeck_core.newthing.mod": Path("newthing/mod.py")}) == [
+        "newthing/mod.py: holodeck_core.newthing.mod is in no layer"
+    ]
 
 
 @pytest.mark.parametrize("package", ["holodeck_core"])
@@ -96,15 +127,53 @@ def test_holodeck_core_imports_neither_dagster_nor_the_pipelines(package: str) -
     assert offenders == []
 
 
-def test_no_upward_import() -> None:
-    offenders = [
-        f"{module}:{line} imports {name} (layer {layer(module)} -> {layer(name)})"
-        for module, path in MODULES.items()
+def where(module: str, line: int) -> str:
+    return f"{MODULES[module].relative_to(REPO)}:{line}"
+
+
+def upward_imports(modules: dict[str, Path]) -> list[str]:
+    return [
+        f"{where(module, line) if module in MODULES else f'{path}:{line}'}: {module} imports "
+        f"{name} (layer {layer(module)} -> {layer(name)})"
+        for module, path in modules.items()
         for line, name in imports(path, type_checking=True)
         if name.split(".")[0] in ("holodeck_core", "holodeck_pipelines")
         and layer(name) > layer(module)
     ]
+
+
+def test_no_upward_import() -> None:
+    assert upward_imports(MODULES) == []
+
+
+def test_the_pipelines_import_the_engine_never_the_cli() -> None:
+    offenders = [
+        f"{where(module, line)}: {module} imports {name}"
+        for module, path in MODULES.items()
+        if module.startswith("holodeck_pipelines")
+        for line, name in imports(path, type_checking=True)
+        if name.startswith("holodeck_core.cli")
+    ]
     assert offenders == []
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(node: str, trail: list[str]) -> None:
+        if node in trail:
+            found.append([*trail[trail.index(node) :], node])
+            return
+        if node in done:
+            return
+        for name in sorted(graph.get(node, ())):
+            visit(name, [*trail, node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    return found
 
 
 def test_no_import_circles() -> None:
@@ -118,27 +187,35 @@ def test_no_import_circles() -> None:
         }
         for module, path in MODULES.items()
     }
-    circles: list[list[str]] = []
-    done: set[str] = set()
+    assert cycles(graph) == []
 
-    def visit(module: str, trail: list[str]) -> None:
-        if module in trail:
-            circles.append([*trail[trail.index(module) :], module])
-            return
-        if module in done:
-            return
-        for name in sorted(graph[module]):
-            visit(name, [*trail, module])
-        done.add(module)
 
-    for module in sorted(graph):
-        visit(module, [])
-    assert circles == []
+def test_no_package_circles() -> None:
+    """No package of a layer reaches itself through another (agents → tools → agents was one),
+    type-only imports included: each edge is named with its import line."""
+    edges: dict[tuple[str, str], str] = {}
+    for module, path in MODULES.items():
+        for line, name in imports(path, type_checking=True):
+            source, target = owner(module), owner(name)
+            if source and target and source != target and target in LAYERS:
+                edges.setdefault((source, target), where(module, line))
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+    found = [
+        " -> ".join(cycle) + " (" + ", ".join(edges[e] for e in itertools.pairwise(cycle)) + ")"
+        for cycle in cycles(graph)
+    ]
+    assert found == []
 
 
 def test_the_layering_test_sees_lazy_upward_imports(tmp_path: Path) -> None:
-    """The check itself: an import inside a function is found, with its line."""
+    """The check itself: an import inside a function is found, with its file and line."""
     path = tmp_path / "m.py"
     path.write_text("def f():\n    from holodeck_core.history import store\n")
     assert list(imports(path, type_checking=True)) == [(2, "holodeck_core.history.store")]
-    assert layer("holodeck_core.history.store") > layer("holodeck_core.runner.suite")
+    offenders = upward_imports({"holodeck_core.runner.planted": path})
+    assert offenders == [
+        f"{path}:2: holodeck_core.runner.planted imports holodeck_core.history.store "
+        "(layer 10 -> 11)"
+    ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import FunctionTool

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
 from holodeck_core.models import EvalRun, Status, ToolInvocation
 from holodeck_core.runner.suite import Suite

@@ -20,12 +20,12 @@ import anthropic
 import openai
 import pytest
 
+from holodeck_core.cli.model_server import main
 from holodeck_core.testing import (
     ModelServer,
     Rules,
     RulesError,
     load_rules,
-    main,
     parse_rules,
     request_key,
     run_model_server,
@@ -407,7 +407,9 @@ def test_main_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_main_serves_until_sigterm(tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text("default: {reply: served by main}\n", encoding="utf-8")
-    code = "import sys; from holodeck_core.testing import main; sys.exit(main(sys.argv[1:]))"
+    code = (
+        "import sys; from holodeck_core.cli.model_server import main; sys.exit(main(sys.argv[1:]))"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "--port", "0", "--script", str(path), "--latency", "0.01"],
         stdout=subprocess.PIPE,

@@ -12,7 +12,8 @@ import dagster as dg
 import pytest
 
 from holodeck_core.history import store
-from holodeck_core.history.lake import Lake, project_history
+from holodeck_core.history.backend import project_history
+from holodeck_core.history.lake import Lake
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.history_helpers import run_cli
@@ -125,8 +126,7 @@ def test_the_environment_sets_every_location(
 def test_an_s3_lake_reader_sees_runs_other_writers_add(s3: S3) -> None:
     from datetime import UTC, datetime
 
-    from holodeck_core.history.ingest import ingest_runs
-    from tests.history_helpers import make_run
+    from tests.history_helpers import ingest_runs, make_run
 
     url = f"s3://{BUCKET}/lake"
     count = "SELECT count(*) FROM eval_runs"

@@ -25,7 +25,7 @@ def test_project_root_is_the_nearest_folder_with_holodeck_yaml(
     assert project.home == tmp_path / ".holodeck"
     assert project.history_db == tmp_path / "data" / "h.duckdb"  # holodeck.yaml setting
     assert project.prompts_dir == tmp_path / ".holodeck" / "prompts"
-    assert project.journal_dir.name == "journal" and project.dagster_dir.name == "dagster"
+    assert project.journal_dir.name == "journal"
     assert project.agent_paths() == [tmp_path / "a" / "agent.yaml"]
 
 

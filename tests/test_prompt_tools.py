@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
 from holodeck_core.models import EvalRun
 from holodeck_core.runner.suite import Suite

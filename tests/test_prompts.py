@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.config.prompts import PromptStore, file_prompt, inline_prompt
 from holodeck_core.errors import ConfigError
 from tests.conftest import corpus_path

@@ -14,7 +14,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.testing import request_key, run_model_server

@@ -12,12 +12,12 @@ import pytest
 
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind
-from holodeck_core.cli import main
-from holodeck_core.commands.test import exit_code
+from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
 from holodeck_core.errors import ConfigError, ExitCode
 from holodeck_core.models import EvalRun, Gate, Status, TestResult
 from holodeck_core.runner.case_run import CaseRun, TurnRun
+from holodeck_core.runner.gates import exit_code
 from holodeck_core.runner.journal import Journal
 from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import run_model_server

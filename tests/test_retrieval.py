@@ -15,10 +15,10 @@ import openai
 import pytest
 import yaml
 
-from holodeck_core.agents.factory import make_client
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.models import LLMProvider
+from holodeck_core.providers.factory import make_client
 from holodeck_core.testing import ModelServer, run_model_server
 from holodeck_core.tools.registry import runtime_for
 from holodeck_core.tools.retrieval.chunking import (

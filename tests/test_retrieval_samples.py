@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.testing import run_model_server
 from tests.retrieval_samples import (
     RETRIEVAL_TYPES,

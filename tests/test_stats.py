@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from scipy import stats as sps
 
-from holodeck_core.history import stats_views
+from holodeck_core.history import migration_v4_stats
 from holodeck_core.stats import (
     Reducer,
     Verdict,
@@ -127,7 +127,7 @@ def test_t975_equals_scipy_without_importing_it() -> None:
 
 def test_sql_macros_equal_scipy() -> None:
     con = duckdb.connect()
-    for sql in (stats_views.T975, stats_views.T_PVALUE, stats_views.MCNEMAR_P):
+    for sql in (migration_v4_stats.T975, migration_v4_stats.T_PVALUE, migration_v4_stats.MCNEMAR_P):
         con.execute(sql)
     for df in (1, 2, 5, 29, 30, 31, 99, 500):
         (t,) = con.execute("SELECT holodeck_t975(?)", [df]).fetchone() or (None,)

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 from scipy import stats as sps
 
-from holodeck_core.cli import main
+from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.testing import request_key, run_model_server
@@ -401,10 +401,9 @@ def test_judge_cache_never_answers_a_trial_with_another_outputs_judgement(tmp_pa
 
 
 def test_the_check_takes_a_baseline_version_and_the_strict_rule(tmp_path: Path) -> None:
-    from holodeck_core.history.ingest import ingest_runs
     from holodeck_core.history.regression import regression_check
     from holodeck_pipelines.verdicts import regression_result
-    from tests.history_helpers import day, make_run
+    from tests.history_helpers import day, ingest_runs, make_run
 
     db = tmp_path / "history.duckdb"
     ingest_runs(

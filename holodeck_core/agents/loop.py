@@ -6,15 +6,14 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from holodeck_core.agents.base import ModelClient
-from holodeck_core.agents.messages import Image, Message
-from holodeck_core.agents.tools import ToolBox, tool_message
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
+from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.models import TokenUsage, ToolInvocation
+from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.messages import Image, Message
 from holodeck_core.tools.runtime import ToolCrashedError
-
-DEFAULT_MAX_TOOL_TURNS = 10
+from holodeck_core.tools.toolbox import ToolBox, tool_message
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class AgentRunner:
     system: str
     toolbox: ToolBox | None = None
     response_schema: dict[str, Any] | None = None
-    max_tool_turns: int = DEFAULT_MAX_TOOL_TURNS
+    max_tool_turns: int = MAX_TOOL_TURNS
     timeout: float | None = None
 
     async def run(self, turns: list[TurnInput]) -> list[TurnOutcome]:

@@ -41,12 +41,12 @@ from typing import Generic, TypeVar
 
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.defaults import PARALLEL_TEST_CASES
 from holodeck_core.models import LLMProvider
-from holodeck_core.models.agent import DEFAULT_PARALLEL_TEST_CASES
 
 T = TypeVar("T")
 
-DEFAULT_CONCURRENCY = DEFAULT_PARALLEL_TEST_CASES
+DEFAULT_CONCURRENCY = PARALLEL_TEST_CASES
 """Calls in flight per endpoint when neither ``--parallel`` nor ``execution.parallel_test_cases``
 says otherwise: high enough to be fast, safe because the limit halves on 429."""
 MAX_RETRY_AFTER = 60.0

@@ -107,7 +107,7 @@ class Project:
     def history_url(self) -> str | None:
         """A history lake's URL when ``HOLODECK_HISTORY_URL`` or ``history_url`` is set
         (DESIGN §7.10); None means the DuckDB file :attr:`history_db`. The history package
-        turns it into a store (:func:`holodeck_core.history.lake.project_history`)."""
+        turns it into a store (:func:`holodeck_core.history.backend.resolve_history`)."""
         return os.environ.get(LAKE_ENV) or self.settings.history_url
 
     @property
@@ -119,12 +119,18 @@ class Project:
         return self.home / "journal"
 
     @property
+    def cache_dir(self) -> Path:
+        """Every cache: ``files/``, ``judge/``, and the retrieval tools' ``embeddings/`` and
+        ``indexes/`` (DESIGN §7.5)."""
+        return self.home / "cache"
+
+    @property
     def file_cache_dir(self) -> Path:
-        return self.home / "cache" / "files"
+        return self.cache_dir / "files"
 
     @property
     def judge_cache_dir(self) -> Path:
-        return self.home / "cache" / "judge"
+        return self.cache_dir / "judge"
 
     @property
     def artifacts_url(self) -> str:
@@ -132,10 +138,6 @@ class Project:
         ``HOLODECK_HOME/artifacts``."""
         configured = os.environ.get(ARTIFACTS_URL_ENV) or self.settings.artifacts_url
         return configured or str(self.home / "artifacts")
-
-    @property
-    def dagster_dir(self) -> Path:
-        return self.home / "dagster"
 
     def agent_paths(self) -> list[Path]:
         """The orchestrated agents: ``HOLODECK_AGENTS`` (``os.pathsep``-separated) overrides

@@ -8,25 +8,25 @@ and a reload shows what the history holds now.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import flask
 from dash import Dash, Input, Output, dcc, html
 
-from holodeck_core.dashboard import cache, compare, explorer, summary, ui
+from holodeck_core.dashboard import cache, compare_view, explorer_view, summary, ui
 from holodeck_core.dashboard.data import PageError, parse_query
 from holodeck_core.errors import HolodeckError
+from holodeck_core.history.store import History
 
 log = logging.getLogger("holodeck.dashboard")
 
-PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer.page,
-         "/compare": compare.page}  # fmt: skip
+PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer_view.page,
+         "/compare": compare_view.page}  # fmt: skip
 CHARTED = {"/", "/summary"}
 """Pages whose first paint draws Plotly charts."""
 
 
-def render(db: Path, pathname: str | None, search: str | None) -> Any:
+def render(db: History, pathname: str | None, search: str | None) -> Any:
     """The page for a URL; bad input becomes a notice (logged as one line, no traceback)."""
     path = (pathname or "/").rstrip("/") or "/"
     handler = PAGES.get(path)
@@ -59,7 +59,7 @@ class _Dash(Dash):
         return super().interpolate_index(**kwargs)  # type: ignore[no-untyped-call]
 
 
-def create_app(db: Path) -> Dash:
+def create_app(db: History) -> Dash:
     app = _Dash(
         __name__,
         title="HoloDeck eval runs",
@@ -81,5 +81,5 @@ def create_app(db: Path) -> Dash:
         return render(db, pathname, search)
 
     summary.register(app, db)
-    compare.register(app)
+    compare_view.register(app)
     return app

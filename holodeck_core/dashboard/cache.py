@@ -9,10 +9,13 @@ runs table reuses what the last request read instead of querying 100,000 case ro
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from holodeck_core.history.store import History
 
 T = TypeVar("T")
 
@@ -23,8 +26,15 @@ _entries: OrderedDict[tuple[Hashable, ...], Any] = OrderedDict()
 _lock = threading.Lock()
 
 
-def stamp(db: Path) -> tuple[int, ...]:
-    """Size and mtime of the database and its WAL; zeros for a file that does not exist."""
+LAKE_STAMP_S = 5.0
+"""A lake has no file to stat: what was read from it is kept this many seconds."""
+
+
+def stamp(db: History) -> tuple[int, ...]:
+    """Size and mtime of the database and its WAL; zeros for a file that does not exist.
+    A lake's stamp changes every :data:`LAKE_STAMP_S` seconds (listing it costs requests)."""
+    if not isinstance(db, Path):
+        return (int(time.monotonic() // LAKE_STAMP_S),)
     parts: list[int] = []
     for path in (db, db.with_name(db.name + ".wal")):
         try:
@@ -36,7 +46,7 @@ def stamp(db: Path) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def cached(db: Path, key: tuple[Hashable, ...], make: Callable[[], T]) -> T:
+def cached(db: History, key: tuple[Hashable, ...], make: Callable[[], T]) -> T:
     """``make()``, or what it returned for ``key`` while the history file was as it is now.
     Exceptions are not kept: a page that failed is tried again on the next request."""
     full = (str(db), stamp(db), *key)

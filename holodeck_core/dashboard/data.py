@@ -11,7 +11,7 @@ schema is a page that says how to upgrade it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlencode
 from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
+from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
     import duckdb
@@ -45,8 +46,17 @@ def rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def connect(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to a history at the current schema, or a :class:`PageError`."""
+def connect(db: History) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to a history at the current schema, or a :class:`PageError`.
+    A lake gives a snapshot of its committed runs (:func:`holodeck_core.history.store.reader`)."""
+    if not isinstance(db, Path):
+        with ExitStack() as stack:
+            try:
+                lake_con = stack.enter_context(store.reader(db))
+            except HolodeckError as exc:
+                raise PageError("Cannot open the history", str(exc)) from None
+            yield lake_con
+        return
     if not db.is_file():
         raise PageError(
             "No history database",
@@ -84,7 +94,7 @@ def connect(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
-def require_runs(con: duckdb.DuckDBPyConnection, db: Path) -> None:
+def require_runs(con: duckdb.DuckDBPyConnection, db: History) -> None:
     (count,) = con.execute("SELECT count(*) FROM eval_runs").fetchone() or (0,)
     if not count:
         raise PageError(
@@ -329,7 +339,7 @@ class SummaryData:
     regressions: set[str] = field(default_factory=set)
 
 
-def summary(db: Path, filters: Filters) -> SummaryData:
+def summary(db: History, filters: Filters) -> SummaryData:
     where, params = filters.where()
     selected = f"{FILTERED_RUNS}{where}"
     with connect(db) as con:

@@ -7,7 +7,6 @@ exist or is not valid) and the runs table."""
 from __future__ import annotations
 
 from datetime import date
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
@@ -15,6 +14,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from holodeck_core.dashboard import cache, runs_table, tiles, ui
 from holodeck_core.dashboard.charts import metric_figure, pass_rate_figure
 from holodeck_core.dashboard.data import Filters, Options, SummaryData, summary
+from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
@@ -23,12 +23,12 @@ FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-trigger", "f-tag")
 KIND_ORDER = tiles.KIND_ORDER
 
 
-def filtered(db: Path, filters: Filters) -> SummaryData:
+def filtered(db: History, filters: Filters) -> SummaryData:
     """The Summary's data, shared by the page, the table's pages and the CSV export."""
     return cache.cached(db, ("summary", filters.to_query()), lambda: summary(db, filters))
 
 
-def page(db: Path, query: dict[str, list[str]]) -> html.Div:
+def page(db: History, query: dict[str, list[str]]) -> html.Div:
     filters, problems = Filters.parse(query)
     data = filtered(db, filters)
     problems += filters.unknown(data.options)
@@ -127,7 +127,7 @@ def _metric_tabs(metrics: pd.DataFrame) -> list[Any]:
             dcc.Tabs(tabs, value=groups[0], id="metric-tabs")]  # fmt: skip
 
 
-def register(app: Dash, db: Path) -> None:
+def register(app: Dash, db: History) -> None:
     runs_table.register(app, lambda filters: filtered(db, filters))
 
     @app.callback(

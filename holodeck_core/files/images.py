@@ -50,10 +50,6 @@ class ImageInput:
     def base64(self) -> str:
         return base64.b64encode(self.data).decode("ascii")
 
-    def data_url(self) -> str:
-        """``data:image/png;base64,…``: the form OpenAI's ``image_url`` takes."""
-        return f"data:{self.mime_type};base64,{self.base64()}"
-
 
 def load_image(
     processed: ProcessedFileInput,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from holodeck_core import defaults
 from holodeck_core.models.agent import ExecutionConfig
 from holodeck_core.models.base import StrictModel
 
-DEFAULT_FILE_TIMEOUT_S = 30.0
-DEFAULT_DOWNLOAD_TIMEOUT_S = 30.0
-DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+DEFAULT_FILE_TIMEOUT_S = defaults.FILE_TIMEOUT_S
+DEFAULT_DOWNLOAD_TIMEOUT_S = defaults.DOWNLOAD_TIMEOUT_S
+DEFAULT_MAX_BYTES = defaults.MAX_FILE_BYTES
 UNPACKED_RATIO = 10
 """An Office (ZIP) file may unpack to at most this many times the file-size limit: a 1 MB
 ``.docx`` bomb that inflates to 1 GB is refused before any parser sees it."""

@@ -3,7 +3,7 @@
 Modules (import the one you need; this package imports nothing heavy on its own):
 
 - :mod:`~holodeck_core.history.schema`: tables, versioned forward migrations.
-- :mod:`~holodeck_core.history.views`: the analyst views and table macros.
+- :mod:`~holodeck_core.history.migration_v2_views`: the analyst views and table macros.
 - :mod:`~holodeck_core.history.store`: connections with bounded lock retry; a file or a lake.
 - :mod:`~holodeck_core.history.lake`: the history as Parquet files per run (DESIGN §7.10).
 - :mod:`~holodeck_core.history.transfer`: ``sync --to-lake/--from-lake``.
@@ -13,7 +13,7 @@ Modules (import the one you need; this package imports nothing heavy on its own)
 - :mod:`~holodeck_core.history.holodeck_export`: HoloDeck 0.7.1 files out.
 - :mod:`~holodeck_core.history.export`: ``export --format holodeck|json|parquet``.
 - :mod:`~holodeck_core.history.queries`: run lookup, ``compare``, safe ``sql``.
-- :mod:`~holodeck_core.history.cli`: the ``holodeck history`` commands.
+- :mod:`~holodeck_core.cli.history`: the ``holodeck history`` commands.
 
 The schema reference is ``docs/history.md``.
 """

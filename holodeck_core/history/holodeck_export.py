@@ -18,7 +18,7 @@ from pydantic import BaseModel, SecretStr
 from holodeck_core.history.holodeck_import import HOLODECK_STANDARD_METRICS
 from holodeck_core.history.rows import utc_naive
 from holodeck_core.models import EvalRun, MetricResult, TestResult
-from holodeck_core.models.base import REDACTED
+from holodeck_core.redaction import REDACTED
 
 # HoloDeck 0.7.1's fields per model, from schemas/agent.schema.json ($defs) and its report
 # models (seed 000 + the 031 additions seen in its real output). Our models carry more.

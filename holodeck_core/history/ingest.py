@@ -297,22 +297,6 @@ def ingest_run(
     return bool(write_batch(db_path, [prepared], lock_timeout=lock_timeout).ingested)
 
 
-def ingest_runs(
-    db_path: store.History,
-    runs: Iterable[EvalRun],
-    *,
-    prompts_dir: Path | None = None,
-    lock_timeout: float | None = None,
-    batch_size: int = DEFAULT_BATCH,
-) -> IngestReport:
-    """Ingest in-memory runs, a batch per connection and a transaction per run."""
-    report = IngestReport()
-    prepared = (prepare_run(run, prompts_dir=prompts_dir) for run in runs)
-    for batch in _batches(prepared, batch_size):
-        report.merge(write_batch(db_path, batch, lock_timeout=lock_timeout))
-    return report
-
-
 def _expand(paths: Sequence[Location]) -> list[tuple[Location, bool]]:
     """Files to read, each with whether the user named it (vs. found it in a folder)."""
     found: list[tuple[Location, bool]] = []

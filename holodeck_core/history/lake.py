@@ -8,7 +8,7 @@ does. A reader lists ``eval_runs`` first and reads the other tables' files of th
 so a run being written meanwhile is invisible, never half there.
 
 Readers are in-memory DuckDB connections holding a snapshot: the schema is migrated as in the
-database file (the same tables, the analyst views of ``views.py``), then each table is filled
+database file (the same tables, the analyst views of the migrations), then each table is filled
 from the committed runs' files, cast to the DDL's types. Views then run at in-memory speed
 (reading the files per query was 10x slower), and ``safe`` readers (user SQL) turn external
 access off once the snapshot is loaded.
@@ -25,11 +25,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from holodeck_core.config.project import LAKE_ENV, Project
+from holodeck_core.config.project import LAKE_ENV
 from holodeck_core.errors import ConfigError, ExecutionError
 from holodeck_core.history import schema
 from holodeck_core.history.tabular import Rows, as_arrow
@@ -243,9 +242,3 @@ def _column_types(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
     ).fetchall():
         types.setdefault(table, {})[column] = kind
     return types
-
-
-def project_history(project: Project) -> Path | Lake:
-    """The project's history: its lake when a URL is set, else its DuckDB file."""
-    url = project.history_url
-    return Lake(url) if url else project.history_db

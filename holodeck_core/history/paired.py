@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from holodeck_core.defaults import ALPHA
 from holodeck_core.stats import PairedComparison, Verdict, paired_comparison
-from holodeck_core.stats.paired import ALPHA
 
 if TYPE_CHECKING:
     import duckdb

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import ConfigError
 from holodeck_core.history import store
 from holodeck_core.history.paired import PairedRuns, compare_paired
@@ -20,7 +21,6 @@ from holodeck_core.history.sql import (
     run_bounded,
 )
 from holodeck_core.stats import Verdict
-from holodeck_core.stats.paired import ALPHA
 
 if TYPE_CHECKING:
     import duckdb

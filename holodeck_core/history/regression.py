@@ -4,9 +4,9 @@ decided exactly as ``holodeck history compare`` decides (DESIGN §7.8)."""
 
 from __future__ import annotations
 
+from holodeck_core.defaults import ALPHA
 from holodeck_core.history.queries import Comparison, compare_runs
 from holodeck_core.history.store import History, reader
-from holodeck_core.stats.paired import ALPHA
 
 PREVIOUS_RUN = """
 SELECT prev.run_id

@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history import stats_views, views
+from holodeck_core.history import migration_v2_views, migration_v4_stats
 
 if TYPE_CHECKING:
     import duckdb
@@ -176,7 +176,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         2,
         "views v_runs, v_pass_rate_trend, v_metric_trend, v_regressions, "
         "v_flaky_cases, v_errors; macros holodeck_t95, flaky_cases",
-        views.VIEWS_V2,
+        migration_v2_views.VIEWS_V2,
     ),
     Migration(
         3,
@@ -201,7 +201,7 @@ MIGRATIONS += (
         "tables case_trials (one row per trial), judge_control_scores; views v_case_trials, "
         "v_run_stats, v_metric_stats, v_run_comparisons, v_judge_drift; v_flaky_cases by "
         "the DESIGN 7.6 rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
-        stats_views.VIEWS_V4,
+        migration_v4_stats.VIEWS_V4,
     ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -212,7 +212,7 @@ TABLES = (
     "metric_results",
     "tool_invocations",
     "prompt_versions",
-    *stats_views.TABLES_V4,
+    *migration_v4_stats.TABLES_V4,
 )
 """Tables that hold one run's rows, in insert order (``prompt_versions`` is upserted)."""
 

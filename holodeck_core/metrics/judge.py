@@ -47,7 +47,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.agents.messages import Message, ModelReply
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.metrics.base import EvalContext, MetricError
@@ -60,12 +59,14 @@ from holodeck_core.metrics.judge_answer import (
 from holodeck_core.metrics.judge_cache import JudgeCache, judge_cache_key
 from holodeck_core.metrics.judge_parse import first_json_object, number_tokens
 from holodeck_core.metrics.judge_prompts import RenderedPrompt, load_prompt, render_text
-from holodeck_core.models import LLMProvider, ProviderEnum
+from holodeck_core.models import LLMProvider
+from holodeck_core.providers.messages import Message, ModelReply
+from holodeck_core.providers.table import provider_spec
 
 if TYPE_CHECKING:
-    from holodeck_core.agents.base import ModelClient
     from holodeck_core.config.project import Project
     from holodeck_core.models.agent import Agent
+    from holodeck_core.providers.base import ModelClient
 
 JUDGE_SERVICE = "judge"
 """The key of :class:`JudgeServices` in ``EvalContext.services``."""
@@ -74,8 +75,9 @@ LOGPROB_ALTERNATIVES = 20
 _MAX_RETRIES = 3
 
 
-def speaks_openai(model: LLMProvider) -> bool:
-    return model.provider is not ProviderEnum.ANTHROPIC
+def serves_logprobs(model: LLMProvider) -> bool:
+    """The judge's provider returns top-logprobs (the provider table says)."""
+    return provider_spec(model.provider, where="evaluations.model").logprobs
 
 
 def _client_key(model: LLMProvider) -> str:
@@ -89,7 +91,7 @@ def _client_key(model: LLMProvider) -> str:
 
 
 def _make_judge_client(model: LLMProvider) -> ModelClient:
-    from holodeck_core.agents.factory import make_client
+    from holodeck_core.providers.factory import make_client
 
     return make_client(model, where="judge model")
 
@@ -105,7 +107,7 @@ class JudgeServices:
     """Judge clients, the shared scheduler, the judge cache and the default judge model.
 
     Use one per run (``async with`` closes the clients). ``cache`` defaults to no cache.
-    ``client_factory`` builds a :class:`~holodeck_core.agents.base.ModelClient` for a judge
+    ``client_factory`` builds a :class:`~holodeck_core.providers.base.ModelClient` for a judge
     ``LLMProvider`` (default: ``make_client``).
     """
 
@@ -225,7 +227,7 @@ class JudgeServices:
     ) -> JudgeAnswer:
         """Ask ``model`` one question; answered from memory, the cache, an identical
         question in flight, or the judge. Raises :class:`JudgeCallError`."""
-        top = LOGPROB_ALTERNATIVES if logprobs and speaks_openai(model) else 0
+        top = LOGPROB_ALTERNATIVES if logprobs and serves_logprobs(model) else 0
         key = judge_cache_key(
             model.fingerprint_fields(), prompt.label, prompt.system, prompt.user, top_logprobs=top
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from holodeck_core.metrics.base import MetricError
@@ -25,9 +25,6 @@ class JudgeStats:
     failures: int = 0
     transient_failures: int = 0
     shared: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

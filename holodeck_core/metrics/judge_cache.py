@@ -23,7 +23,7 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +60,6 @@ class CacheStats:
     misses: int = 0
     writes: int = 0
     unreadable: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 class JudgeCache:
@@ -117,9 +114,3 @@ class JudgeCache:
                 Path(temp).unlink()
             raise
         self.stats.writes += 1
-
-    def entry_count(self) -> int:
-        """How many entries are stored (for tests and ``holodeck`` diagnostics)."""
-        if self.directory is None or not self.directory.is_dir():
-            return 0
-        return sum(1 for _ in self.directory.glob("??/*.json"))

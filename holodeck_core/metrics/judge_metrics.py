@@ -1,7 +1,7 @@
 """Plugging the LLM-judge metrics into a registry.
 
-They are not registered on import: call :func:`register_judge_metrics` once (the runner, the
-CLI, ``rescore``), or take a separate registry with :func:`with_judge_metrics`. Keys:
+:mod:`holodeck_core.metrics` registers them in ``REGISTRY`` on import (with the built-in
+metrics); :func:`register_judge_metrics` adds them to another registry. Keys:
 G-Eval ``("geval", "geval")``; RAG ``("rag", metric_type)``; legacy 1-5 metrics
 ``("standard", "groundedness" | "relevance" | "coherence" | "fluency")``. Judge metrics
 without a threshold pass at 0.5 (DESIGN §4: the RAG default).
@@ -61,12 +61,3 @@ def register_judge_metrics(registry: MetricRegistry | None = None) -> MetricRegi
         elif existing.fn is not spec.fn:
             raise ValueError(f"{spec.kind} metric {spec.name!r} is already registered")
     return target
-
-
-def with_judge_metrics(base: MetricRegistry | None = None) -> MetricRegistry:
-    """A new registry: the metrics of ``base`` (default ``REGISTRY``) plus the judge
-    metrics; ``base`` itself is left as it is."""
-    registry = MetricRegistry()
-    for spec in (base if base is not None else REGISTRY).specs():
-        registry.add(spec)
-    return register_judge_metrics(registry)

@@ -120,11 +120,6 @@ def load_prompt(prompt_id: str) -> PromptTemplate:
     return parse_prompt(prompt_id, path.read_text("utf-8"))
 
 
-def packaged_prompt_ids() -> list[str]:
-    folder = resources.files("holodeck_core.metrics").joinpath("prompts")
-    return sorted(p.name.removesuffix(".txt") for p in folder.iterdir() if p.name.endswith(".txt"))
-
-
 def numbered(items: Sequence[str]) -> str:
     """``1. first`` / ``2. second`` ... (``(none)`` for an empty list)."""
     if not items:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.metrics.base import EvalContext, Score
-from holodeck_core.metrics.judge import JudgeServices, judge_services, speaks_openai
+from holodeck_core.metrics.judge import JudgeServices, judge_services, serves_logprobs
 from holodeck_core.metrics.judge_answer import (
     Check,
     JudgeAnswer,
@@ -57,7 +57,7 @@ class JudgeSession:
 
     @property
     def logprobs_available(self) -> bool:
-        return speaks_openai(self.model)
+        return serves_logprobs(self.model)
 
     async def ask(
         self,

@@ -34,7 +34,6 @@ from holodeck_core.metrics.base import EvalContext, MetricError, MetricInput, Sc
 from holodeck_core.metrics.registry import REGISTRY, ThresholdPolicy
 from holodeck_core.models.evaluation import StandardMetric
 
-ROUGE_VARIANTS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 DEFAULT_ROUGE_VARIANT = "rougeL"
 METEOR_WORDNET = "meteor-wordnet"
 METEOR_EXACT_STEM = "meteor-exact-stem"

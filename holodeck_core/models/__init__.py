@@ -1,7 +1,7 @@
 """The data model: pydantic v2 contracts shared by the CLI, the runner and the pipelines."""
 
 from holodeck_core.models.agent import Agent, ExecutionConfig, Instructions
-from holodeck_core.models.base import REDACTED, StrictModel
+from holodeck_core.models.base import StrictModel
 from holodeck_core.models.eval_run import EvalRun, EvalRunMetadata, PromptVersion, Trigger
 from holodeck_core.models.evaluation import (
     CodeMetric,
@@ -37,6 +37,7 @@ from holodeck_core.models.tools import (
     ToolMock,
     VectorstoreTool,
 )
+from holodeck_core.redaction import REDACTED
 
 __all__ = [
     "REDACTED",

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from holodeck_core import defaults
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.models.llm import LLMProvider
@@ -19,8 +20,6 @@ from holodeck_core.models.tools import Tool
 from holodeck_core.stats.trials import Reducer
 
 IGNORED_BLOCKS = ("observability", "deployment", "openai", "claude")
-DEFAULT_PARALLEL_TEST_CASES = 32
-"""Cases (and model calls per endpoint) at once by default; the call scheduler halves it on 429."""
 
 
 class Instructions(StrictModel):
@@ -48,12 +47,15 @@ class ExecutionConfig(StrictModel):
     cache_dir: str | None = None
     verbose: bool | None = None
     quiet: bool | None = None
-    parallel_test_cases: int | None = Field(None, ge=1, le=1000)
-    max_tool_turns: int | None = Field(None, ge=1, le=100)
+    parallel_test_cases: int | None = Field(None, ge=1, le=defaults.MAX_PARALLEL_TEST_CASES)
+    max_tool_turns: int | None = Field(None, ge=1, le=defaults.MAX_TOOL_TURNS_LIMIT)
     tool_timeout: int | None = Field(None, gt=0, description="Seconds per function tool call.")
     max_file_mb: float | None = Field(None, gt=0)
     trials: int | None = Field(
-        None, ge=1, le=100, description="Independent runs of every case (DESIGN §7.6)."
+        None,
+        ge=defaults.TRIALS_MIN,
+        le=defaults.TRIALS_MAX,
+        description="Independent runs of every case (DESIGN §7.6).",
     )
     reducer: Reducer | None = Field(
         None, description="A case's status from its trials: all (default), majority, any."
@@ -138,4 +140,4 @@ class Agent(StrictModel):
     @property
     def parallel_test_cases(self) -> int:
         configured = self.execution.parallel_test_cases if self.execution else None
-        return configured or DEFAULT_PARALLEL_TEST_CASES
+        return configured or defaults.PARALLEL_TEST_CASES

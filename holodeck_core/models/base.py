@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, SecretStr
 
-REDACTED = "***"
+from holodeck_core.redaction import REDACTED
 
 
 class StrictModel(BaseModel):

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from holodeck_core import defaults
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.llm import LLMProvider
 
@@ -216,7 +217,6 @@ class CodeMetric(_MetricBase):
 Metric = Annotated[
     StandardMetric | GEvalMetric | RAGMetric | CodeMetric, Field(discriminator="type")
 ]
-METRIC_KINDS = ("standard", "rag", "geval", "code")
 
 
 class Gate(StrictModel):
@@ -239,7 +239,10 @@ class EvaluationConfig(StrictModel):
         "strict, any case that passed before and does not now.",
     )
     alpha: float | None = Field(
-        None, gt=0.0, lt=1.0, description="Significance level of comparisons (default 0.05)."
+        None,
+        gt=0.0,
+        lt=1.0,
+        description=f"Significance level of comparisons (default {defaults.ALPHA}).",
     )
     baseline: str | None = Field(
         None,

@@ -240,10 +240,6 @@ class TestResult(StrictModel):
         return self
 
     @property
-    def metrics_passed(self) -> int:
-        return sum(1 for m in self.metric_results if m.passed)
-
-    @property
     def trial_count(self) -> int:
         return len(self.trials) if self.trials else 1
 
@@ -267,10 +263,6 @@ class TestResult(StrictModel):
             trials=self.trial_count,
             scores={name: sum(v) / len(v) for name, v in scores.items()},
         )
-
-    @property
-    def metrics_total(self) -> int:
-        return len(self.metric_results)
 
 
 class ReportSummary(StrictModel):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from holodeck_core.metrics.units import format_average, metric_units
 from holodeck_core.models import EvalRun, ExpectedTool, MetricResult, Status, TestResult
 from holodeck_core.reports.statistics import statistics_lines
+from holodeck_core.reports.units import format_average, metric_units
 from holodeck_core.terminal import one_line
 
 ENGINE = "holodeck-pipelines"

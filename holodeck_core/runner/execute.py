@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from holodeck_core.agents.loop import AgentRunner, TurnInput, TurnOutcome
-from holodeck_core.agents.messages import Image
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.files import FileLimits, aprocess_files, load_image
 from holodeck_core.models import FileInput, ProcessedFileInput, TestCaseModel
+from holodeck_core.providers.messages import Image
 from holodeck_core.runner.case_run import CaseRun, TurnRun
 
 

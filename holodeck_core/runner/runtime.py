@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from holodeck_core.agents.factory import make_client
-from holodeck_core.agents.loop import DEFAULT_MAX_TOOL_TURNS, AgentRunner
-from holodeck_core.agents.tools import ToolBox
+from holodeck_core.agents.loop import AgentRunner
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
+from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
     HierarchicalDocumentTool,
@@ -20,12 +19,14 @@ from holodeck_core.models import (
     Tool,
     VectorstoreTool,
 )
+from holodeck_core.providers.factory import make_client
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor
 from holodeck_core.tools.runtime import ToolContext
+from holodeck_core.tools.toolbox import ToolBox
 
 if TYPE_CHECKING:
-    from holodeck_core.agents.base import ModelClient
+    from holodeck_core.providers.base import ModelClient
     from holodeck_core.runner.suite import Suite
 
 
@@ -48,7 +49,7 @@ class SuiteRuntime:
                     scheduler=self.scheduler,
                     agent_model=agent.model,
                     client_factory=lambda model: client(model, "tool"),
-                    cache_dir=suite.project.home / "cache",
+                    cache_dir=suite.project.cache_dir,
                     secrets=frozenset(loaded.secrets),
                     timeout=suite.timeout,
                     embedding_provider=agent.embedding_provider,
@@ -64,8 +65,7 @@ class SuiteRuntime:
             system=suite.prompt.body,
             toolbox=self.toolbox,
             response_schema=loaded.response_schema,
-            max_tool_turns=(execution.max_tool_turns if execution else None)
-            or DEFAULT_MAX_TOOL_TURNS,
+            max_tool_turns=(execution.max_tool_turns if execution else None) or MAX_TOOL_TURNS,
             timeout=suite.timeout,
         )
         self.executor = CaseExecutor(

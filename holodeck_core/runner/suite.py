@@ -23,8 +23,10 @@ from holodeck_core import __version__
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
+from holodeck_core.defaults import REDUCER
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
+from holodeck_core.metrics.judge_control import load_control, score_control
 from holodeck_core.metrics.operational import run_cost_usd
 from holodeck_core.models import (
     EvalRun,
@@ -43,7 +45,6 @@ from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
-from holodeck_core.runner.judge_control import load_control, score_control
 from holodeck_core.runner.runtime import SuiteRuntime
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
@@ -130,7 +131,7 @@ class Suite:
         )
         self.file_limits = FileLimits.from_execution(execution)
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
-        self.reducer = (execution.reducer if execution else None) or Reducer.ALL
+        self.reducer = (execution.reducer if execution else None) or Reducer(REDUCER)
         self.control_rows = load_control(agent, loaded.resolve)
         self.suite_fingerprint = fp.suite_fingerprint(
             loaded, self.prompt.version.body_hash, self.cases

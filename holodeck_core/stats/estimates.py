@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from holodeck_core.defaults import CONFIDENCE
+from holodeck_core.defaults import T975 as T975_TABLE
 from holodeck_core.stats.trials import Reducer, is_flaky
 
 
@@ -26,17 +28,6 @@ def _scipy_stats() -> Any:
     from scipy import stats
 
     return stats
-
-
-CONFIDENCE = 0.95
-
-T975_TABLE = (
-    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157,
-    2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,
-    2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831,
-    2.048407, 2.045230, 2.042272,
-)  # fmt: skip
-"""t(0.975, df) for df = 1..30 (the SQL macro ``holodeck_t975`` holds the same list)."""
 
 
 def t975(df: int) -> float:

@@ -14,15 +14,13 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Literal
 
+from holodeck_core.defaults import ALPHA, CONFIDENCE
 from holodeck_core.stats.estimates import (
-    CONFIDENCE,
     _Frozen,
     _scipy_stats,
     clustered_se,
     t_quantile,
 )
-
-ALPHA = 0.05
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:

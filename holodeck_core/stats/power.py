@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from holodeck_core.defaults import ALPHA
 from holodeck_core.stats.estimates import _Frozen, _scipy_stats
-from holodeck_core.stats.paired import ALPHA
 
 POWER = 0.8
 TRIAL_OPTIONS = (1, 3, 5, 10)

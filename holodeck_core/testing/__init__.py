@@ -16,19 +16,15 @@ from holodeck_core.testing.rules import (
     Rule,
     Rules,
     RulesError,
-    RulesInput,
     ToolCallSpec,
-    coerce_rules,
-    load_rules,
-    parse_rules,
 )
+from holodeck_core.testing.rules_loading import RulesInput, coerce_rules, load_rules, parse_rules
 from holodeck_core.testing.server import (
     LOOPBACK_HOST,
     ModelServer,
     Stats,
     count_tokens,
     create_app,
-    main,
     request_key,
     run_model_server,
 )
@@ -50,7 +46,6 @@ __all__ = [
     "count_tokens",
     "create_app",
     "load_rules",
-    "main",
     "parse_rules",
     "request_key",
     "run_model_server",

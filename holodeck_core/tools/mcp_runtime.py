@@ -19,9 +19,9 @@ import httpx
 from mcp import McpError
 from mcp import types as mcp_types
 
-from holodeck_core.agents.messages import ToolSpec
 from holodeck_core.models import MCPTool
 from holodeck_core.models.base import digest
+from holodeck_core.providers.messages import ToolSpec
 from holodeck_core.redaction import redact_text
 from holodeck_core.tools.mcp_config import ServerParams, server_params
 from holodeck_core.tools.mcp_connection import Connected, Connection

@@ -16,12 +16,12 @@ from typing import Any
 import pybars
 from pydantic import ValidationError
 
-from holodeck_core.agents.base import ModelClient
-from holodeck_core.agents.messages import Message, ToolSpec
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.calls.scheduler import endpoint_key
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import LLMProvider, PromptTool
+from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.messages import Message, ToolSpec
 from holodeck_core.tools.runtime import ToolContext, ToolOutput
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from holodeck_core.agents.messages import ToolSpec
 from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.errors import ExecutionError
 from holodeck_core.models import LLMProvider, RetrievedChunk, TokenUsage
+from holodeck_core.providers.messages import ToolSpec
 
 
 class ToolStartError(ExecutionError):

@@ -100,11 +100,10 @@ The package's modules follow a request through the server: :mod:`.requests` pars
 protocols into a :class:`~.requests.Conversation`, :mod:`.planning` decides the answer and the
 fault from the rules, :mod:`.responses` writes the protocol's body, :mod:`.state` holds the
 counters, :mod:`.app` is the aiohttp application, :mod:`.inprocess` runs it in a background
-thread and :mod:`.cli` is ``holodeck model-server``.
+thread (``holodeck model-server`` is :mod:`holodeck_core.cli.model_server`).
 """
 
 from holodeck_core.testing.server.app import LOOPBACK_HOST, app_state, create_app
-from holodeck_core.testing.server.cli import main
 from holodeck_core.testing.server.inprocess import ModelServer, run_model_server
 from holodeck_core.testing.server.requests import count_tokens, request_key
 from holodeck_core.testing.server.state import ServerState, Stats
@@ -117,7 +116,6 @@ __all__ = [
     "app_state",
     "count_tokens",
     "create_app",
-    "main",
     "request_key",
     "run_model_server",
 ]

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from holodeck_core.agents.base import ModelClient
-from holodeck_core.agents.messages import Message
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import LLMProvider, TokenUsage
+from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.messages import Message
 from holodeck_core.tools.retrieval.chunking import count_tokens
 from holodeck_core.tools.retrieval.store import KeyValueStore
 

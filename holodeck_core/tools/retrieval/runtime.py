@@ -10,10 +10,10 @@ import asyncio
 from abc import ABC, abstractmethod
 from typing import Any
 
-from holodeck_core.agents.factory import api_key_for
-from holodeck_core.agents.messages import ToolSpec
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.models import RetrievedChunk, TokenUsage
+from holodeck_core.providers.factory import api_key_for
+from holodeck_core.providers.messages import ToolSpec
 from holodeck_core.tools.retrieval.embeddings import Embedder, EmbedStats, Vectors
 from holodeck_core.tools.retrieval.index import Chunk, Index, index_key
 from holodeck_core.tools.retrieval.settings import RetrievalTool, embedding_spec
@@ -89,7 +89,7 @@ class RetrievalRuntime(ABC):
         return True
 
     async def open(self) -> None:
-        from holodeck_core.agents.openai_backend import openai_sdk_client
+        from holodeck_core.providers.openai_chat import openai_sdk_client
 
         cache = self.context.cache_dir
         self._store = KeyValueStore(cache / "embeddings" / "vectors.sqlite")

@@ -15,13 +15,12 @@ from holodeck_core.models import (
     Agent,
     HierarchicalDocumentTool,
     LLMProvider,
-    ProviderEnum,
     VectorstoreTool,
 )
+from holodeck_core.providers.table import PROVIDERS, provider_spec
 
 RetrievalTool = VectorstoreTool | HierarchicalDocumentTool
-DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
-DEFAULT_OLLAMA_EMBEDDING_MODEL = "nomic-embed-text:latest"
+_EMBEDDING_PROVIDERS = ", ".join(p.value for p, spec in PROVIDERS.items() if spec.embeddings)
 _EMBEDDING_PROVIDER_EXAMPLE = (
     "embedding_provider:\n"
     "        provider: openai            # or azure_openai / ollama\n"
@@ -62,26 +61,25 @@ def embedding_spec(
     """The embeddings model of ``tool``, or a ConfigError naming the fix."""
     dimensions = tool.embedding_dimensions if isinstance(tool, VectorstoreTool) else None
     if embedding_provider is not None:
-        if embedding_provider.provider is ProviderEnum.ANTHROPIC:
+        if not provider_spec(embedding_provider.provider, where="embedding_provider").embeddings:
             raise ConfigError(
-                "embedding_provider.provider: anthropic has no embeddings API; use openai, "
-                "azure_openai or ollama"
+                f"embedding_provider.provider: {embedding_provider.provider.value} has no "
+                f"embeddings API; use {_EMBEDDING_PROVIDERS}"
             )
         model = tool.embedding_model or embedding_provider.name
         return EmbeddingSpec(embedding_provider, model, dimensions)
-    if agent_model.provider is ProviderEnum.ANTHROPIC:
+    spec = provider_spec(agent_model.provider)
+    if not spec.embeddings or spec.default_embedding_model is None:
         raise ConfigError(
-            f"{where}: the agent's provider (anthropic) has no embeddings API, so this "
+            f"{where}: the agent's provider ({agent_model.provider.value}) has no embeddings "
+            f"API, so this "
             f"{tool.type} tool cannot embed its documents; add an embedding_provider block "
             f"to agent.yaml, e.g.\n      {_EMBEDDING_PROVIDER_EXAMPLE}\n"
             "    or give the tool a fixed result with `mock:`"
         )
-    default = (
-        DEFAULT_OLLAMA_EMBEDDING_MODEL
-        if agent_model.provider is ProviderEnum.OLLAMA
-        else DEFAULT_EMBEDDING_MODEL
+    return EmbeddingSpec(
+        agent_model, tool.embedding_model or spec.default_embedding_model, dimensions
     )
-    return EmbeddingSpec(agent_model, tool.embedding_model or default, dimensions)
 
 
 def live_retrieval_tools(agent: Agent) -> list[tuple[int, RetrievalTool]]:

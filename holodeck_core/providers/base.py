@@ -1,5 +1,6 @@
-"""The interface every model backend implements and what the backends share (the factory that
-picks one is :mod:`holodeck_core.agents.factory`, so no backend imports a module importing it)."""
+"""The interface every model backend implements and what the backends share (the factory
+that picks one is :mod:`holodeck_core.providers.factory`, so no backend imports a module
+importing it)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,8 @@ from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from holodeck_core.agents.messages import Message, ModelReply, ToolCall, ToolSpec
 from holodeck_core.models import LLMProvider
-
-DEFAULT_OLLAMA_ENDPOINT = "http://127.0.0.1:11434/v1"
-DEFAULT_AZURE_API_VERSION = "2024-10-21"
+from holodeck_core.providers.messages import Message, ModelReply, ToolCall, ToolSpec
 
 
 def sdk_http_client(sdk: ModuleType, endpoint: str | None) -> Any:

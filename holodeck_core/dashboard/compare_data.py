@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.dashboard.data import RUNS, PageError, connect, require_runs, resolve, rows
-from holodeck_core.dashboard.detail import load_run_file
+from holodeck_core.dashboard.explorer_data import load_run_file
 from holodeck_core.dashboard.stats import Paired, paired
+from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
     import duckdb
@@ -85,7 +85,7 @@ def previous_of(con: duckdb.DuckDBPyConnection, ref: str) -> list[str]:
 
 
 def compare(
-    db: Path, refs: list[str], baseline_ref: str | None, previous: str | None = None
+    db: History, refs: list[str], baseline_ref: str | None, previous: str | None = None
 ) -> CompareData:
     """``refs`` (the first is the baseline unless ``baseline_ref`` says), or the run
     ``previous`` against the run before it."""

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from pydantic import Field
 
-from holodeck_core.agents.base import ModelClient
 from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.config.yaml_source import load_yaml_model
 from holodeck_core.errors import ConfigError
@@ -29,6 +28,7 @@ from holodeck_core.metrics.legacy import LEGACY_REQUIRES
 from holodeck_core.models import Agent, JudgeControlScore, LLMProvider
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.evaluation import Metric
+from holodeck_core.providers.base import ModelClient
 
 
 class ControlRow(StrictModel):

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from holodeck_core.agents.messages import Message, ToolCall, ToolSpec
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import FunctionTool, Tool, ToolInvocation
+from holodeck_core.providers.messages import Message, ToolCall, ToolSpec
 from holodeck_core.tools.registry import runtime_for
 from holodeck_core.tools.runtime import ToolContext, ToolOutput, ToolRuntime
 

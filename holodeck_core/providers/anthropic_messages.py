@@ -8,11 +8,11 @@ from typing import Any
 
 import anthropic
 
-from holodeck_core.agents.base import parse_tool_call, sdk_http_client
-from holodeck_core.agents.messages import Message, ModelReply, ToolSpec
-from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, TokenUsage
+from holodeck_core.providers.base import parse_tool_call, sdk_http_client
+from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
+from holodeck_core.providers.table import provider_spec
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -20,6 +20,7 @@ DEFAULT_MAX_TOKENS = 1024
 class AnthropicClient:
     def __init__(self, model: LLMProvider, api_key: str) -> None:
         self.model = model
+        self._classify = provider_spec(model.provider).classify_error
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=model.endpoint,
@@ -67,7 +68,7 @@ class AnthropicClient:
         try:
             response = await self._client.messages.create(**request, timeout=timeout)
         except Exception as exc:
-            raise classify(exc) from exc
+            raise self._classify(exc) from exc
         elapsed = int((time.perf_counter() - started) * 1000)
         return _reply(response, elapsed)
 

@@ -9,9 +9,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.dashboard.scratch import scratch_folder
 from holodeck_core.errors import ConfigError, ExitCode
+
+if TYPE_CHECKING:
+    from holodeck_core.history.store import History
 
 DEFAULT_PORT = 8501
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acme-support"
@@ -26,7 +31,7 @@ def add_dashboard_parser(commands: argparse._SubParsersAction) -> None:  # type:
         "agent", nargs="?", metavar="AGENT_YAML",
         help="optional: use the history of the project holding this agent file",
     )  # fmt: skip
-    parser.add_argument("--db", help="history database file (default: the project's)")
+    add_history_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 8501)")
     parser.add_argument(
@@ -36,19 +41,19 @@ def add_dashboard_parser(commands: argparse._SubParsersAction) -> None:  # type:
     parser.set_defaults(handler=run_dashboard)
 
 
-def history_path(args: argparse.Namespace) -> Path:
-    if args.db is not None:
-        return Path(args.db).expanduser().resolve()
+def history_of(args: argparse.Namespace) -> History:
+    """``--lake``/``--db``, else the history of the project holding ``AGENT_YAML`` (or the
+    working directory)."""
     from holodeck_core.config.project import Project
 
     start = Path(args.agent).resolve().parent if args.agent else None
-    return Project.discover(start).history_db
+    return history_from(args, Project.discover(start))
 
 
 def seed_history(folder: Path) -> Path:
     """Run the example agent's two prompt versions (loopback model server) into a history
     under ``folder``; returns the database path."""
-    from holodeck_core.commands.test import add_test_parser
+    from holodeck_core.cli.test import add_test_parser
     from holodeck_core.testing import load_rules, run_model_server
 
     parser = argparse.ArgumentParser(prog="holodeck")
@@ -77,9 +82,9 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if args.seed:
         folder = scratch_folder("holodeck-dashboard-seed-")
         print(f"seeding a temporary history in {folder} with the example's runs ...")
-        db = seed_history(folder)
+        db: History = seed_history(folder)
     else:
-        db = history_path(args)
+        db = history_of(args)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}: anyone who can reach it reads the history",
               file=sys.stderr)  # fmt: skip

@@ -3,15 +3,15 @@ config diff and the per-case status matrix (regressions outlined, fixes and flak
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from holodeck_core.dashboard import ui
-from holodeck_core.dashboard.comparison import MAX_RUNS, CompareData, compare
+from holodeck_core.dashboard.compare_data import MAX_RUNS, CompareData, compare
 from holodeck_core.dashboard.data import first
 from holodeck_core.dashboard.links import compare_href, explorer_href
+from holodeck_core.history.store import History
 
 HEADLINES = (
     ("pass rate", "pass_rate", ui.pct, 100, "{:+.1f} pp", True),
@@ -27,7 +27,7 @@ HEADLINES = (
 """(label, column, format, delta scale, delta format, higher is better)."""
 
 
-def page(db: Path, query: dict[str, list[str]]) -> html.Div:
+def page(db: History, query: dict[str, list[str]]) -> html.Div:
     refs = [r for item in query.get("runs", []) for r in item.split(",") if r]
     data = compare(db, refs, first(query, "baseline"), first(query, "previous_of"))
     body = (

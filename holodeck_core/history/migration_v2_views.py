@@ -10,23 +10,23 @@ Frozen: a later change to a view is a new migration with new SQL, not an edit he
 
 from __future__ import annotations
 
+from holodeck_core.defaults import T975
+
 FLAKY_WINDOW = 10
 """``v_flaky_cases`` looks at the last this-many runs of each prompt version; call the table
 macro ``flaky_cases(n)`` for another window."""
 
-T95 = """
+T95 = f"""
 CREATE OR REPLACE MACRO holodeck_t95(df) AS
     CASE
         WHEN df IS NULL OR df < 1 THEN NULL
-        WHEN df <= 30 THEN [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
-                            2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
-                            2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052,
-                            2.048, 2.045, 2.042][df]
+        WHEN df <= {len(T975)} THEN [{", ".join(f"{t:.3f}" for t in T975)}][df]
         ELSE 1.96 + 2.4 / df
     END
 """
-"""Two-sided 95% Student-t critical value for ``df`` degrees of freedom (exact table to 30,
-then a close approximation: 2.000 at 60, 1.980 at 120, 1.96 in the limit)."""
+"""Two-sided 95% Student-t critical value for ``df`` degrees of freedom (the table of
+:mod:`holodeck_core.defaults` to three places up to 30, then a close approximation: 2.000 at
+60, 1.980 at 120, 1.96 in the limit)."""
 
 V_RUNS = """
 CREATE OR REPLACE VIEW v_runs AS

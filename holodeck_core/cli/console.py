@@ -14,10 +14,10 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from holodeck_core.metrics.units import format_average, metric_units
 from holodeck_core.models import EvalRun, Gate, Status, TestResult
 from holodeck_core.redaction import redact_text
 from holodeck_core.reports.statistics import statistics_lines
+from holodeck_core.reports.units import format_average, metric_units
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite
 from holodeck_core.terminal import one_line, plain

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from holodeck_core.dashboard.data import PageError, connect, require_runs, resolve, rows
 from holodeck_core.errors import HolodeckError
+from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
     import duckdb
@@ -72,7 +73,7 @@ class Explorer:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def explorer(db: Path, run_ref: str | None, case_id: str | None) -> Explorer:
+def explorer(db: History, run_ref: str | None, case_id: str | None) -> Explorer:
     with connect(db) as con:
         require_runs(con, db)
         if run_ref:

@@ -7,34 +7,30 @@ from typing import Any
 
 import openai
 
-from holodeck_core.agents.base import (
-    DEFAULT_AZURE_API_VERSION,
-    DEFAULT_OLLAMA_ENDPOINT,
-    parse_tool_call,
-    sdk_http_client,
-)
-from holodeck_core.agents.messages import Message, ModelReply, ToolSpec
-from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
+from holodeck_core.providers.base import parse_tool_call, sdk_http_client
+from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
+from holodeck_core.providers.table import provider_spec
 
 
 def openai_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI:
     """The official SDK client for ``model``'s endpoint (OpenAI, Azure OpenAI, or Ollama's
     OpenAI-compatible route), with the SDK's own retries off: the scheduler retries.
 
-    The transport is :func:`~holodeck_core.agents.base.sdk_http_client`'s."""
+    The transport is :func:`~holodeck_core.providers.base.sdk_http_client`'s."""
+    spec = provider_spec(model.provider)
     if model.provider is ProviderEnum.AZURE_OPENAI:
         return openai.AsyncAzureOpenAI(
             azure_endpoint=model.endpoint or "",
             api_key=api_key,
-            api_version=model.api_version or DEFAULT_AZURE_API_VERSION,
+            api_version=model.api_version or spec.default_api_version,
             max_retries=0,
             http_client=sdk_http_client(openai, model.endpoint),
         )
-    endpoint = model.endpoint
-    if model.provider is ProviderEnum.OLLAMA:
-        endpoint = (endpoint or DEFAULT_OLLAMA_ENDPOINT).rstrip("/")
+    endpoint = model.endpoint or spec.default_endpoint
+    if model.provider is ProviderEnum.OLLAMA and endpoint:
+        endpoint = endpoint.rstrip("/")
         endpoint = endpoint if endpoint.endswith("/v1") else f"{endpoint}/v1"
     return openai.AsyncOpenAI(
         api_key=api_key,
@@ -47,6 +43,7 @@ def openai_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI:
 class OpenAIChatClient:
     def __init__(self, model: LLMProvider, api_key: str) -> None:
         self.model = model
+        self._classify = provider_spec(model.provider).classify_error
         self._client = openai_sdk_client(model, api_key)
 
     async def aclose(self) -> None:
@@ -94,7 +91,7 @@ class OpenAIChatClient:
         try:
             completion = await self._client.chat.completions.create(**request, timeout=timeout)
         except Exception as exc:
-            raise classify(exc) from exc
+            raise self._classify(exc) from exc
         elapsed = int((time.perf_counter() - started) * 1000)
         return _reply(completion, elapsed)
 

@@ -10,8 +10,9 @@ Frozen once released, like every migration."""
 
 from __future__ import annotations
 
-from holodeck_core.history.views import V_FLAKY_CASES
-from holodeck_core.stats.estimates import T975_TABLE
+from holodeck_core.defaults import ALPHA
+from holodeck_core.defaults import T975 as T975_TABLE
+from holodeck_core.history.migration_v2_views import V_FLAKY_CASES
 
 CASE_TRIALS = """
 CREATE TABLE case_trials (
@@ -168,7 +169,7 @@ JOIN eval_runs e USING (run_id)
 """
 """Per run and metric: the mean of the per-case mean scores (over trials and turns)."""
 
-V_RUN_COMPARISONS = """
+V_RUN_COMPARISONS = f"""
 CREATE OR REPLACE VIEW v_run_comparisons AS
 WITH pairs AS (
     SELECT agent_slug, prompt_version,
@@ -211,13 +212,13 @@ SELECT
     ci95_low, ci95_high, only_a, only_b,
     CASE WHEN one_trial THEN 'mcnemar_exact' WHEN n < 2 THEN 'none' ELSE 'paired_t' END AS test,
     p_value,
-    CASE WHEN p_value < 0.05 AND mean_diff < 0 THEN 'regression'
-         WHEN p_value < 0.05 AND mean_diff > 0 THEN 'improvement'
+    CASE WHEN p_value < {ALPHA} AND mean_diff < 0 THEN 'regression'
+         WHEN p_value < {ALPHA} AND mean_diff > 0 THEN 'improvement'
          ELSE 'no significant change' END AS verdict
 FROM tested
 """
 """Each run against the previous run of its agent and prompt version, paired over the cases
-both ran (DESIGN §7.8, alpha = 0.05)."""
+both ran (DESIGN §7.8, alpha = :data:`holodeck_core.defaults.ALPHA`)."""
 
 FLAKY_CASES_MACRO = """
 CREATE OR REPLACE MACRO flaky_cases(last_n) AS TABLE

@@ -4,7 +4,6 @@ tools, metrics with the judge's reasoning, errors, processed files, config snaps
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -12,8 +11,9 @@ from dash import dcc, html
 
 from holodeck_core.dashboard import ui
 from holodeck_core.dashboard.data import first
-from holodeck_core.dashboard.detail import CaseDetail, Explorer, explorer
+from holodeck_core.dashboard.explorer_data import CaseDetail, Explorer, explorer
 from holodeck_core.dashboard.links import compare_href, explorer_href
+from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
     from holodeck_core.models import TestResult
@@ -23,7 +23,7 @@ FOLD_CHARS = 400
 """Tool results longer than this start folded."""
 
 
-def page(db: Path, query: dict[str, list[str]]) -> html.Div:
+def page(db: History, query: dict[str, list[str]]) -> html.Div:
     data = explorer(db, first(query, "run"), first(query, "case"))
     run_id = data.run["run_id"]
     case_id = data.detail.case["case_id"] if data.detail else None

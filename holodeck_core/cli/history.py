@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.argtypes import positive_int, positive_seconds
+from holodeck_core.cli.argtypes import positive_int, positive_seconds
+from holodeck_core.cli.history_option import add_history_arguments, history_from
+from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import (
     ConfigError,
     ExecutionError,
     ExitCode,
-    HolodeckError,
-    safe_message,
 )
 from holodeck_core.history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S
 from holodeck_core.terminal import plain
@@ -31,14 +31,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace], int]
 
-DB_HELP = (
-    "history database file (default: $HOLODECK_HISTORY_DB, else history_db in holodeck.yaml, "
-    "else .holodeck/history.duckdb in the project root)"
-)
-LAKE_HELP = (
-    "a history lake (a folder or s3://bucket/prefix of Parquet files, one set per run) instead "
-    "of the DuckDB file (default: $HOLODECK_HISTORY_URL, else history_url in holodeck.yaml)"
-)
 LOCK_HELP = (
     "how long to wait for another process's lock on the database before giving up "
     "(default: $HOLODECK_HISTORY_LOCK_TIMEOUT, else 30)"
@@ -49,16 +41,8 @@ LOCK_HELP = (
 
 
 def _db(args: argparse.Namespace) -> History:
-    """The history to use: ``--lake``, else ``--db``, else the project's (DESIGN §7.10)."""
-    from holodeck_core.history.lake import Lake, project_history
-
-    if args.lake is not None:
-        return Lake(args.lake)
-    if args.db is not None:
-        return Path(args.db).expanduser()
-    from holodeck_core.config.project import Project
-
-    return project_history(Project.discover())
+    """The history to use: ``--lake``, else ``--db``, else the project's (DESIGN §8.3)."""
+    return history_from(args)
 
 
 def _location(value: str) -> Any:
@@ -80,7 +64,8 @@ def _prompts_dir(args: argparse.Namespace) -> Path:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from holodeck_core.history import queries, render, store
+    from holodeck_core.cli import history_render as render
+    from holodeck_core.history import queries, store
 
     with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
         runs = queries.list_runs(
@@ -95,7 +80,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from holodeck_core.history import queries, render, store
+    from holodeck_core.cli import history_render as render
+    from holodeck_core.history import queries, store
 
     with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
         detail = queries.run_detail(con, queries.resolve_run(con, args.run))
@@ -117,12 +103,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from rich.text import Text
 
-    from holodeck_core.history import queries, render, store
+    from holodeck_core.cli import history_render as render
+    from holodeck_core.history import queries, store
 
     if not 0.0 <= args.max_drop <= 1.0:
         raise ConfigError("--max-drop is a fraction between 0 and 1 (0.05 = 5 points)")
     if not 0.0 < args.alpha < 1.0:
-        raise ConfigError("--alpha is a significance level between 0 and 1 (default 0.05)")
+        raise ConfigError(f"--alpha is a significance level between 0 and 1 (default {ALPHA})")
     with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
         run_a = queries.resolve_run(con, args.run_a)
         run_b = queries.resolve_run(con, args.run_b)
@@ -141,7 +128,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    from holodeck_core.history import queries, render
+    from holodeck_core.cli import history_render as render
+    from holodeck_core.history import queries
 
     result = queries.run_select(
         _db(args),
@@ -161,7 +149,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 
 
 def _report_ingest(verb: str, report: Any) -> int:
-    from holodeck_core.history import render
+    from holodeck_core.cli import history_render as render
 
     render.err().print(
         f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in the history"
@@ -226,7 +214,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from holodeck_core.history import export, render
+    from holodeck_core.cli import history_render as render
+    from holodeck_core.history import export
 
     report = export.export_runs(
         _db(args),
@@ -256,8 +245,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     )
     commands = history.add_subparsers(dest="history_command", metavar="COMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=None, metavar="PATH", help=DB_HELP)
-    common.add_argument("--lake", default=None, metavar="URL", help=LAKE_HELP)
+    add_history_arguments(common)
     common.add_argument(
         "--lock-timeout", type=float, default=None, metavar="SECONDS", help=LOCK_HELP
     )
@@ -310,7 +298,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help="any case that passed in A and not in B is a regression (the any-flip rule)",
     )
     compare.add_argument(
-        "--alpha", type=float, default=0.05, help="significance level (default 0.05)"
+        "--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})"
     )
     compare.add_argument("--format", choices=("table", "json"), default="table")
 
@@ -363,25 +351,3 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     exp.add_argument("--run", action="append", metavar="RUN", help="a run to export (repeat)")
     exp.add_argument("--agent", help="only this agent (name or slug)")
     exp.add_argument("--prompt-version", help="only this prompt version")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """A CLI with only ``history`` (for tests and ``python -m holodeck_core.history.cli``);
-    errors become a message on stderr and their exit code, as in the top-level CLI."""
-    parser = argparse.ArgumentParser(prog="holodeck")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_history_parser(subparsers)
-    args = parser.parse_args(argv)
-    handler: Handler = args.handler
-    try:
-        return int(handler(args))
-    except HolodeckError as exc:
-        print(f"error: {safe_message(exc)}", file=sys.stderr)
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return ExitCode.EXECUTION
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

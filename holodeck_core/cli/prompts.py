@@ -1,0 +1,64 @@
+"""``holodeck prompts register|list AGENT_YAML``: by hand what the Dagster sensor does
+(DESIGN §6.6): snapshot the agent's prompt files, list the registered versions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from holodeck_core.errors import ExitCode
+
+
+def add_prompts_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    prompts = commands.add_parser("prompts", help="prompt versions and their snapshots")
+    prompt_commands = prompts.add_subparsers(dest="prompts_command", required=True)
+    register = prompt_commands.add_parser(
+        "register", help="snapshot the agent's current prompt file and variants"
+    )
+    register.add_argument("agent", metavar="AGENT_YAML")
+    register.set_defaults(handler=_prompts_register)
+    listing = prompt_commands.add_parser("list", help="list registered prompt versions")
+    listing.add_argument("agent", metavar="AGENT_YAML")
+    listing.set_defaults(handler=_prompts_list)
+
+
+def _prompts_register(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
+    from holodeck_core.config.prompts import PromptStore
+
+    loaded = load_agent(args.agent)
+    store = PromptStore(Project.discover(loaded.base_dir).prompts_dir, loaded.agent.name)
+    for prompt in loaded.active_prompts:
+        registration = store.register(prompt)
+        state = "registered" if registration.created else "already registered"
+        print(f"{registration.key}: {state} ({prompt.version.file_path or 'inline'})")
+        if registration.warning:
+            print(f"warning: {registration.warning}", file=sys.stderr)
+    return ExitCode.OK
+
+
+def _prompts_list(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
+    from holodeck_core.config.prompts import PromptStore
+
+    loaded = load_agent(args.agent)
+    store = PromptStore(Project.discover(loaded.base_dir).prompts_dir, loaded.agent.name)
+    active = {p.version.body_hash for p in loaded.active_prompts}
+    snapshots = store.list()
+    if not snapshots:
+        print(
+            f"no prompt versions registered for {loaded.agent.name!r}; run "
+            f"`holodeck prompts register {loaded.display}`"
+        )
+        return ExitCode.OK
+    print(f"{'key':<28} {'active':<7} {'registered':<30} {'author':<16} body")
+    for snap in snapshots:
+        mark = "yes" if snap.prompt_version.body_hash in active else ""
+        author = snap.prompt_version.author or ""
+        print(
+            f"{snap.key:<28} {mark:<7} {snap.registered_at:<30} {author:<16} "
+            f"{snap.prompt_version.body_hash[:12]}"
+        )
+    return ExitCode.OK

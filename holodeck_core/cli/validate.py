@@ -1,0 +1,95 @@
+"""``holodeck validate AGENT_YAML`` (check a config and summarize it) and ``holodeck schema``
+(the JSON Schema of agent.yaml, for editors)."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from holodeck_core.errors import ExitCode
+
+
+def add_validate_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    validate = commands.add_parser("validate", help="check an agent.yaml and summarize it")
+    validate.add_argument("agent", metavar="AGENT_YAML")
+    validate.set_defaults(handler=_validate)
+
+
+def add_schema_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    schema = commands.add_parser("schema", help="print the JSON Schema of agent.yaml")
+    schema.set_defaults(handler=_schema)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.models import MCPTool
+
+    loaded = load_agent(args.agent)
+    agent = loaded.agent
+    metrics = agent.evaluations.metrics if agent.evaluations else []
+    by_kind = Counter[str](metric.type for metric in metrics)
+    by_type = Counter[str](tool.type for tool in agent.tools or [])
+    _show(f"{loaded.display}: valid")
+    _show(f"  agent:    {agent.name}")
+    _show(f"  model:    {agent.model.provider.value} {agent.model.name}")
+    versions = ", ".join(p.version.version for p in loaded.active_prompts)
+    _show(f"  prompt:   {versions} ({loaded.prompt.version.source})")
+    _show(f"  cases:    {len(agent.cases)}")
+    _show(f"  metrics:  {_counts(by_kind)} ({', '.join(m.display_name for m in metrics)})")
+    tool_names = ", ".join(tool.name for tool in agent.tools or [])
+    _show(f"  tools:    {_counts(by_type)}" + (f" ({tool_names})" if tool_names else ""))
+    tools = agent.tools or []
+    for label, names in (
+        ("run for real", [t.name for t in tools if t.runnable and t.mock is None]),
+        ("mocked", [t.name for t in tools if t.mock is not None]),
+        ("not runnable here without a `mock:` result", [t.name for t in tools if not t.runnable]),
+    ):
+        if names:
+            _show(f"  {label}: {', '.join(names)}")
+    for tool in tools:
+        if (
+            isinstance(tool, MCPTool)
+            and "load_prompts" in tool.model_fields_set
+            and tool.load_prompts
+        ):
+            _show(
+                f"  warning:  tools ({tool.name}): load_prompts is not supported; the server's "
+                "prompts are not offered to the model (its tools are)"
+            )
+    if agent.ignored_blocks():
+        ignored = ", ".join(agent.ignored_blocks())
+        _show(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")
+    for warning in loaded.warnings:
+        _show(f"  warning:  {warning}")
+    if any(t.type in ("vectorstore", "hierarchical_document") for t in agent.tools or []):
+        from holodeck_core.tools.retrieval.settings import check_retrieval
+
+        notes, warnings = check_retrieval(agent)
+        for note in notes:
+            _show(f"  note:     {note}")
+        for warning in warnings:
+            _show(f"  warning:  {warning}")
+    return ExitCode.OK
+
+
+def _show(line: str) -> None:
+    """A line that holds text from a config: terminal escapes are shown, not obeyed."""
+    from holodeck_core.terminal import printable
+
+    print(printable(line))
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counter.items())) or "none"
+
+
+def _schema(args: argparse.Namespace) -> int:
+    import json
+
+    from holodeck_core.models import Agent
+
+    schema = Agent.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "HoloDeck agent.yaml (holodeck-pipelines)"
+    print(json.dumps(schema, indent=2))
+    return ExitCode.OK

@@ -1,0 +1,52 @@
+"""The one table of defaults (DESIGN §8.3): what a run does when ``agent.yaml``, the command
+line and ``holodeck.yaml`` say nothing. The loader's bounds, the CLI's help, the runner, the
+statistics and the SQL macros of the history all read these names; none repeats a value.
+
+No gate is the default gate: any FAIL fails the run and any ERROR is an error
+(:func:`holodeck_core.runner.gates.exit_code`). Plain constants and nothing else: this module
+imports nothing, so every layer may read it."""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------- execution.* (agent.yaml)
+
+PARALLEL_TEST_CASES = 32
+"""Cases (and model calls per endpoint) at once; the call scheduler halves it on 429."""
+MAX_PARALLEL_TEST_CASES = 1000
+"""The largest ``execution.parallel_test_cases`` the loader accepts."""
+MAX_TOOL_TURNS = 10
+"""Model turns with tool calls per case turn before the case is an ERROR."""
+MAX_TOOL_TURNS_LIMIT = 100
+"""The largest ``execution.max_tool_turns`` the loader accepts."""
+FILE_TIMEOUT_S = 30.0
+"""Seconds per file conversion (``execution.file_timeout``)."""
+DOWNLOAD_TIMEOUT_S = 30.0
+"""Seconds per remote file download (``execution.download_timeout``)."""
+MAX_FILE_BYTES = 50 * 1024 * 1024
+"""The largest attachment accepted (``execution.max_file_mb``)."""
+
+# --------------------------------------------------------------------- trials (DESIGN §7.6)
+
+TRIALS = 1
+"""Runs of every case (``execution.trials``, ``--trials``, the ``holodeck/trials`` tag)."""
+TRIALS_MIN = 1
+TRIALS_MAX = 100
+"""The bounds of a trial count, wherever it is given."""
+REDUCER = "all"
+"""How a case's trials make its status (``execution.reducer``): PASS only if every trial did."""
+
+# --------------------------------------------------------------------- verdicts (DESIGN §7.7-7.8)
+
+CONFIDENCE = 0.95
+"""Of every interval the reports, the views and the checks show."""
+ALPHA = 0.05
+"""Significance level of paired comparisons (``evaluations.alpha``, ``--alpha``)."""
+T975 = (
+    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157,
+    2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,
+    2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831,
+    2.048407, 2.045230, 2.042272,
+)  # fmt: skip
+"""Student's t(0.975, df) for df = 1..30: the statistics (:func:`holodeck_core.stats.t975`)
+and the history's SQL macros (``holodeck_t975``, and ``holodeck_t95`` to three places) are
+built from this one table."""

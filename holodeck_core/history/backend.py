@@ -1,0 +1,34 @@
+"""The one resolver of where the history lives (DESIGN §8.3): every reader and writer (the
+CLI's ``--db``/``--lake``, ``holodeck plan``, the dashboard, rescore, the Dagster resources
+and the demo) asks here, so a configured lake is honoured everywhere or nowhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from holodeck_core.config.project import Project
+from holodeck_core.history.lake import Lake
+from holodeck_core.history.store import History
+
+
+def resolve_history(
+    project: Project | None = None,
+    *,
+    db: str | Path | None = None,
+    lake: str | None = None,
+) -> History:
+    """An explicit ``lake`` URL, else an explicit ``db`` file, else the project's history
+    (``HOLODECK_HISTORY_URL``/``history_url``, else ``HOLODECK_HISTORY_DB``/``history_db``,
+    else ``.holodeck/history.duckdb``); ``project`` is found from the working directory
+    when not given."""
+    if lake:
+        return Lake(lake)
+    if db is not None:
+        return Path(db).expanduser()
+    return project_history(project or Project.discover())
+
+
+def project_history(project: Project) -> History:
+    """The project's history: its lake when a URL is set, else its DuckDB file."""
+    url = project.history_url
+    return Lake(url) if url else project.history_db

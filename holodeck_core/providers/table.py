@@ -1,0 +1,107 @@
+"""The one provider table (DESIGN §8.3): per provider, the wire protocol its backend speaks,
+the client class, the environment variable of its key, its default endpoint, whether it
+serves embeddings and logprobs, how its SDK errors are classified, and its key in the price
+table. The factory, the judges, the retrieval tools and the Dagster resources read it; a
+provider that is not here is a config error, never "OpenAI by default".
+
+Adding a provider: a member of :class:`~holodeck_core.models.ProviderEnum` (the schema users
+validate ``agent.yaml`` against), a row here and its backend module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from holodeck_core.calls.classify import classify
+from holodeck_core.calls.errors import ModelCallError
+from holodeck_core.errors import ConfigError
+from holodeck_core.models import ProviderEnum
+
+Protocol = Literal["openai_chat", "anthropic_messages"]
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    provider: ProviderEnum
+    protocol: Protocol
+    """The wire protocol of its model calls."""
+    client: str
+    """``module:Class`` of its :class:`~holodeck_core.providers.base.ModelClient`, imported
+    when a client is made (the SDKs stay out of start-up)."""
+    key_variable: str | None
+    """Where its API key is found when ``api_key`` is not set; None: it needs none."""
+    default_endpoint: str | None = None
+    """Used when ``endpoint`` is not set; None: the SDK's own default."""
+    endpoint_required: bool = False
+    embeddings: bool = False
+    """It serves an embeddings API (retrieval tools can embed with it)."""
+    logprobs: bool = False
+    """Its chat API returns top-logprobs (judges that want a score distribution)."""
+    default_api_version: str | None = None
+    default_embedding_model: str | None = None
+    classify_error: Callable[[BaseException], ModelCallError] = classify
+    """Its SDK's exceptions as transient or permanent call errors."""
+    price_key: str = ""
+    """Its models' rows in the price table (default: the provider's name)."""
+
+    @property
+    def prices_under(self) -> str:
+        return self.price_key or self.provider.value
+
+
+_OPENAI_CHAT = "holodeck_core.providers.openai_chat:OpenAIChatClient"
+
+PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
+    spec.provider: spec
+    for spec in (
+        ProviderSpec(
+            ProviderEnum.OPENAI,
+            "openai_chat",
+            _OPENAI_CHAT,
+            "OPENAI_API_KEY",
+            embeddings=True,
+            logprobs=True,
+            default_embedding_model="text-embedding-3-small",
+        ),
+        ProviderSpec(
+            ProviderEnum.AZURE_OPENAI,
+            "openai_chat",
+            _OPENAI_CHAT,
+            "AZURE_OPENAI_API_KEY",
+            endpoint_required=True,
+            embeddings=True,
+            logprobs=True,
+            default_api_version="2024-10-21",
+            default_embedding_model="text-embedding-3-small",
+        ),
+        ProviderSpec(
+            ProviderEnum.ANTHROPIC,
+            "anthropic_messages",
+            "holodeck_core.providers.anthropic_messages:AnthropicClient",
+            "ANTHROPIC_API_KEY",
+        ),
+        ProviderSpec(
+            ProviderEnum.OLLAMA,
+            "openai_chat",
+            _OPENAI_CHAT,
+            None,
+            default_endpoint="http://127.0.0.1:11434/v1",
+            embeddings=True,
+            logprobs=True,
+            default_embedding_model="nomic-embed-text:latest",
+        ),
+    )
+}
+
+
+def provider_spec(provider: ProviderEnum | str, *, where: str = "model") -> ProviderSpec:
+    """The row of ``provider``, or a ConfigError naming the field and the providers known."""
+    try:
+        return PROVIDERS[ProviderEnum(provider)]
+    except (KeyError, ValueError):
+        known = ", ".join(p.value for p in PROVIDERS)
+        raise ConfigError(
+            f"{where}.provider: {provider!r} is not a provider this engine can call; "
+            f"use one of {known}"
+        ) from None
