@@ -51,9 +51,9 @@ class History:
 
 
 def _bot_runs(at: datetime) -> list[EvalRun]:
-    """support-bot: v2 all pass, v2 six cases worse (a paired regression), v3 at the moment
-    the example turns to v2, then v3 with every case ERROR (one without metrics, one with a
-    0 ms tool call)."""
+    """support-bot: v2 all pass, v2 six cases worse (a paired regression), v3 (with a 0 ms
+    tool call) at the moment the example turns to v2, then v3 with every case ERROR (the first
+    case without metric results)."""
     runs = [
         make_run("P" * 8, at - timedelta(hours=2), run_id="bot-v2-good", prompt="v2", cases=CASES),
         make_run("FFFFFFPP", at - timedelta(hours=1), run_id="bot-v2-worse", prompt="v2",
