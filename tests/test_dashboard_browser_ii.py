@@ -278,6 +278,10 @@ def test_explorer_shows_versions_bytes_0ms_calls_and_why_no_metrics(
 # --------------------------------------------------------------------------- --seed
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_seed_leaves_no_temporary_folder(tmp_path: Path, stop: signal.Signals) -> None:
     port = free_port()
@@ -285,7 +289,9 @@ def test_seed_leaves_no_temporary_folder(tmp_path: Path, stop: signal.Signals) -
     command = [sys.executable, "-m", "holodeck_core.cli", "dashboard", "--seed", "--port",
                str(port)]  # fmt: skip
     with (tmp_path / "out.log").open("w") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=tmp_path)
+        # as from a terminal: a pytest-xdist worker ignores SIGINT, and a child inherits that
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=tmp_path,
+                                   preexec_fn=_default_sigint)  # fmt: skip
     try:
         deadline = time.monotonic() + 240
         while True:
