@@ -15,8 +15,9 @@ import pytest
 from holodeck_core.cli.main import build_parser, main
 from holodeck_core.dashboard import app as dashboard_app
 from holodeck_core.dashboard import compare_data, data, explorer_data, stats
+from holodeck_core.dashboard.charts import MAX_MARKERS, change_points
 from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
-from holodeck_core.dashboard.summary import MAX_MARKERS, PAGE_SIZE, change_points, table_page
+from holodeck_core.dashboard.runs_table import PAGE_SIZE, table_page
 from holodeck_core.history import schema, store
 from tests.history_helpers import (
     HISTORY,
@@ -286,7 +287,7 @@ def test_runs_table_is_sorted_and_paged_on_the_server_and_csv_has_every_run(
     assert len(first) == PAGE_SIZE and first[0]["id"] == frame["run_id"].iloc[-1]  # newest
     assert len(table_page(frame, None, 2)) == 45 - 2 * PAGE_SIZE
     lowest = table_page(frame, [{"column_id": "pass_rate_pct", "direction": "asc"}], 0)
-    assert {r["pass_rate_pct"] for r in lowest} == {25.0}
+    assert {r["pass_rate_pct"] for r in lowest} == {'<span class="pill low">25.0%</span>'}
     client = dashboard_app.create_app(db).server.test_client()
     lines = client.get("/runs.csv").get_data(as_text=True).splitlines()
     assert "pass rate %" in lines[0] and len(lines) == 1 + 45  # every run, not one page
