@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import glob
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
+from holodeck_core.config.targets import project_target
 from holodeck_core.config.yaml_source import (
     YamlDocument,
     YamlPath,
@@ -23,6 +24,7 @@ from holodeck_core.config.yaml_source import (
 )
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.models import Agent, CodeMetric, HierarchicalDocumentTool, VectorstoreTool
+from holodeck_core.models.target import Target
 from holodeck_core.models.tools import FunctionTool, MCPTool, PromptTool
 
 
@@ -38,10 +40,16 @@ class LoadedAgent:
     response_schema: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     secrets: frozenset[str] = frozenset()
+    target: Target | None = None
+    """Where the agent runs, when not in-process (``holodeck.yaml`` or ``--target``)."""
 
     @property
     def base_dir(self) -> Path:
         return self.file.parent
+
+    def with_target(self, target: Target, secrets: frozenset[str]) -> LoadedAgent:
+        """This agent evaluated through ``target`` (``--target`` wins over ``holodeck.yaml``)."""
+        return replace(self, target=target, secrets=self.secrets | secrets)
 
     def resolve(self, path: str) -> Path:
         """A path from the config, relative to the agent file's folder."""
@@ -132,6 +140,9 @@ def load_agent(path: str | Path) -> LoadedAgent:
                 ]
             )
     loaded.response_schema = _response_schema(loaded, doc)
+    declared = project_target(file)
+    if declared is not None:
+        loaded = loaded.with_target(*declared)
     if not agent.cases:
         loaded.warnings.append("the agent has no test cases")
     return loaded

@@ -368,6 +368,7 @@ class Suite:
                 "case_fingerprints": self.case_fingerprints,
                 **(judges if judges is not None else self.judge_provenance()),
                 **self.tool_provenance(),
+                **({"target": target.snapshot()} if (target := self.loaded.target) else {}),
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
