@@ -7,7 +7,6 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.models.target import Target
 
 
@@ -19,14 +18,6 @@ def add_target_option(parser: argparse.ArgumentParser) -> None:
         "e.g. '{holodeck_serve: {url: \"http://127.0.0.1:8000\"}}' (docs/targets.md; "
         "wins over holodeck.yaml's)",
     )
-
-
-def with_target_option(loaded: LoadedAgent, value: str | None) -> LoadedAgent:
-    if value is None:
-        return loaded
-    from holodeck_core.config.targets import option_target
-
-    return loaded.with_target(*option_target(value, loaded.file))
 
 
 def describe_target(target: Target) -> str:

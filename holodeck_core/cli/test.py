@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int, positive_seconds
-from holodeck_core.cli.target_option import add_target_option, with_target_option
+from holodeck_core.cli.target_option import add_target_option
 from holodeck_core.defaults import PARALLEL_TEST_CASES, TRIALS, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.errors import ExitCode
 
@@ -59,7 +59,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
         print(f"error: --trials must be between {TRIALS_MIN} and {TRIALS_MAX}", file=sys.stderr)
         return ExitCode.CONFIG
-    loaded = with_target_option(load_agent(args.agent), args.target)
+    loaded = load_agent(args.agent, target=args.target)
     for warning in loaded.warnings:  # the ones `holodeck validate` prints (derived-id collisions)
         print(f"warning: {warning}", file=sys.stderr)
     options = SuiteOptions(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from holodeck_core.cli.target_option import add_target_option, describe_target, with_target_option
+from holodeck_core.cli.target_option import add_target_option, describe_target
 from holodeck_core.errors import ExitCode
 
 
@@ -26,7 +26,7 @@ def _validate(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
     from holodeck_core.models import MCPTool
 
-    loaded = with_target_option(load_agent(args.agent), args.target)
+    loaded = load_agent(args.agent, target=args.target)
     agent = loaded.agent
     metrics = agent.evaluations.metrics if agent.evaluations else []
     by_kind = Counter[str](metric.type for metric in metrics)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import glob
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
-from holodeck_core.config.targets import project_target
+from holodeck_core.config.targets import option_target, project_target
 from holodeck_core.config.yaml_source import (
     YamlDocument,
     YamlPath,
@@ -47,10 +47,6 @@ class LoadedAgent:
     def base_dir(self) -> Path:
         return self.file.parent
 
-    def with_target(self, target: Target, secrets: frozenset[str]) -> LoadedAgent:
-        """This agent evaluated through ``target`` (``--target`` wins over ``holodeck.yaml``)."""
-        return replace(self, target=target, secrets=self.secrets | secrets)
-
     def resolve(self, path: str) -> Path:
         """A path from the config, relative to the agent file's folder."""
         candidate = Path(path).expanduser()
@@ -62,7 +58,8 @@ class LoadedAgent:
         return [self.prompt, *self.variants]
 
 
-def load_agent(path: str | Path) -> LoadedAgent:
+def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
+    """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares."""
     display = str(path)
     file = Path(path).expanduser().resolve()
     if not file.is_file():
@@ -140,9 +137,10 @@ def load_agent(path: str | Path) -> LoadedAgent:
                 ]
             )
     loaded.response_schema = _response_schema(loaded, doc)
-    declared = project_target(file)
+    declared = project_target(file) if target is None else option_target(target, file)
     if declared is not None:
-        loaded = loaded.with_target(*declared)
+        loaded.target, target_secrets = declared
+        loaded.secrets |= target_secrets
     if not agent.cases:
         loaded.warnings.append("the agent has no test cases")
     return loaded

@@ -34,9 +34,6 @@ class _Scoped(YamlDocument):
     def problem(self, path: YamlPath, message: str) -> Problem:
         return super().problem((*self.prefix, *path), message)
 
-    def line_of(self, path: YamlPath) -> int | None:
-        return super().line_of((*self.prefix, *path))
-
 
 def project_target(agent_file: Path) -> tuple[Target, frozenset[str]] | None:
     """The target ``holodeck.yaml`` declares for ``agent_file`` and its secrets, if any."""
