@@ -367,3 +367,53 @@ def test_an_inline_target_option_is_checked_like_a_declared_one(
     assert "--target" in capsys.readouterr().err
     assert main(["validate", str(agent), "--target", str(tmp_path / "missing.yaml")]) == 2
     assert "file not found" in capsys.readouterr().err
+
+
+def test_a_429_wave_is_ridden_out_within_the_targets_own_limit(tmp_path: Path) -> None:
+    cities = [f"City{i}" for i in range(12)]
+    cases = "".join(
+        f"- {{input: 'weather in {c} [429x2]', ground_truth: 'It is sunny in {c}.'}}\n"
+        for c in cities
+    )
+    state = AgentState(latency=0.05)
+    with agent_server(state) as base:
+        target = with_base(HTTP_TARGET, base)
+        target["http"]["limit"] = 4
+        del target["http"]["headers"]
+        agent = project(tmp_path, target, cases)
+        assert main(["test", str(agent), "-q", "--parallel", "12"]) == 0
+    run, _ = eval_run(tmp_path)
+    assert set(statuses(run).values()) == {Status.PASS}
+    assert state.peak <= 4  # the target's limit, not --parallel's 12
+    scheduler = run.metadata.provenance["scheduler"]
+    assert scheduler["rate_limited"] == 24 and scheduler["lowest_limit"] < 4
+
+
+def test_an_http_body_template_gets_the_conversation_and_the_files(tmp_path: Path) -> None:
+    (tmp_path / "note.txt").write_text("hello from the note\n")
+    state = AgentState()
+    cases = """\
+- turns:
+    - {input: my name is Ada, files: [{path: note.txt, type: text}]}
+    - {input: what is my name}
+"""
+    with agent_server(state) as base:
+        target = with_base(HTTP_TARGET, base)
+        del target["http"]["headers"]
+        target["http"]["body"] = {
+            "input": "turn {{turn}}: {{input}}",
+            "session": "{{session}}",
+            "history": "{{messages}}",
+            "files": "{{files}}",
+        }
+        main(["test", str(project(tmp_path, target, cases)), "-q"])
+    first, second = state.bodies
+    assert first["input"] == "turn 0: my name is Ada"
+    assert first["history"] == [{"role": "user", "content": "my name is Ada"}]
+    [attached] = first["files"]
+    assert (
+        attached["path"] == str(tmp_path / "note.txt")
+        and "hello from the note" in (attached["markdown"])
+    )
+    assert second["session"] == first["session"] and second["files"] == []
+    assert [m["role"] for m in second["history"]] == ["user", "assistant", "user"]
