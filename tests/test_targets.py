@@ -417,3 +417,32 @@ def test_an_http_body_template_gets_the_conversation_and_the_files(tmp_path: Pat
     )
     assert second["session"] == first["session"] and second["files"] == []
     assert [m["role"] for m in second["history"]] == ["user", "assistant", "user"]
+
+
+def test_the_dagster_assets_run_a_target_agent_unchanged(tmp_path: Path) -> None:
+    import dagster as dg
+
+    from holodeck_core.config.project import Project
+    from holodeck_pipelines.builder import build_definitions
+    from tests.test_pipelines import materialize, register
+
+    folder = tmp_path / "agents" / "geo"
+    folder.mkdir(parents=True)
+    (folder / "agent.yaml").write_text(
+        AGENT.replace("name: served", "name: Geo Agent")
+        + "  - {name: w, input: weather in Lima, ground_truth: It is sunny in Lima.}\n"
+        + "  - {name: n, input: hello, ground_truth: hi}\n"
+    )
+    state = AgentState()
+    with agent_server(state, agent_name="Geo Agent") as base, dg.instance_for_test() as instance:
+        target = {"path": "agents/geo/agent.yaml", "target": {"holodeck_serve": {"url": base}}}
+        (tmp_path / "holodeck.yaml").write_text(json.dumps({"agents": [target]}))
+        defs = build_definitions(Project.discover(tmp_path))
+        [key] = register(defs, instance)
+        result = materialize(defs, instance, key)
+    assert result.success
+    assert sum(state.calls.values()) == 2  # every case went to the served agent
+    [path] = (folder / "results" / "geo-agent").glob("*.json")
+    run = EvalRun.model_validate_json(path.read_text())
+    assert statuses(run) == {"w": Status.PASS, "n": Status.FAIL}
+    assert run.metadata.provenance["target"] == {"holodeck_serve": {"url": base}}
