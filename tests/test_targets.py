@@ -5,6 +5,7 @@ over each protocol: a plain JSON API (``http``), an OpenAI-compatible endpoint
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import textwrap
@@ -94,14 +95,19 @@ KINDS = {"http": HTTP_TARGET, "openai_chat": OPENAI_TARGET, "holodeck_serve": SE
 
 @pytest.mark.parametrize("target", KINDS.values(), ids=KINDS.keys())
 def test_a_served_agent_is_scored_like_an_in_process_one(
-    tmp_path: Path, target: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    target: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("AGENT_KEY", CANARY)
     state = AgentState()
     with agent_server(state) as base:
         agent = project(tmp_path, with_base(target, base))
-        code = main(["test", str(agent), "-q"])
+        code = main(["test", str(agent), "-v"])
     run, text = eval_run(tmp_path)
+    shown = capsys.readouterr()
+    assert CANARY not in shown.out + shown.err
     assert statuses(run) == {
         "weather": Status.PASS,
         "wrong tool expectation": Status.FAIL,
@@ -169,13 +175,13 @@ FAULT_CASES = """\
 
 
 def test_target_failures_are_errors_naming_the_endpoint_and_a_rerun_resumes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("AGENT_KEY", CANARY)
     state = AgentState()
     with agent_server(state) as base:
         target = with_base(HTTP_TARGET, base)
         target["http"]["attempts"] = 2
-        del target["http"]["headers"]
         agent = project(tmp_path, target, FAULT_CASES)
         code = main(["test", str(agent), "-q"])
         run, _ = eval_run(tmp_path)
@@ -212,7 +218,11 @@ def test_target_failures_are_errors_naming_the_endpoint_and_a_rerun_resumes(
             "weather in Oslo [garble]": 2,
             "weather in Oslo [400]": 1,
         }
-    capsys.readouterr()
+    [journal] = (tmp_path / "holodeck-home" / "journal").rglob("*.jsonl")  # still open
+    assert "It is sunny in Paris." in journal.read_text()
+    assert_no_canary(tmp_path)
+    shown = capsys.readouterr()
+    assert CANARY not in shown.out + shown.err
 
 
 def test_a_target_that_refuses_connections_is_a_transient_error(tmp_path: Path) -> None:
@@ -446,3 +456,29 @@ def test_the_dagster_assets_run_a_target_agent_unchanged(tmp_path: Path) -> None
     run = EvalRun.model_validate_json(path.read_text())
     assert statuses(run) == {"w": Status.PASS, "n": Status.FAIL}
     assert run.metadata.provenance["target"] == {"holodeck_serve": {"url": base}}
+
+
+def test_a_target_that_answers_too_slowly_times_out(tmp_path: Path) -> None:
+    with agent_server(AgentState(latency=1.0)) as base:
+        target = {"holodeck_serve": {"url": base, "timeout": 0.2, "attempts": 1}}
+        assert main(["test", str(project(tmp_path, target, "- {input: hi}\n")), "-q"]) == 3
+    [result] = eval_run(tmp_path)[0].report.results
+    assert result.errors[0] == f"timeout: target holodeck_serve {base}: no answer within 0.2 s"
+
+
+def test_holodeck_serve_gets_files_as_file_content(tmp_path: Path) -> None:
+    (tmp_path / "note.txt").write_text("hello from the note\n")
+    state = AgentState()
+    cases = """\
+- input: summarize the note
+  files: [{path: note.txt, type: text}]
+  ground_truth: "I don't know. I read 1 file(s): note.txt."
+"""
+    with agent_server(state) as base:
+        agent = project(tmp_path, {"holodeck_serve": {"url": base}}, cases)
+        assert main(["test", str(agent), "-q"]) == 0
+    [request] = state.bodies
+    [sent] = request["files"]
+    assert request["message"] == "summarize the note" and request["session_id"] is None
+    assert (sent["mime_type"], sent["filename"]) == ("text/plain", "note.txt")
+    assert base64.b64decode(sent["content"]) == b"hello from the note\n"
