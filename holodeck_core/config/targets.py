@@ -13,13 +13,8 @@ from pydantic import ValidationError
 from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.project import PROJECT_FILE, Project
-from holodeck_core.config.yaml_source import (
-    YamlDocument,
-    YamlPath,
-    parse_yaml,
-    read_yaml,
-    validation_problems,
-)
+from holodeck_core.config.validation_errors import validation_problems
+from holodeck_core.config.yaml_source import YamlDocument, YamlPath, parse_yaml, read_yaml
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.models.target import HttpTarget, OpenAIChatTarget, PythonTarget, Target
 from holodeck_core.redaction import register_secret
