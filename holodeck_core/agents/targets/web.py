@@ -265,7 +265,7 @@ class HolodeckServeClient:
             request["files"] = [self._file_content(item) for item in turn.files]
         body = await self._http.json("POST", self._url, request)
         if not isinstance(body, dict) or not isinstance(body.get("content"), str):
-            raise unreadable("the reply is not a ChatResponse (no content)")
+            return Reply(text=_own_error(body, unreadable("the reply is not a ChatResponse")))
         return Reply(
             text=body["content"],
             invocations=tool_invocations(body.get("tool_calls"), "tool_calls"),
