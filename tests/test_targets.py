@@ -125,6 +125,8 @@ def test_a_served_agent_is_scored_like_an_in_process_one(
     kind = next(iter(target))
     recorded = run.metadata.provenance["target"]
     assert list(recorded) == [kind] and recorded[kind]["url"].startswith(base)
+    label = run.report.environment["target"]
+    assert label.startswith(kind) and base in label
     assert run.metadata.provenance["scheduler"]["rate_limited"] == 2
     assert CANARY not in text and recorded[kind].get("headers", {}).get("X-Agent-Key") in (
         None,
