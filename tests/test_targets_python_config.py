@@ -41,6 +41,8 @@ async def answer(case: TargetCase) -> TargetReply | str:
         [attached] = case.files
         assert attached.path is not None and attached.path.is_file()
         return attached.markdown.strip()
+    if case.input == "flaky":
+        raise ConnectionResetError("the agent's backend went away")
     raise ValueError("this agent cannot answer that")
 
 
@@ -57,6 +59,8 @@ PY_CASES = (
   ground_truth: the note says hello
 - name: raises
   input: something else
+- name: flaky
+  input: flaky
 """
 )
 
@@ -64,7 +68,7 @@ PY_CASES = (
 def test_python_targets_sync_and_async(tmp_path: Path) -> None:
     (tmp_path / "my_agent.py").write_text(PY_AGENT)
     (tmp_path / "note.txt").write_text("the note says hello\n")
-    agent = project(tmp_path, {"python": {"callable": "my_agent:answer"}}, PY_CASES)
+    agent = project(tmp_path, {"python": {"callable": "my_agent:answer", "attempts": 2}}, PY_CASES)
     assert main(["test", str(agent), "-q"]) == 3
     run, _ = eval_run(tmp_path)
     assert statuses(run) == {
@@ -73,6 +77,7 @@ def test_python_targets_sync_and_async(tmp_path: Path) -> None:
         "remembers": Status.PASS,
         "reads files": Status.PASS,
         "raises": Status.ERROR,
+        "flaky": Status.ERROR,
     }
     results = {r.test_name: r for r in run.report.results}
     assert results["weather"].tool_invocations[0].result == "sunny"
@@ -80,6 +85,10 @@ def test_python_targets_sync_and_async(tmp_path: Path) -> None:
     assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (7, 3)
     assert results["raises"].errors[0] == (
         "internal_error: target python my_agent:answer: ValueError: this agent cannot answer that"
+    )
+    assert results["flaky"].errors[0] == (  # transient: retried, and the journal stays open
+        "connection_error after 2 attempts: target python my_agent:answer: "
+        "ConnectionResetError: the agent's backend went away"
     )
     # a sync function, chosen on the command line over holodeck.yaml's target
     option = '{python: {callable: "my_agent:sync_answer"}}'
