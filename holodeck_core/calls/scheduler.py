@@ -145,6 +145,12 @@ class CallScheduler:
         """The endpoint's current concurrency limit."""
         return self._lane(endpoint).limit
 
+    def set_limit(self, endpoint: str, limit: int) -> None:
+        """Give ``endpoint`` its own ceiling instead of ``max_concurrency`` (a target's
+        ``limit``); it still halves on 429s and grows back up to it."""
+        lane = self._lane(endpoint)
+        lane.ceiling = lane.limit = max(1, limit)
+
     def _lane(self, endpoint: str) -> _Lane:
         lane = self._lanes.get(endpoint)
         if lane is None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from holodeck_core.cli.target_option import add_target_option, describe_target
 from holodeck_core.errors import ExitCode
 
 
 def add_validate_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     validate = commands.add_parser("validate", help="check an agent.yaml and summarize it")
     validate.add_argument("agent", metavar="AGENT_YAML")
+    add_target_option(validate)
     validate.set_defaults(handler=_validate)
 
 
@@ -25,7 +27,7 @@ def _validate(args: argparse.Namespace) -> int:
     from holodeck_core.metrics.selection import suite_metrics
     from holodeck_core.models import MCPTool
 
-    loaded = load_agent(args.agent)
+    loaded = load_agent(args.agent, target=args.target)
     agent = loaded.agent
     metrics = suite_metrics(agent.evaluations.metrics if agent.evaluations else None, agent.cases)
     by_kind = Counter[str](metric.type for metric in metrics)
@@ -33,6 +35,8 @@ def _validate(args: argparse.Namespace) -> int:
     _show(f"{loaded.display}: valid")
     _show(f"  agent:    {agent.name}")
     _show(f"  model:    {agent.model.provider.value} {agent.model.name}")
+    if loaded.target is not None:
+        _show(f"  target:   {describe_target(loaded.target)}")
     versions = ", ".join(p.version.version for p in loaded.active_prompts)
     _show(f"  prompt:   {versions} ({loaded.prompt.version.source})")
     _show(f"  cases:    {len(agent.cases)}")

@@ -15,11 +15,13 @@ from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
+from holodeck_core.config.targets import option_target, project_target
 from holodeck_core.config.templates import attribute_problem
 from holodeck_core.config.validation_errors import validation_problems
 from holodeck_core.config.yaml_source import YamlDocument, YamlPath, read_yaml
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.models import Agent, CodeMetric, HierarchicalDocumentTool, VectorstoreTool
+from holodeck_core.models.target import Target
 from holodeck_core.models.tools import FunctionTool, MCPTool, PromptTool
 
 
@@ -35,6 +37,8 @@ class LoadedAgent:
     response_schema: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     secrets: frozenset[str] = frozenset()
+    target: Target | None = None
+    """Where the agent runs, when not in-process (``holodeck.yaml`` or ``--target``)."""
 
     @property
     def base_dir(self) -> Path:
@@ -51,7 +55,8 @@ class LoadedAgent:
         return [self.prompt, *self.variants]
 
 
-def load_agent(path: str | Path) -> LoadedAgent:
+def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
+    """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares."""
     display = str(path)
     file = Path(path).expanduser().resolve()
     if not file.is_file():
@@ -131,6 +136,10 @@ def load_agent(path: str | Path) -> LoadedAgent:
                 ]
             )
     loaded.response_schema = _response_schema(loaded, doc)
+    declared = project_target(file) if target is None else option_target(target, file)
+    if declared is not None:
+        loaded.target, target_secrets = declared
+        loaded.secrets |= target_secrets
     if not agent.cases:
         loaded.warnings.append("the agent has no test cases")
     return loaded

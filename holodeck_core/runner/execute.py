@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from holodeck_core.agents.loop import AgentRunner, TurnInput, TurnOutcome
+from holodeck_core.agents.loop import Conversation, TurnInput, TurnOutcome
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.files import FileLimits, aprocess_files, load_image
 from holodeck_core.models import FileInput, ProcessedFileInput, TestCaseModel
@@ -21,7 +21,7 @@ def now_iso() -> str:
 
 @dataclass(frozen=True)
 class CaseExecutor:
-    agent: AgentRunner
+    agent: Conversation
     base_dir: Path
     cache_dir: Path | None
     limits: FileLimits
@@ -78,7 +78,7 @@ class CaseExecutor:
                     f"Attached file {number}: {name} ({item.original.type})\n"
                     f"{item.markdown_content.strip()}"
                 )
-        return TurnInput("\n\n".join(parts), images)
+        return TurnInput("\n\n".join(parts), images, message=text, files=processed)
 
 
 def _record(turn: TurnRun, outcome: TurnOutcome) -> None:

@@ -328,7 +328,7 @@ class Suite:
             self.runs = {(run.case_id, run.trial): run for run in runs}
         if wall_ms is None:
             wall_ms = int((time.perf_counter() - self._clock) * 1000)
-        agent = self.loaded.agent
+        agent, target = self.loaded.agent, self.loaded.target
         report = TestReport(
             agent_name=agent.name,
             agent_config_path=self.loaded.display,
@@ -336,7 +336,11 @@ class Suite:
             summary=self._summary(results, wall_ms),
             timestamp=now_iso(),
             holodeck_version=__version__,
-            environment={"parallel": self.parallel, "llm_timeout_s": self.timeout},
+            environment={
+                "parallel": self.parallel,
+                "llm_timeout_s": self.timeout,
+                **({"target": target.label} if target else {}),
+            },
             judge_control=judge_control,
         )
         fingerprints = sorted(
@@ -368,6 +372,7 @@ class Suite:
                 "case_fingerprints": self.case_fingerprints,
                 **(judges if judges is not None else self.judge_provenance()),
                 **self.tool_provenance(),
+                **({"target": target.snapshot()} if target else {}),
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
