@@ -58,9 +58,9 @@ def test_the_gate_script_restores_runs_gates_and_leaves_the_history_to_upload(
     assert pull_request.returncode == 1, pull_request.stderr  # the gate fails the job
     summary = (reports / "summary.md").read_text()
     assert summary.startswith("## ❌ Geo Agent · prompt v1: gate failed\n")
-    assert "- pass rate: 0.0% (95% CI 0.0% to 32.4%" in summary
+    assert "- pass rate: 0.0% (95% CI 0.0% to 40.2%" in summary
     assert "- baseline: v2 run `" in summary and ", 8 shared cases" in summary
-    assert "- paired: Δ -100.0% (95% CI -100.0% to -100.0%), p = 0.00781" in summary
+    assert "- paired: Δ -100.0% (95% CI -100.0% to -100.0%), p = 0.00391" in summary
     assert "- **regression**: the pass fraction fell significantly" in summary
     assert "### Regressions (passed in the baseline) (8)" in summary
     assert "- cost: unknown (no price for this model)" in summary
@@ -101,7 +101,7 @@ def test_an_improvement_passes_and_an_unknown_baseline_is_a_config_error(
             ]
         )
         assert code == 0
-        assert "p = 0.00781 (exact McNemar, n = 8): improvement" in capsys.readouterr().out
+        assert "p = 0.00391 (McNemar mid-p, n = 8)" in capsys.readouterr().out
         assert summary.read_text().startswith("## ✅ Geo Agent · prompt v2: gate passed\n")
         assert main(["test", agent, "-q", "--baseline", "v7"]) == 2
     err = capsys.readouterr().err

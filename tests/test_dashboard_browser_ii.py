@@ -147,9 +147,11 @@ def test_an_unknown_filter_value_is_named_and_kept_in_the_link(
 
 
 def test_a_bad_threshold_is_a_note_on_the_summary_not_an_error_page(page: Page, base: str) -> None:
-    visit(page, base + "/?min_rate=abc", "#summary-page #filter-notes")
+    visit(page, base + "/?min_rate=abc&failed=1", "#summary-page #filter-notes")
     assert "min_rate='abc' is not a percentage" in page.inner_text("#filter-notes")
-    assert page.inner_text("#kpi-runs .value") == "7"  # ignored: every run is shown
+    assert (
+        page.inner_text("#kpi-runs .value") == "7"
+    )  # ignored: all runs, failures too
     visit(page, base + "/?from=yesterday", "#summary-page #filter-notes")
     assert "from='yesterday' is not a date" in page.inner_text("#filter-notes")
 
@@ -185,7 +187,7 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
 def test_pass_rate_chart_labels_apart_with_bands_and_regressions(
     page: Page, base: str, history: History
 ) -> None:
-    visit(page, base + "/", "#pass-rate-chart .js-plotly-plot .annotation")
+    visit(page, base + "/?failed=1", "#pass-rate-chart .js-plotly-plot .annotation")
     labels = _boxes(page, "#pass-rate-chart .annotation, #pass-rate-chart .textpoint")
     texts = page.locator("#pass-rate-chart .infolayer").text_content() or ""
     assert "acme-support: prompt v2" in texts and "support-bot: prompt v3" in texts
@@ -204,7 +206,7 @@ def test_pass_rate_chart_labels_apart_with_bands_and_regressions(
 def test_tiles_have_sparklines_and_a_delta_not_praising_an_all_error_run(
     page: Page, base: str
 ) -> None:
-    visit(page, base + "/?agent=support-bot", "#kpi-latest-pass-rate")
+    visit(page, base + "/?agent=support-bot&failed=1", "#kpi-latest-pass-rate")
     tile = page.locator("#kpi-latest-pass-rate")
     assert "▼ -100.0 pp vs prior" in tile.inner_text()
     assert "worse" in (tile.locator(".delta").get_attribute("class") or "")
