@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -55,6 +55,11 @@ class ProjectSettings(StrictModel):
     )
     dashboard_url: str | None = Field(
         None, description="Base URL of `holodeck dashboard`; report_summary links to it."
+    )
+    pricing: dict[str, Any] | None = Field(
+        None,
+        description="Prices over the packaged table, in its shape (holodeck_core/calls/"
+        "prices.yaml): providers: {openai: {models: {m: {input, output}}}}, or models: {...}.",
     )
 
 

@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history import migration_v2_views, migration_v4_stats
+from holodeck_core.history import migration_v2_views, migration_v4_stats, migration_v6_cost
 
 if TYPE_CHECKING:
     import duckdb
@@ -204,6 +204,14 @@ MIGRATIONS += (
         migration_v4_stats.VIEWS_V4,
     ),
 )
+MIGRATIONS += (
+    Migration(
+        6,
+        "tables call_costs (per run, case and heading), run_costs (price table, budget "
+        "verdict); views v_cost_by_run, v_cost_by_case",
+        migration_v6_cost.STATEMENTS_V6,
+    ),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
 TABLES = (
@@ -213,6 +221,7 @@ TABLES = (
     "tool_invocations",
     "prompt_versions",
     *migration_v4_stats.TABLES_V4,
+    *migration_v6_cost.TABLES_V6,
 )
 """Tables that hold one run's rows, in insert order (``prompt_versions`` is upserted)."""
 

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 from holodeck_core.models import Status, TestReport
 from holodeck_core.models.results import all_metric_results
+from holodeck_core.reports.cost import cost_properties
 from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.terminal import escape_match
 
@@ -34,12 +35,18 @@ def render_junit(report: TestReport) -> str:
         time=f"{(summary.wall_time_ms or summary.total_duration_ms) / 1000:.3f}",
         timestamp=xml_text(report.timestamp),
     )
-    if summary.statistics is not None:
+    flat = {
+        **(
+            {f"stats.{k}": f"{v:.6g}" for k, v in statistics_properties(summary.statistics).items()}
+            if summary.statistics is not None
+            else {}
+        ),
+        **(cost_properties(summary.cost) if summary.cost is not None else {}),
+    }
+    if flat:
         properties = ET.SubElement(suite, "properties")
-        for key, number in statistics_properties(summary.statistics).items():
-            ET.SubElement(
-                properties, "property", name=xml_text(f"stats.{key}"), value=f"{number:.6g}"
-            )
+        for key, text in flat.items():
+            ET.SubElement(properties, "property", name=xml_text(key), value=xml_text(text))
     for number, result in enumerate(report.results, start=1):
         case = ET.SubElement(
             suite,

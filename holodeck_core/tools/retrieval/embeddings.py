@@ -17,6 +17,7 @@ from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import TokenUsage
+from holodeck_core.providers.charges import embedding_charge
 from holodeck_core.tools.retrieval.settings import EmbeddingSpec
 from holodeck_core.tools.retrieval.store import KeyValueStore
 
@@ -133,8 +134,12 @@ class Embedder:
             except Exception as exc:
                 raise classify(exc) from exc
 
+        model = self.spec.endpoint.model_copy(update={"name": self.spec.model})
         response = await self._scheduler.call(
-            call, endpoint=endpoint_key(self.spec.endpoint), timeout=self._timeout
+            call,
+            endpoint=endpoint_key(self.spec.endpoint),
+            timeout=self._timeout,
+            charge=embedding_charge(model, batch, usage=_usage),
         )
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(batch):
@@ -142,14 +147,18 @@ class Embedder:
                 CallErrorKind.MALFORMED,
                 f"the embeddings response holds {len(data)} vectors for {len(batch)} texts",
             )
-        usage = getattr(response, "usage", None)
         stats.requests += 1
         stats.texts += len(batch)
-        stats.usage = stats.usage + TokenUsage(
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            total_tokens=getattr(usage, "total_tokens", 0) or 0,
-        )
+        stats.usage = stats.usage + _usage(response)
         return [np.asarray(item.embedding, dtype=np.float32) for item in data]
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _usage(response: Any) -> TokenUsage:
+    usage = getattr(response, "usage", None)
+    return TokenUsage(
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        total_tokens=getattr(usage, "total_tokens", 0) or 0,
+    )
