@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from holodeck_core import __version__
-from holodeck_core.calls.ledger import NOT_SENT, charged_to
-from holodeck_core.calls.prices import load_price_table
+from holodeck_core.calls.ledger import charged_to
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
@@ -35,29 +34,24 @@ from holodeck_core.models import (
     JudgeControlScore,
     ProviderEnum,
     ReportSummary,
-    Status,
     TestCaseModel,
     TestReport,
     TestResult,
     Trigger,
 )
 from holodeck_core.models.base import digest
-from holodeck_core.models.cost import CallCosts, RunCost, total_usd
-from holodeck_core.models.results import all_metric_results
+from holodeck_core.models.cost import CallCosts
 from holodeck_core.redaction import redact, redact_argv
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
 from holodeck_core.runner.runtime import SuiteRuntime
+from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
 
 DEFAULT_LLM_TIMEOUT = 60.0
-BUDGET_STOPPED = (
-    "budget: the run's budget stopped a model call this case needed; rerun with a larger "
-    "execution.budget to resume it (finished cases are not paid for again)"
-)
 
 
 @dataclass
@@ -315,16 +309,7 @@ class Suite:
         runtime = self.runtime
         with charged_to(case.id or ""):
             result = await runtime.evaluator.evaluate(case, run)
-        if not _budget_stopped(result, run, runtime.ledger.refused_cases):
-            return result
-        return result.model_copy(
-            update={
-                "passed": False,
-                "status": Status.ERROR,
-                "error_source": "budget",
-                "errors": [BUDGET_STOPPED, *result.errors],
-            }
-        )
+        return budget_verdict(result, run, runtime.ledger.refused_cases)
 
     def costs(self) -> CallCosts:
         """What this suite's runtimes spent so far (the open one included)."""
@@ -366,7 +351,7 @@ class Suite:
             wall_ms = int((time.perf_counter() - self._clock) * 1000)
         agent = self.loaded.agent
         costs = costs if costs is not None else self.costs()
-        results = [r.model_copy(update={"cost": costs.cases.get(r.test_id or "")}) for r in results]
+        results = with_case_costs(results, costs)
         self._budget_stopped = any(r.error_source == "budget" for r in results)
         report = TestReport(
             agent_name=agent.name,
@@ -413,16 +398,7 @@ class Suite:
 
     def _summary(self, results: list[TestResult], wall_ms: int, costs: CallCosts) -> ReportSummary:
         summary = ReportSummary.from_results(results, wall_time_ms=wall_ms, reducer=self.reducer)
-        prices = load_price_table(self.project.settings.pricing)
-        headings = costs.headings()
-        cost = RunCost(
-            price_table=prices.version,
-            prices_taken=prices.taken,
-            headings=headings,
-            outside=costs.outside,
-            total_usd=total_usd(headings),
-            budget=costs.budget,
-        )
+        cost = run_cost(costs, self.project.settings.pricing)
         return summary.model_copy(update={"cost_usd": cost.total_usd, "cost": cost})
 
     def scheduler_stats(self) -> dict[str, object]:
@@ -442,15 +418,6 @@ class Suite:
         if runtime is not None:
             self._costs = self._costs.merged(runtime.ledger.snapshot())
             await runtime.aclose()
-
-
-def _budget_stopped(result: TestResult, run: CaseRun, refused: set[str]) -> bool:
-    """The budget refused a call of the case's agent, one made for it, or one it waited on."""
-    if run.budget_stopped or (result.test_id or "") in refused:
-        return True
-    return result.status is Status.ERROR and any(
-        NOT_SENT in (m.error or "") for m in all_metric_results(result)
-    )
 
 
 def git_commit(folder: object) -> str | None:
