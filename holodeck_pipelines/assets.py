@@ -35,6 +35,7 @@ from holodeck_core.models import EvalRun, Status, Trigger
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
 from holodeck_core.reports import render_markdown
+from holodeck_core.reports.cost import cost_lines
 from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
@@ -349,6 +350,14 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
     metadata: dict[str, Any] = {"pass_rate": dg.MetadataValue.float(summary.pass_rate / 100)}
     if summary.cost_usd is not None:
         metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
+    if summary.cost is not None:
+        for heading, cost in summary.cost.headings.items():
+            if cost.usd is not None:
+                metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
+        metadata["cost"] = dg.MetadataValue.md("\n".join(cost_lines(summary.cost)))
+        if summary.cost.budget is not None:
+            stopped = summary.cost.budget.stopped_by
+            metadata["budget_verdict"] = f"stopped by {stopped}" if stopped else "within budget"
     metadata |= {
         "passed": summary.passed,
         "failed": summary.failed,

@@ -149,9 +149,7 @@ def test_an_unknown_filter_value_is_named_and_kept_in_the_link(
 def test_a_bad_threshold_is_a_note_on_the_summary_not_an_error_page(page: Page, base: str) -> None:
     visit(page, base + "/?min_rate=abc&failed=1", "#summary-page #filter-notes")
     assert "min_rate='abc' is not a percentage" in page.inner_text("#filter-notes")
-    assert (
-        page.inner_text("#kpi-runs .value") == "7"
-    )  # ignored: all runs, failures too
+    assert page.inner_text("#kpi-runs .value") == "7"  # ignored: all runs, failures too
     visit(page, base + "/?from=yesterday", "#summary-page #filter-notes")
     assert "from='yesterday' is not a date" in page.inner_text("#filter-notes")
 

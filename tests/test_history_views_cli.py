@@ -149,6 +149,8 @@ def test_docs_describe_every_column(history: Path) -> None:
         "v_regressions",
         "v_flaky_cases",
         "v_errors",
+        "v_cost_by_run",
+        "v_cost_by_case",
     ):
         columns = [r[0] for r in query(history, f"DESCRIBE {relation}")]
         missing = [c for c in columns if f"`{c}`" not in text]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from holodeck_core.calls.prices import PRICES_ENV, packaged_price_table
 from holodeck_core.metrics import (
     REGISTRY,
     EvalContext,
@@ -30,7 +31,6 @@ from holodeck_core.metrics import (
     select_metrics,
 )
 from holodeck_core.metrics import text as text_metrics
-from holodeck_core.metrics.operational import PRICES_ENV, packaged_price_table
 from holodeck_core.models.evaluation import (
     LEGACY_JUDGE_METRICS,
     Direction,

@@ -11,6 +11,7 @@ from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.models import ProcessedFileInput, TokenUsage, ToolInvocation
 from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.charges import chat_charge
 from holodeck_core.providers.messages import Image, Message
 from holodeck_core.tools.runtime import ToolCrashedError
 from holodeck_core.tools.toolbox import ToolBox, tool_message
@@ -86,6 +87,7 @@ class AgentRunner:
                     ),
                     endpoint=endpoint,
                     timeout=self.timeout,
+                    charge=chat_charge("agent", self.client.model, self.system, history, tools),
                 )
             except ModelCallError as exc:
                 outcome.error = exc

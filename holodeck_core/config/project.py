@@ -66,6 +66,11 @@ class ProjectSettings(StrictModel):
     dashboard_url: str | None = Field(
         None, description="Base URL of `holodeck dashboard`; report_summary links to it."
     )
+    pricing: dict[str, Any] | None = Field(
+        None,
+        description="Prices over the packaged table, in its shape (holodeck_core/calls/"
+        "prices.yaml): providers: {openai: {models: {m: {input, output}}}}, or models: {...}.",
+    )
 
 
 def find_project_root(start: Path | None = None) -> Path:

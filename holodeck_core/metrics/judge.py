@@ -60,6 +60,7 @@ from holodeck_core.metrics.judge_cache import JudgeCache, judge_cache_key
 from holodeck_core.metrics.judge_parse import first_json_object, number_tokens
 from holodeck_core.metrics.judge_prompts import RenderedPrompt, load_prompt, render_text
 from holodeck_core.models import LLMProvider
+from holodeck_core.providers.charges import chat_charge
 from holodeck_core.providers.messages import Message, ModelReply
 from holodeck_core.providers.table import provider_spec
 
@@ -360,7 +361,11 @@ class JudgeServices:
         )
         try:
             done = await self.scheduler.run(
-                call, endpoint=endpoint_key(client.model), timeout=timeout, attempts=retries + 1
+                call,
+                endpoint=endpoint_key(client.model),
+                timeout=timeout,
+                attempts=retries + 1,
+                charge=chat_charge("judge", client.model, system, messages),
             )
         except ModelCallError as error:
             self._count(error.attempts)

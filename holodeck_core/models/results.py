@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from holodeck_core.models.base import StrictModel, json_bytes
+from holodeck_core.models.cost import Heading, HeadingCost, RunCost
 from holodeck_core.models.evaluation import Direction
 from holodeck_core.models.test_case import ExpectedToolSpec, FileInput
 from holodeck_core.stats import CaseOutcome, Reducer, RunStatistics, run_statistics
@@ -186,10 +187,11 @@ class TestResult(StrictModel):
     timestamp: str
     token_usage: TokenUsage | None = None
     turns: list[TurnResult] | None = None
-    error_source: Literal["execution", "evaluation"] | None = Field(
+    error_source: Literal["execution", "evaluation", "budget"] | None = Field(
         None,
         description="Why an ERROR case could not be evaluated: the agent, a tool, a file or "
-        "the infrastructure (execution), or only a fail_on_error metric (evaluation).",
+        "the infrastructure (execution), only a fail_on_error metric (evaluation), or the "
+        "run's budget, which stopped a call it needed (budget).",
     )
     model_time_ms: int | None = Field(
         None, ge=0, description="The agent's model time: queueing and backoff excluded."
@@ -202,13 +204,17 @@ class TestResult(StrictModel):
         description="With execution.trials K > 1: each trial's own result. The case's status "
         "is the reducer's verdict over them and its scores are their means (DESIGN §7.6).",
     )
+    cost: dict[Heading, HeadingCost] | None = Field(
+        None, description="What this run paid for the case, per heading (all its trials)."
+    )
 
     _ts = field_validator("timestamp")(_iso8601)
 
     @model_serializer(mode="wrap")
     def _without_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """One trial per case writes exactly the shape it always had (no ``trials`` key)."""
-        return _omit_if_none(self, handler, "trials")
+        """One trial per case writes exactly the shape it always had (no ``trials`` key);
+        so does a run that booked no costs."""
+        return _omit_if_none(self, handler, "trials", "cost")
 
     @model_validator(mode="before")
     @classmethod
@@ -287,7 +293,12 @@ class ReportSummary(StrictModel):
     average_scores: dict[str, float] = Field(default_factory=dict)
     metric_pass_rates: dict[str, float] = Field(default_factory=dict)
     token_usage: TokenUsage | None = None
-    cost_usd: float | None = Field(None, ge=0.0)
+    cost_usd: float | None = Field(
+        None, ge=0.0, description="Every heading's spend; None when a price is unknown."
+    )
+    cost: RunCost | None = Field(
+        None, description="Spend per heading, the price table and the budget verdict."
+    )
     statistics: RunStatistics | None = Field(
         None, description="Intervals, pass@k and flaky cases (DESIGN §7.7)."
     )
@@ -362,13 +373,14 @@ class ReportSummary(StrictModel):
 
 
 def _omit_if_none(
-    model: StrictModel, handler: SerializerFunctionWrapHandler, name: str
+    model: StrictModel, handler: SerializerFunctionWrapHandler, *names: str
 ) -> dict[str, Any]:
-    """Serialize without ``name`` when it is None: an optional addition leaves the files of
+    """Serialize without ``names`` that are None: an optional addition leaves the files of
     runs that do not use it exactly as they were."""
     data: dict[str, Any] = handler(model)
-    if getattr(model, name) is None:
-        data.pop(name, None)
+    for name in names:
+        if getattr(model, name) is None:
+            data.pop(name, None)
     return data
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from holodeck_core.models import Status, TestReport
 from holodeck_core.models.results import all_metric_results
+from holodeck_core.reports.cost import cost_properties
 from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.terminal import escape_match
 
@@ -47,6 +48,9 @@ def render_junit(report: TestReport) -> str:
     if summary.statistics is not None:
         for key, number in statistics_properties(summary.statistics).items():
             _property(properties, f"stats.{key}", f"{number:.6g}")
+    if summary.cost is not None:
+        for key, text in cost_properties(summary.cost).items():
+            _property(properties, key, text)
     output = []
     for number, result in enumerate(report.results, start=1):
         name = xml_text(result.test_name or result.test_id or f"case {number}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from holodeck_core.agents.loop import Conversation, TurnInput, TurnOutcome
 from holodeck_core.calls.errors import ModelCallError
+from holodeck_core.calls.ledger import BudgetStop
 from holodeck_core.files import FileLimits, aprocess_files, load_image
 from holodeck_core.models import FileInput, ProcessedFileInput, TestCaseModel
 from holodeck_core.providers.messages import Image
@@ -92,6 +93,8 @@ def _record(turn: TurnRun, outcome: TurnOutcome) -> None:
     turn.error = str(outcome.error)
     if outcome.skipped:
         turn.error_kind = "skipped"
+    elif isinstance(outcome.error, BudgetStop):
+        turn.error_kind = "budget"
     elif isinstance(outcome.error, ModelCallError):
         turn.error_kind = "model_transient" if outcome.error.transient else "model"
     else:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from holodeck_core.agents.loop import AgentRunner, Conversation
 from holodeck_core.agents.targets import make_target
 from holodeck_core.agents.targets.base import TargetClient
+from holodeck_core.calls.ledger import Ledger
+from holodeck_core.calls.prices import load_price_table
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.metrics.judge import JudgeServices
@@ -39,7 +41,17 @@ class SuiteRuntime:
         loaded, agent = suite.loaded, suite.loaded.agent
         self._keys = suite.options.api_keys
         client = self.client_for
-        self.scheduler = CallScheduler(suite.parallel, RetryPolicy(timeout=suite.timeout))
+        before = suite.costs_before.budget if suite.costs_before else None
+        self.ledger = Ledger(
+            load_price_table(suite.project.settings.pricing),
+            agent.execution.budget if agent.execution else None,
+            spent_usd=before.spent_usd if before else 0.0,
+            spent_tokens=before.spent_tokens if before else 0,
+            stopped_by=before.stopped_by if before else None,
+        )
+        self.scheduler = CallScheduler(
+            suite.parallel, RetryPolicy(timeout=suite.timeout), ledger=self.ledger
+        )
         self.toolbox: ToolBox | None = None
         self.client: ModelClient | None = None
         self.target: TargetClient | None = None

@@ -20,6 +20,7 @@ from holodeck_core.defaults import TEMPLATE_RENDER_S
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import LLMProvider, PromptTool
 from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.charges import chat_charge
 from holodeck_core.providers.messages import Message, ToolSpec
 from holodeck_core.tools.runtime import ToolContext, ToolOutput
 from holodeck_core.tools.templates import compile_template, render_off_loop
@@ -75,6 +76,9 @@ class PromptRuntime:
                 ),
                 endpoint=endpoint_key(client.model),
                 timeout=timeout,
+                charge=chat_charge(
+                    "prompt_tool", client.model, self._system, [Message(role="user", text=text)]
+                ),
             )
         except ModelCallError as exc:
             return ToolOutput(error=f"the prompt tool's model call failed: {exc}")

@@ -17,6 +17,7 @@ from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import TokenUsage
+from holodeck_core.providers.charges import embedding_charge
 from holodeck_core.tools.retrieval.settings import EmbeddingSpec
 from holodeck_core.tools.retrieval.store import KeyValueStore
 
@@ -134,16 +135,16 @@ class Embedder:
                 raise classify(exc) from exc
             return response, self._vectors(response, len(batch))  # retried when malformed
 
+        model = self.spec.endpoint.model_copy(update={"name": self.spec.model})
         response, vectors = await self._scheduler.call(
-            call, endpoint=endpoint_key(self.spec.endpoint), timeout=self._timeout
+            call,
+            endpoint=endpoint_key(self.spec.endpoint),
+            timeout=self._timeout,
+            charge=embedding_charge(model, batch, usage=_usage),
         )
-        usage = getattr(response, "usage", None)
         stats.requests += 1
         stats.texts += len(batch)
-        stats.usage = stats.usage + TokenUsage(
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            total_tokens=getattr(usage, "total_tokens", 0) or 0,
-        )
+        stats.usage = stats.usage + _usage(response)
         return vectors
 
     def _vectors(self, response: Any, expected: int) -> list[Vectors]:
@@ -172,3 +173,11 @@ class Embedder:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _usage(response: Any) -> TokenUsage:
+    usage = getattr(response, "usage", None)
+    return TokenUsage(
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        total_tokens=getattr(usage, "total_tokens", 0) or 0,
+    )
