@@ -14,6 +14,8 @@ PARALLEL_TEST_CASES = 32
 """Cases (and model calls per endpoint) at once; the call scheduler halves it on 429."""
 MAX_PARALLEL_TEST_CASES = 1000
 """The largest ``execution.parallel_test_cases`` the loader accepts."""
+LLM_TIMEOUT_S = 60.0
+"""Seconds per model call (``execution.llm_timeout``, ``--timeout``)."""
 MAX_TOOL_TURNS = 10
 """Model turns with tool calls per case turn before the case is an ERROR."""
 MAX_TOOL_TURNS_LIMIT = 100

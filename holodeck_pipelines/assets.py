@@ -16,7 +16,6 @@ import dagster as dg
 from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
-from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.engine.stages import (
     AgentResponses,
@@ -31,16 +30,14 @@ from holodeck_core.engine.stages import (
 )
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.regression import regression_check
-from holodeck_core.models import EvalRun, Status, Trigger
+from holodeck_core.models import Status, Trigger
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
-from holodeck_core.reports import render_markdown
-from holodeck_core.reports.cost import cost_lines
-from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
-from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table, metric_errors, stage_failure
+from holodeck_pipelines.failures import metric_errors, stage_failure
+from holodeck_pipelines.metadata import report_metadata
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 from holodeck_pipelines.verdicts import agreement_result, drift_result, regression_result
 
@@ -342,51 +339,6 @@ def trials_of(context: dg.AssetExecutionContext) -> int | None:
             description=f"tag {TRIALS_TAG}={value!r}: give an integer {TRIALS_MIN}-{TRIALS_MAX}"
         )
     return int(value)
-
-
-def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
-    """Numbers the UI plots across materializations, the Markdown report, failing cases."""
-    summary = run.report.summary
-    metadata: dict[str, Any] = {"pass_rate": dg.MetadataValue.float(summary.pass_rate / 100)}
-    if summary.cost_usd is not None:
-        metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
-    if summary.cost is not None:
-        for heading, cost in summary.cost.headings.items():
-            if cost.usd is not None:
-                metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
-        metadata["cost"] = dg.MetadataValue.md("\n".join(cost_lines(summary.cost)))
-        if summary.cost.budget is not None:
-            stopped = summary.cost.budget.stopped_by
-            metadata["budget_verdict"] = f"stopped by {stopped}" if stopped else "within budget"
-    metadata |= {
-        "passed": summary.passed,
-        "failed": summary.failed,
-        "errored": summary.errored,
-        "wall_time_s": dg.MetadataValue.float((summary.wall_time_ms or 0) / 1000),
-        "total_tokens": summary.token_usage.total_tokens if summary.token_usage else 0,
-        "prompt_version": run.metadata.prompt_version.version,
-        "run_id": run.metadata.run_id or "",
-        "eval_run_path": dg.MetadataValue.path(path),
-        "report": dg.MetadataValue.md(render_markdown(run)),
-    }
-    if dashboard_url and run.metadata.run_id:
-        for key, url in dashboard_links(dashboard_url, run.metadata.run_id).items():
-            metadata[key] = dg.MetadataValue.url(url)
-    for metric, score in summary.average_scores.items():
-        metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
-    if summary.statistics is not None:
-        for key, value in statistics_properties(summary.statistics).items():
-            metadata[f"stats/{key}"] = (
-                dg.MetadataValue.float(value) if isinstance(value, float) else value
-            )
-    failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
-    metadata["failing_cases"] = case_table(
-        [
-            (r.test_id or "", r.status.value, r.errors[0] if r.errors else "below threshold")
-            for r in failing
-        ]
-    )
-    return metadata
 
 
 async def respond(stage: Suite, *, preload: bool) -> AgentResponses:

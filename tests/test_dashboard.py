@@ -219,7 +219,7 @@ def test_links() -> None:
 
 
 def test_report_summary_metadata_links_to_the_dashboard_when_configured() -> None:
-    from holodeck_pipelines.assets import report_metadata
+    from holodeck_pipelines.metadata import report_metadata
 
     run = make_run("PPFP", day(0), run_id="r-linked")
     assert "dashboard_run" not in report_metadata(run, "x.json")

@@ -139,9 +139,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_sql(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history import queries
+    from holodeck_core.history import sql
 
-    result = queries.run_select(
+    result = sql.run_select(
         _db(args),
         args.query,
         lock_timeout=args.lock_timeout,

@@ -50,7 +50,7 @@ def run_plan_command(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
     from holodeck_core.engine.plan import estimate_cost, plan_from_history
-    from holodeck_core.runner.suite import resolve_prompt
+    from holodeck_core.runner.options import resolve_prompt
 
     if args.detect is not None and not 0 < args.detect < 1:
         raise ConfigError("--detect is a fraction between 0 and 1 (0.05 = 5 points)")

@@ -1,4 +1,5 @@
-"""What a run produces: processed files, tool invocations, metric and test results, reports.
+"""What a run produces: processed files, tool invocations, metric and test results and the
+run's summary (the report that holds them is :mod:`.report`).
 
 Shapes follow seed 000 and seed 003 (HoloDeck 0.7.1) and extend them per seed 004 and DESIGN
 §6.2/§6.11. Where HoloDeck 0.7.1's own files differ from the seeds, the files win (§6.1):
@@ -25,7 +26,7 @@ from holodeck_core.models.test_case import ExpectedToolSpec, FileInput
 from holodeck_core.stats import CaseOutcome, Reducer, RunStatistics, run_statistics
 
 
-def _iso8601(value: str) -> str:
+def iso8601(value: str) -> str:
     try:
         datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -208,13 +209,13 @@ class TestResult(StrictModel):
         None, description="What this run paid for the case, per heading (all its trials)."
     )
 
-    _ts = field_validator("timestamp")(_iso8601)
+    _ts = field_validator("timestamp")(iso8601)
 
     @model_serializer(mode="wrap")
     def _without_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """One trial per case writes exactly the shape it always had (no ``trials`` key);
         so does a run that booked no costs."""
-        return _omit_if_none(self, handler, "trials", "cost")
+        return omit_if_none(self, handler, "trials", "cost")
 
     @model_validator(mode="before")
     @classmethod
@@ -372,7 +373,7 @@ class ReportSummary(StrictModel):
         )
 
 
-def _omit_if_none(
+def omit_if_none(
     model: StrictModel, handler: SerializerFunctionWrapHandler, *names: str
 ) -> dict[str, Any]:
     """Serialize without ``names`` that are None: an optional addition leaves the files of
@@ -390,43 +391,3 @@ def all_metric_results(result: TestResult) -> list[MetricResult]:
     for turn in result.turns or []:
         found.extend(turn.metric_results)
     return found
-
-
-class JudgeControlScore(StrictModel):
-    """A judge's score of one fixed judge-control row on this run (judge drift, uncached)."""
-
-    control_id: str
-    metric_name: str
-    judge_model: str | None = None
-    score: float | None = None
-    error: str | None = None
-
-
-class TestReport(StrictModel):
-    __test__ = False
-
-    agent_name: str = Field(min_length=1)
-    agent_config_path: str
-    results: list[TestResult] = Field(min_length=1)
-    summary: ReportSummary
-    timestamp: str
-    holodeck_version: str
-    environment: dict[str, Any] = Field(default_factory=dict)
-    judge_control: list[JudgeControlScore] | None = Field(
-        None, description="evaluations.judge_control re-scored by this run's judges."
-    )
-
-    _ts = field_validator("timestamp")(_iso8601)
-
-    @model_serializer(mode="wrap")
-    def _without_control(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_if_none(self, handler, "judge_control")
-
-    @model_validator(mode="after")
-    def _totals(self) -> TestReport:
-        if self.summary.total_tests != len(self.results):
-            raise ValueError(
-                f"summary.total_tests ({self.summary.total_tests}) must equal the number of "
-                f"results ({len(self.results)})"
-            )
-        return self

@@ -13,18 +13,14 @@ end with :meth:`Suite.eval_run`. Nothing here aborts the suite for one bad case.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from holodeck_core import __version__
 from holodeck_core.calls.ledger import charged_to
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
-from holodeck_core.config.prompts import Prompt, PromptStore
-from holodeck_core.defaults import REDUCER
+from holodeck_core.defaults import LLM_TIMEOUT_S, REDUCER
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge_control import load_control, score_control
@@ -32,12 +28,10 @@ from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
     JudgeControlScore,
-    ProviderEnum,
     ReportSummary,
     TestCaseModel,
     TestReport,
     TestResult,
-    Trigger,
 )
 from holodeck_core.models.base import digest
 from holodeck_core.models.cost import CallCosts
@@ -46,60 +40,12 @@ from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
+from holodeck_core.runner.options import CaseCallback, git_commit, resolve_prompt, select_cases
+from holodeck_core.runner.options import SuiteOptions as SuiteOptions
 from holodeck_core.runner.runtime import SuiteRuntime
 from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
-
-DEFAULT_LLM_TIMEOUT = 60.0
-
-
-@dataclass
-class SuiteOptions:
-    parallel: int | None = None
-    timeout: float | None = None
-    limit: int | None = None
-    filter: str | None = None
-    fresh: bool = False
-    prompt_key: str | None = None
-    trigger: Trigger = Trigger.CLI
-    cli_args: list[str] = field(default_factory=list)
-    dagster_run_id: str | None = None
-    partition_key: str | None = None
-    api_keys: dict[ProviderEnum, str] = field(default_factory=dict)
-    trials: int | None = None
-
-
-CaseCallback = Callable[[TestResult, bool], None]
-
-
-def select_cases(cases: list[TestCaseModel], options: SuiteOptions) -> list[TestCaseModel]:
-    """``--filter`` matches a tag exactly or a name / id as a case-insensitive substring."""
-    chosen = cases
-    if options.filter:
-        needle = options.filter.lower()
-        chosen = [
-            c
-            for c in chosen
-            if options.filter in c.tags
-            or needle in (c.name or "").lower()
-            or needle in (c.id or "").lower()
-        ]
-    if options.limit is not None:
-        chosen = chosen[: options.limit]
-    return chosen
-
-
-def resolve_prompt(loaded: LoadedAgent, project: Project, key: str | None) -> tuple[Prompt, str]:
-    """The prompt to evaluate and its registered key. The current prompt is registered on the
-    way (idempotent), so every run refers to a stored snapshot."""
-    store = PromptStore(project.prompts_dir, loaded.agent.name)
-    if key is not None:
-        snapshot = store.require(key)
-        return Prompt(version=snapshot.prompt_version, body=snapshot.body), snapshot.key
-    for variant in loaded.variants:
-        store.register(variant)
-    return loaded.prompt, store.register(loaded.prompt).key
 
 
 class Suite:
@@ -125,7 +71,7 @@ class Suite:
         execution = agent.execution
         self.parallel = self.options.parallel or agent.parallel_test_cases
         timeout = self.options.timeout or (execution.llm_timeout if execution else None)
-        self.timeout = float(timeout or DEFAULT_LLM_TIMEOUT)
+        self.timeout = float(timeout or LLM_TIMEOUT_S)
         self.file_cache_dir = (
             self.project.file_cache_dir
             if not execution or execution.cache_enabled is not False
@@ -428,20 +374,3 @@ class Suite:
         if runtime is not None:
             self._costs = self._costs.merged(runtime.ledger.snapshot())
             await runtime.aclose()
-
-
-def git_commit(folder: object) -> str | None:
-    """Best effort ``git rev-parse HEAD`` (seed 003), bounded to 2 s."""
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=str(folder),
-            capture_output=True,
-            text=True,
-            timeout=2,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = proc.stdout.strip()
-    return commit if proc.returncode == 0 and commit else None
