@@ -144,7 +144,10 @@ def test_summary_shows_both_prompt_versions_with_a_marker_at_the_change(
     page: Page, server: tuple[str, Path], history: History
 ) -> None:
     visit(page, server, "/", "#summary-page #pass-rate-chart .js-plotly-plot")
-    assert "acme-support: prompt v2" in chart_annotations(page, "pass-rate-chart")
+    # the agent's name prefixes the label only where the chart has several agents (the corpus
+    # sample runs ingested when ../shared is present)
+    label = "acme-support: prompt v2" if GENERATED.is_dir() else "prompt v2"
+    assert label in chart_annotations(page, "pass-rate-chart")
     series = page.evaluate(
         "() => document.querySelector('#pass-rate-chart .js-plotly-plot').data"
         ".filter(t => t.name === 'acme-support')[0].customdata.map(c => c[0])"
