@@ -66,7 +66,7 @@ def localize(sample: Path, folder: Path, base_url: str) -> tuple[Path, dict[str,
 
 
 def eval_run(folder: Path) -> EvalRun:
-    [path] = sorted((folder / "results").rglob("*.json"))
+    [path] = sorted((folder / "results").rglob("holodeck-pipelines/*.json"))
     return EvalRun.model_validate_json(path.read_text())
 
 

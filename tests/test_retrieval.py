@@ -78,7 +78,7 @@ def write_docs(folder: Path, docs: dict[str, str] = DOCS) -> None:
 
 
 def last_run(folder: Path) -> dict[str, Any]:
-    path = sorted((folder / "results").glob("*/*.json"))[-1]
+    path = sorted((folder / "results").glob("*/holodeck-pipelines/*.json"))[-1]
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 
 

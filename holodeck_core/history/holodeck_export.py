@@ -1,10 +1,13 @@
 """HoloDeck 0.7.1 EvalRun files out (the import side is
 :mod:`~holodeck_core.history.holodeck_import`).
 
-:func:`to_holodeck` produces what HoloDeck's own models read: ERROR folded into failed, our
-extra fields dropped, metrics HoloDeck cannot express removed from ``agent_config`` (their
-results stay in the report). The field lists are HoloDeck 0.7.1's, from its JSON Schema
-``schemas/agent.schema.json`` and its report models.
+:func:`to_holodeck` produces what HoloDeck's own models read (DESIGN §8.2): ERROR folded into
+failed, our extra fields dropped, metrics HoloDeck cannot express removed from
+``agent_config``, scores on the 0-1 scale its dashboard plots (unit metrics such as latency
+and cost stay in our superset), multi-turn cases rolled up as its executor rolls them. It is
+the file ``holodeck test`` writes at ``results/<slug>/<timestamp>.json`` and the one
+``history export --format holodeck`` writes. The field lists are HoloDeck 0.7.1's, from its
+JSON Schema ``schemas/agent.schema.json`` and its report models.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, SecretStr
 from holodeck_core.history.holodeck_import import HOLODECK_STANDARD_METRICS
 from holodeck_core.history.rows import utc_naive
 from holodeck_core.models import EvalRun, MetricResult, TestResult
+from holodeck_core.models.results import all_metric_results
 from holodeck_core.redaction import REDACTED
 
 # HoloDeck 0.7.1's fields per model, from schemas/agent.schema.json ($defs) and its report
@@ -323,36 +327,77 @@ def _pick(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     return {name: data.get(name) for name in fields}
 
 
+def _plotted(metric: MetricResult) -> bool:
+    """Whether HoloDeck can show the metric: a unit metric (latency in ms, cost in USD) has no
+    score on the 0-1 scale HoloDeck's dashboard plots, so it stays in our superset only."""
+    return metric.score is not None or metric.unit is None
+
+
 def _metric(metric: MetricResult) -> dict[str, Any]:
-    """HoloDeck's ``score`` is a required number: a unit metric (latency, cost) gives its value
-    in its unit (named in ``scale``), an errored one 0.0 beside its error."""
+    """HoloDeck's ``score`` is a required 0-1 number: an errored metric gives 0.0 beside its
+    error."""
     out = _pick(metric.model_dump(mode="json"), METRIC_RESULT_FIELDS)
     out["passed"] = bool(metric.passed)
     if metric.score is None:
-        out["score"] = metric.raw_score if metric.raw_score is not None else 0.0
-        if metric.raw_score is not None and metric.unit:
-            out["scale"] = metric.unit
+        out["score"] = 0.0
     return out
+
+
+def _metrics(metrics: list[MetricResult]) -> list[dict[str, Any]]:
+    return [_metric(m) for m in metrics if _plotted(m)]
 
 
 def _tools(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [_pick(item, TOOL_INVOCATION_FIELDS) for item in items]
 
 
+def _rolled_up(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """A multi-turn case's own fields as HoloDeck's executor derives them from its turns: the
+    last turn's answer, each metric once with its mean score (passed unless a turn failed
+    it), tools matched unless a turn missed them, no case-level expectations."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for turn in turns:
+        for metric in turn["metric_results"]:
+            by_name.setdefault(metric["metric_name"], []).append(metric)
+    rolled = [
+        {
+            **records[0],
+            "score": sum(r["score"] for r in records) / len(records),
+            "passed": all(r["passed"] is not False for r in records),
+            "error": None,
+            "retry_count": 0,
+            "evaluation_time_ms": sum(r["evaluation_time_ms"] or 0 for r in records),
+            "reasoning": None,
+        }
+        for records in by_name.values()
+    ]
+    matched = [t["tools_matched"] for t in turns]
+    return {
+        "agent_response": turns[-1]["response"] if turns else None,
+        "metric_results": rolled,
+        "expected_tools": None,
+        "ground_truth": None,
+        "tools_matched": None
+        if all(m is None for m in matched)
+        else not any(m is False for m in matched),
+    }
+
+
 def _result(result: TestResult) -> dict[str, Any]:
     dumped = result.model_dump(mode="json")
     out = _pick(dumped, RESULT_FIELDS)
     out["passed"] = result.status.value == "PASS"
-    out["metric_results"] = [_metric(m) for m in result.metric_results]
+    out["metric_results"] = _metrics(result.metric_results)
     out["tool_invocations"] = _tools(dumped["tool_invocations"])
     if result.turns is not None:
         turns = []
         for turn, turn_dump in zip(result.turns, dumped["turns"], strict=True):
             turn_out = _pick(turn_dump, TURN_FIELDS)
-            turn_out["metric_results"] = [_metric(m) for m in turn.metric_results]
+            turn_out["metric_results"] = _metrics(turn.metric_results)
             turn_out["tool_invocations"] = _tools(turn_dump["tool_invocations"])
             turns.append(turn_out)
         out["turns"] = turns
+        out.update(_rolled_up(turns))
     return out
 
 
@@ -372,6 +417,11 @@ def to_holodeck(run: EvalRun) -> dict[str, Any]:
     total = len(report.results)
     summary_out = _pick(summary.model_dump(mode="json"), SUMMARY_FIELDS)
     summary_out.update(total_tests=total, passed=passed, failed=total - passed)
+    unplotted = {
+        m.metric_name for r in report.results for m in all_metric_results(r) if not _plotted(m)
+    }
+    for key in ("average_scores", "metrics_evaluated"):
+        summary_out[key] = {k: v for k, v in summary_out[key].items() if k not in unplotted}
     if summary.passed != passed or summary.total_tests != total:
         summary_out["pass_rate"] = 100.0 * passed / total if total else 0.0
     report_out = _pick(report.model_dump(mode="json", exclude={"results"}), REPORT_FIELDS)
