@@ -198,4 +198,6 @@ def test_holodeck_itself_loads_every_file_we_write(written: tuple[Path, Path, Pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     [folder] = json.loads(done.stdout)["folders"]
-    assert (folder["files"], folder["valid"], folder["dashboard_runs"]) == (1, 1, 1), folder
+    # the run, and the rescored one when that test ran first: every file, every run listed
+    assert folder["files"] >= 1 and folder["refused"] == {}, folder
+    assert folder["valid"] == folder["dashboard_runs"] == folder["files"], folder

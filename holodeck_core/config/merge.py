@@ -31,7 +31,8 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from holodeck_core.config.env import substitute
-from holodeck_core.config.yaml_source import read_yaml, validation_problems
+from holodeck_core.config.validation_errors import validation_problems
+from holodeck_core.config.yaml_source import read_yaml
 from holodeck_core.errors import Problem
 from holodeck_core.models.agent import ExecutionConfig
 from holodeck_core.models.base import StrictModel
