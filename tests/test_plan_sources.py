@@ -44,12 +44,12 @@ def test_plan_skips_rescores_and_warns_about_one_trial_and_zero_variance(
         _, rescored = newest_run(tmp_path)
         assert rescored != tested
         out, err = plan(agent, capsys)
-        assert out.startswith(f"from run {tested[:12]} ") and "2 cases x 3 trial(s)" in out
+        assert f"\nfrom run {tested[:12]} " in "\n" + out and "2 cases x 3 trial(s)" in out
         assert "warning" not in err  # three trials, cases that disagree: nothing to warn
         assert main(["test", str(agent), "-q", "--limit", "1"]) == 0  # one trial, all pass
         _, single = newest_run(tmp_path)
         out, err = plan(agent, capsys)
-    assert out.startswith(f"from run {single[:12]} ") and "1 cases x 1 trial(s)" in out
+    assert f"\nfrom run {single[:12]} " in "\n" + out and "1 cases x 1 trial(s)" in out
     warnings = err.splitlines()
     assert len(warnings) == 2
     assert warnings[0].startswith("warning: the run has 1 trial per case")
