@@ -81,7 +81,7 @@ def with_base(target: dict[str, Any], base: str) -> dict[str, Any]:
 
 
 def eval_run(tmp_path: Path) -> tuple[EvalRun, str]:
-    path = sorted((tmp_path / "results" / "served").glob("*.json"))[-1]
+    path = sorted((tmp_path / "results" / "served").glob("holodeck-pipelines/*.json"))[-1]
     return EvalRun.model_validate_json(path.read_text()), path.read_text()
 
 
