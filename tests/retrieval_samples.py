@@ -104,7 +104,9 @@ def prepare_sample(agent_file: Path, dest: Path, server_url: str) -> tuple[Path,
 
 
 def set_sample_env(agent_yaml: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in set(re.findall(r"\$\{([A-Z_0-9]+)", agent_yaml.read_text())):
+    config = agent_yaml.parent / "config.yaml"  # HoloDeck resolves its variables too
+    text = agent_yaml.read_text() + (config.read_text() if config.is_file() else "")
+    for var in set(re.findall(r"\$\{([A-Z_0-9]+)", text)):
         monkeypatch.setenv(var, f"dummy-{var.lower()}")
     for var in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.setenv(var, "sk-loopback-test")

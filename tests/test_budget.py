@@ -24,7 +24,7 @@ CASES = [f"question {n}" for n in range(24)]
 
 
 def runs(folder: Path) -> list[EvalRun]:
-    paths = sorted((folder / "results" / "money").glob("*.json"))
+    paths = sorted((folder / "results" / "money").glob("holodeck-pipelines/*.json"))
     return [EvalRun.model_validate_json(p.read_text()) for p in paths]
 
 

@@ -74,7 +74,7 @@ def test_a_small_run_writes_its_history_and_intervals_without_pandas_scipy_or_py
             "JOIN metric_results m USING (run_id, case_id) ORDER BY t.case_index"
         ).fetchall()
     assert rows == [(2, 2, "Paris", "equality", True), (2, 2, "Rome", "equality", True)]
-    [path] = (tmp_path / "results").glob("*/*.json")
+    [path] = (tmp_path / "results").glob("*/holodeck-pipelines/*.json")
     statistics = EvalRun.model_validate_json(path.read_text()).report.summary.statistics
     assert statistics is not None
     assert statistics.metrics["equality"].method == "wilson_cc_effective_n"

@@ -101,7 +101,7 @@ def test_a_refused_connection_is_named_in_the_console_eval_run_junit_and_markdow
         agent.write_text(agent_yaml(base, provider) + "test_cases:\n  - {name: one, input: hi}\n")
         report = tmp_path / "report.xml"
         code = main(["test", str(agent), "-o", str(report)])
-    [path] = tmp_path.glob("results/*/*.json")
+    [path] = tmp_path.glob("results/*/holodeck-pipelines/*.json")
     run = EvalRun.model_validate_json(path.read_text())
     expected = f"cannot connect to http://127.0.0.1:{port}/v1: connection refused"
     [result] = run.report.results

@@ -72,7 +72,7 @@ def write_agent(
 
 
 def only_run(folder: Path) -> tuple[Path, EvalRun]:
-    [path] = (folder / "results" / "money").glob("*.json")
+    [path] = (folder / "results" / "money").glob("holodeck-pipelines/*.json")
     return path, EvalRun.model_validate_json(path.read_text())
 
 
@@ -111,7 +111,7 @@ def test_a_run_records_its_spend_per_heading_everywhere(
         out = capsys.readouterr().out
         assert main(["test", str(agent), "--output", str(tmp_path / "r.md")]) == 0
         assert main(["test", str(agent), "--output", str(tmp_path / "r.xml")]) == 0
-    runs = sorted((tmp_path / "results" / "money").glob("*.json"))
+    runs = sorted((tmp_path / "results" / "money").glob("holodeck-pipelines/*.json"))
     run = EvalRun.model_validate_json(runs[0].read_text())
     cost = run.report.summary.cost
     assert cost is not None and cost.price_table == packaged_price_table().version

@@ -87,7 +87,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
             agent = str(agent_dir / "agent.yaml")
             assert main(["test", agent, "-q"]) == 1
             assert main(["test", agent, "-q", "--prompt-version", "v2"]) == 0
-            newest = max((agent_dir / "results" / "acme-support").glob("*.json"),
+            newest = max((agent_dir / "results" / "acme-support").glob("holodeck-pipelines/*.json"),
                          key=lambda p: p.stat().st_mtime_ns)  # fmt: skip
             assert main(["rescore", str(newest)]) == 0
     ids = dict(query(db, "SELECT trigger || '-' || prompt_version, run_id FROM eval_runs"))

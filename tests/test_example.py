@@ -48,7 +48,7 @@ def _pass_rate(run: EvalRun) -> float:
 
 
 def _run_version(agent: Path, *extra: str) -> tuple[int, EvalRun]:
-    results = agent.parent / "results" / "acme-support"
+    results = agent.parent / "results" / "acme-support" / "holodeck-pipelines"
     before = set(results.glob("*.json")) if results.is_dir() else set()
     code = main(["test", str(agent), "-q", *extra])
     written = sorted(set(results.glob("*.json")) - before)

@@ -103,9 +103,9 @@ def test_bad_vectors_are_refused_before_caching_and_the_fixed_provider_is_asked_
         fixed = run_cli(["test", str(agent)])
     assert fixed.returncode == 0, fixed.stderr
     assert embeddings.calls == 2  # the index and the query: nothing bad was cached
-    [result] = json.loads(sorted((tmp_path / "results").glob("*/*.json"))[-1].read_text())[
-        "report"
-    ]["results"]
+    [result] = json.loads(
+        sorted((tmp_path / "results").glob("*/holodeck-pipelines/*.json"))[-1].read_text()
+    )["report"]["results"]
     assert "nan" not in result["tool_invocations"][0]["result"].lower()
 
 

@@ -52,7 +52,7 @@ def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with run_model_server({"default": {"reply": "ok"}}) as server:
         agent = agent_yaml(folder, server.openai_base_url, "- {input: q, ground_truth: ok}\n")
         assert run_cli(["test", str(agent), "-q"]).returncode == 0
-    return sorted((folder / "results").glob("*/*.json"))[0]
+    return sorted((folder / "results").glob("*/holodeck-pipelines/*.json"))[0]
 
 
 def count_runs(db: Path) -> int:

@@ -23,7 +23,7 @@ USER_PASSWORD = "pw-canary-8f8f8f8f8f"
 
 
 def eval_runs(agent: Path) -> list[EvalRun]:
-    files = sorted((agent.parent / "results").glob("*/*.json"))
+    files = sorted((agent.parent / "results").glob("*/holodeck-pipelines/*.json"))
     return [EvalRun.model_validate_json(f.read_text()) for f in files]
 
 

@@ -53,7 +53,7 @@ def test_pieces_of_a_secret_in_ids_patterns_and_tool_names_leave_a_valid_eval_ru
         proc = run_cli(["test", str(agent), "-o", str(tmp_path / "report.md")])
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    [path] = sorted((folder / "results").glob("*/*.json"))
+    [path] = sorted((folder / "results").glob("*/holodeck-pipelines/*.json"))
     run = EvalRun.model_validate_json(path.read_text())
     ids = [r.test_id for r in run.report.results]
     assert ids[0] == PLACEHOLDER and ids[1] == f"case.{PLACEHOLDER}.2"
@@ -61,7 +61,9 @@ def test_pieces_of_a_secret_in_ids_patterns_and_tool_names_leave_a_valid_eval_ru
     (folder / "tools.py").unlink()
     written = everything_written(tmp_path)
     assert PIECE not in written + proc.stdout + proc.stderr
-    assert json.loads((sorted((folder / "results").rglob("*.json"))[-1]).read_text())
+    assert json.loads(
+        (sorted((folder / "results").glob("*/holodeck-pipelines/*.json"))[-1]).read_text()
+    )
 
 
 PIECES = st.sampled_from([KEY, PIECE, KEY[:8], "sk1234abcdef"])

@@ -41,7 +41,7 @@ def journal_lines(home: Path) -> list[dict[str, object]]:
 
 
 def results_of(agent: Path) -> list[Path]:
-    return sorted((agent.parent / "results").glob("*/*.json"))
+    return sorted((agent.parent / "results").glob("*/holodeck-pipelines/*.json"))
 
 
 def run_with_fault(

@@ -86,7 +86,7 @@ def test_at_run_time_a_path_reads_data_never_methods(tmp_path: Path) -> None:
         )
         proc = run_cli(["test", str(agent)])
     no_traceback(proc)
-    [path] = sorted((tmp_path / "results").glob("*/*.json"))
+    [path] = sorted((tmp_path / "results").glob("*/holodeck-pipelines/*.json"))
     results = EvalRun.model_validate_json(path.read_text()).report.results
     assert [r.agent_response for r in results] == [
         "rendered([|||1|x|;])",

@@ -140,7 +140,7 @@ def suite(folder: Path, base_url: str, cases: list[str], functions: list[str]) -
 
 def eval_run(agent: Path) -> tuple[EvalRun, Path]:
     """The first run's EvalRun (HoloDeck's file)."""
-    path = sorted((agent.parent / "results").glob("*/*.json"))[0]
+    path = sorted((agent.parent / "results").glob("*/holodeck-pipelines/*.json"))[0]
     return EvalRun.model_validate_json(path.read_text()), path
 
 

@@ -80,8 +80,16 @@ def test_import_infers_what_holodeck_does_not_record(
 ) -> None:
     document = holodeck_export.to_holodeck(make_run("PFEP", day(0), run_id="ours"))
     for result in document["report"]["results"]:
+        assert "latency" not in {m["metric_name"] for m in result["metric_results"]}  # ms: ours
         for metric in result["metric_results"]:
             del metric["kind"]
+    # an export of an earlier release put a unit metric's raw value in `score`, its unit in
+    # `scale`: still read as the unit metric it is
+    old_latency = {"score": 454.0, "scale": "ms", "threshold": 2000.0, "passed": True}
+    document["report"]["results"][0]["metric_results"].append(
+        {**document["report"]["results"][0]["metric_results"][0], "metric_name": "latency"}
+        | old_latency
+    )
     document["report"]["results"][0]["metric_results"].append(
         {
             "metric_name": "exact_grader",

@@ -62,7 +62,7 @@ def test_control_rows_are_rescored_uncached_and_drift_is_measured(tmp_path: Path
         assert by_rule["case"] == 1  # the case's judgement came from the cache the second time
         server.set_rules(rules(5))
         assert main(["test", str(agent), "-q"]) == 0
-    runs = sorted(tmp_path.glob("results/*/*.json"))
+    runs = sorted(tmp_path.glob("results/*/holodeck-pipelines/*.json"))
     last = EvalRun.model_validate_json(runs[-1].read_text())
     assert {(s.control_id, s.score) for s in last.report.judge_control or []} == {
         ("good", 0.5),

@@ -21,7 +21,9 @@ def sample_agents() -> list[Path]:
 
 
 def set_dummy_env(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in set(re.findall(r"\$\{([A-Z_0-9]+)", agent.read_text())):
+    config = agent.parent / "config.yaml"  # HoloDeck resolves its variables too
+    text = agent.read_text() + (config.read_text() if config.is_file() else "")
+    for var in set(re.findall(r"\$\{([A-Z_0-9]+)", text)):
         monkeypatch.setenv(var, f"dummy-{var.lower()}")
 
 

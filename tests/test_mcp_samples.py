@@ -59,6 +59,8 @@ def localize(sample: Path, folder: Path, base_url: str) -> tuple[Path, dict[str,
     for tool in data["tools"]:
         if tool["type"] == "vectorstore":
             tool["mock"] = {"result": f"(no {tool['name']} match)"}
+            tool.pop("database", None)  # the sample's config.yaml names no real store here
+    (folder / "config.yaml").unlink(missing_ok=True)  # its ${OPENAI_API_KEY}: not set here
     metrics = data["evaluations"]["metrics"]
     data["evaluations"]["metrics"] = [m for m in metrics if m["type"] != "rag"]
     agent.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -66,7 +68,7 @@ def localize(sample: Path, folder: Path, base_url: str) -> tuple[Path, dict[str,
 
 
 def eval_run(folder: Path) -> EvalRun:
-    [path] = sorted((folder / "results").rglob("*.json"))
+    [path] = sorted((folder / "results").rglob("holodeck-pipelines/*.json"))
     return EvalRun.model_validate_json(path.read_text())
 
 

@@ -100,7 +100,7 @@ RULES: dict[str, Any] = {
 
 
 def eval_run_of(agent: Path) -> tuple[EvalRun, str]:
-    [path] = sorted((agent.parent / "results" / "mcp-test").glob("*.json"))
+    [path] = sorted((agent.parent / "results" / "mcp-test" / "holodeck-pipelines").glob("*.json"))
     text = path.read_text()
     return EvalRun.model_validate_json(text), text
 
@@ -223,7 +223,7 @@ def test_a_server_dying_mid_run_is_restarted_once_and_the_rerun_resumes(
         assert statuses == [Status.PASS, Status.ERROR, Status.PASS, Status.PASS]
         assert "MCP server died" in run.report.results[1].errors[0]
         before = server.stats()["by_key"]
-        for path in (agent.parent / "results").rglob("*.json"):
+        for path in (agent.parent / "results").rglob("holodeck-pipelines/*.json"):
             path.unlink()
         assert main(["test", str(agent), "-q"]) == 0  # the journal stayed open: a resume
         after = server.stats()["by_key"]

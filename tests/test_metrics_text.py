@@ -308,9 +308,10 @@ def test_numeric_response_that_is_not_a_number_fails(
     assert reason in (result.reasoning or "")
 
 
-def test_numeric_ground_truth_that_is_not_a_number_is_an_error() -> None:
+def test_numeric_ground_truth_that_is_not_a_number_is_an_evaluation_error() -> None:
     result = run(std("numeric"), actual_output="12", expected_output="twelve")
-    assert result.passed is None and "ground_truth is not a number" in (result.error or "")
+    assert result.passed is None and result.details == {"error_source": "evaluation"}
+    assert "metric 'numeric' needs a number as ground_truth, got 'twelve'" in (result.error or "")
 
 
 @pytest.mark.parametrize(

@@ -280,3 +280,27 @@ def test_logprobs_for_score_tokens() -> None:
         assert part.type == "output_text" and part.text == "8"
         assert part.logprobs is not None
         assert {t.token for t in part.logprobs[0].top_logprobs} == {"7", "8", "9"}
+
+
+def test_every_request_is_recorded_for_comparison() -> None:
+    """``GET /_requests`` (and ``ModelServer.requests()``): each model request's route, path
+    and JSON body in arrival order, what bench/holodeck_fidelity.py compares; reset clears."""
+    import httpx
+
+    with run_model_server({"default": {"reply": "ok"}}) as server, oai(server) as client:
+        client.chat.completions.create(
+            model="m1", messages=[{"role": "user", "content": "one"}], max_tokens=7
+        )
+        with ant(server) as aclient:
+            aclient.messages.create(
+                model="m2", max_tokens=9, messages=[{"role": "user", "content": "two"}]
+            )
+        served = httpx.get(f"{server.url}/_requests").json()
+        assert served == server.requests()
+        assert [(r["route"], r["path"], r["body"]["model"]) for r in served] == [
+            ("chat", "/v1/chat/completions", "m1"),
+            ("messages", "/v1/messages", "m2"),
+        ]
+        assert served[0]["body"]["max_tokens"] == 7 and served[1]["body"]["max_tokens"] == 9
+        server.reset()
+        assert server.requests() == []

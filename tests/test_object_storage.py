@@ -74,8 +74,11 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
             "eval_history",
         )
     }
-    [eval_run_key] = [key for key in objects if key.startswith("results/geo-agent/")]
+    run_keys = sorted(key for key in objects if key.startswith("results/geo-agent/"))
+    [holodeck_key, eval_run_key] = run_keys  # HoloDeck's file and our superset (DESIGN §8.2)
+    assert eval_run_key == holodeck_key.replace("geo-agent/", "geo-agent/holodeck-pipelines/")
     eval_run = json.loads(objects[eval_run_key])
+    assert "partition_key" not in json.loads(objects[holodeck_key])["metadata"]
     assert eval_run["metadata"]["partition_key"] == "v2"
     assert not (tmp_path / "agents" / "geo" / "results").exists()  # nothing on local disk
     assert "history/eval_runs/run_id=" in " ".join(objects)  # the lake is in the bucket too

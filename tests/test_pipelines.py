@@ -159,7 +159,11 @@ def test_partitions_materialize_into_duckdb_with_checks(
     assert v1_gate.description == "prompt version v1: pass rate 0.0% is under the gate's 50.0%"
     assert v1_gate.metadata["partition"].value == "v1"
     assert v1_gate.metadata["gate"].value == "min_pass_rate 50%"
-    evalruns = sorted((tmp_path / "agents" / "geo" / "results" / "geo-agent").glob("*.json"))
+    evalruns = sorted(
+        (tmp_path / "agents" / "geo" / "results" / "geo-agent" / "holodeck-pipelines").glob(
+            "*.json"
+        )
+    )
     assert len(evalruns) == 2
     materialization = instance_metadata(v2, "report_summary")
     assert materialization["pass_rate"].value == 1.0

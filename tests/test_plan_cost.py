@@ -41,7 +41,7 @@ def test_plan_from_measured_spend_is_within_ten_percent_of_the_run(
         assert "from the measured spend per case of run " in out
         shutil.rmtree(Path(os.environ["HOLODECK_HOME"]) / "cache")  # the next run pays again
         assert main(["test", str(agent), "-q"]) == 0
-    runs = sorted((tmp_path / "results" / "money").glob("*.json"))
+    runs = sorted((tmp_path / "results" / "money").glob("holodeck-pipelines/*.json"))
     cost = EvalRun.model_validate_json(runs[-1].read_text()).report.summary.cost_usd
     assert cost is not None
     assert planned_usd(out) == pytest.approx(cost, rel=0.10)

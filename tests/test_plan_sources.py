@@ -17,7 +17,9 @@ RULES = {"rules": [{"match": {"user": "always"}, "reply": "Paris"}]}
 
 
 def newest_run(folder: Path) -> tuple[Path, str]:
-    path = max(folder.glob("results/*/*.json"), key=lambda p: p.stat().st_mtime_ns)
+    path = max(
+        folder.glob("results/*/holodeck-pipelines/*.json"), key=lambda p: p.stat().st_mtime_ns
+    )
     run_id = EvalRun.model_validate_json(path.read_text()).metadata.run_id
     assert run_id is not None
     return path, run_id

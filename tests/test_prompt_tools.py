@@ -58,7 +58,7 @@ def test_a_prompt_tool_renders_its_template_and_asks_the_model(
         agent = write_agent(tmp_path, server.openai_base_url, prompt_tool(source))
         assert main(["test", str(agent), "-q"]) == 0
         stats = server.stats()
-    [path] = (tmp_path / "results").rglob("*.json")
+    [path] = (tmp_path / "results").rglob("holodeck-pipelines/*.json")
     [result] = EvalRun.model_validate_json(path.read_text()).report.results
     assert result.agent_response == "short(<b>Tom & Jerry</b>)"  # inserted verbatim, no escaping
     [invocation] = result.tool_invocations

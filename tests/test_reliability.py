@@ -47,7 +47,7 @@ def run_suite(
     agent = tmp_path / "agent.yaml"
     agent.write_text(agent_yaml(base_url, provider, **kw) + "test_cases:\n" + cases)
     code = main(["test", str(agent), "-q", *args])
-    [path] = sorted(tmp_path.glob("results/*/*.json"))[-1:]
+    [path] = sorted(tmp_path.glob("results/*/holodeck-pipelines/*.json"))[-1:]
     return code, EvalRun.model_validate_json(path.read_text()), path.read_text()
 
 
@@ -290,7 +290,7 @@ def test_hostile_agent_names_are_stored_and_queried_safely(
         assert con.execute("SELECT count(*) FROM eval_runs").fetchone() == (1,)
     assert main(["history", "sql", "DELETE FROM eval_runs", "--db", str(db)]) == 2
     assert (tmp_path / "results").exists() and json.loads(
-        next(tmp_path.glob("results/*/*.json")).read_text()
+        next(tmp_path.glob("results/*/holodeck-pipelines/*.json")).read_text()
     )["report"]["agent_name"] == run.report.agent_name
 
 

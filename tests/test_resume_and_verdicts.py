@@ -50,7 +50,7 @@ def test_a_judge_that_is_down_makes_an_error_not_a_pass(tmp_path: Path) -> None:
     with run_model_server(rules) as server:
         agent = write(tmp_path, server.openai_base_url, geval, "- {input: capital?}\n")
         code = main(["test", str(agent), "-q"])
-    [path] = (tmp_path / "results" / "edge").glob("*.json")
+    [path] = (tmp_path / "results" / "edge" / "holodeck-pipelines").glob("*.json")
     [result] = EvalRun.model_validate_json(path.read_text()).report.results
     assert result.metric_results[0].error and result.metric_results[0].passed is None
     assert result.status is Status.ERROR and result.error_source == "execution"
@@ -188,7 +188,7 @@ def test_test_and_rescore_give_a_multi_turn_case_the_same_verdict(tmp_path: Path
             - {{input: alpha, evaluations: [{blocking}]}}
             - {{input: beta, evaluations: [{geval.format("Plain", "retry_on_failure: 1")}]}}
         """)
-    folder = tmp_path / "results" / "edge"
+    folder = tmp_path / "results" / "edge" / "holodeck-pipelines"
     with run_model_server({"rules": partly_down}) as server:
         agent = write(
             tmp_path, server.openai_base_url, "{type: standard, metric: json_valid}", cases

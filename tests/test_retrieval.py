@@ -80,7 +80,7 @@ def write_docs(folder: Path, docs: dict[str, str] = DOCS) -> None:
 
 
 def last_run(folder: Path) -> dict[str, Any]:
-    path = sorted((folder / "results").glob("*/*.json"))[-1]
+    path = sorted((folder / "results").glob("*/holodeck-pipelines/*.json"))[-1]
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 
 
@@ -508,3 +508,15 @@ def test_embeddings_outage_fails_the_dagster_partition_after_journaling(tmp_path
             server.set_rules(rules)
             assert materialize(defs, instance, key).success
             assert server.stats()["by_route"]["chat"] == chat + 2  # only case 3 ran again
+
+
+def test_vectorstore_chunks_as_holodeck_makes_them_without_overlap() -> None:
+    """customer-support's knowledge_base (chunk_size 512, chunk_overlap 128): HoloDeck 0.7.1
+    makes 2 chunks (its paragraph splitter takes no overlap); carrying the overlap made 3."""
+    from holodeck_core.tools.retrieval.chunking import paragraph_chunks
+    from tests.conftest import corpus_path
+
+    source = corpus_path("holodeck", "samples", "customer-support", "openai", "data")
+    text = (source / "knowledge_base.md").read_text()
+    first, second = paragraph_chunks(text, 512)
+    assert first.text.split()[-8:] != second.text.split()[:8]  # nothing carried over

@@ -82,7 +82,7 @@ def test_sample_answers_from_its_own_documents(
         assert code in (0, 1), err
         assert "Traceback" not in err
         assert server.stats()["by_route"]["embeddings"] > 0
-        path = sorted((agent.parent / "results").glob("*/*.json"))[-1]
+        path = sorted((agent.parent / "results").glob("*/holodeck-pipelines/*.json"))[-1]
         results = json.loads(path.read_text())["report"]["results"]
         for result in results:
             calls = [

@@ -23,6 +23,8 @@ def get_weather(city: str) -> str:
     return f"Sunny in {city}"
 """
 
+SUPERSETS = "runner-test/holodeck-pipelines/*.json"  # our EvalRun files (DESIGN §8.2)
+
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
     "rules": [
@@ -79,7 +81,7 @@ CASES = """\
 
 
 def eval_run_of(agent: Path) -> EvalRun:
-    [path] = sorted((agent.parent / "results" / "runner-test").glob("*.json"))
+    [path] = sorted((agent.parent / "results").glob(SUPERSETS))
     return EvalRun.model_validate_json(path.read_text())
 
 
@@ -140,6 +142,38 @@ def test_fail_on_error_metric_is_an_evaluation_error(tmp_path: Path) -> None:
     [result] = eval_run_of(agent).report.results
     assert result.status is Status.ERROR and result.error_source == "evaluation"
     assert code == 4
+
+
+def test_a_ground_truth_a_numeric_metric_cannot_read_is_an_evaluation_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The case ran; its evaluation could not (two corpus turns have ``'yes'``): the metric's
+    error, named with the case, the metric and the value, exit 4 (DESIGN §6.7), not 3."""
+    cases = """\
+    - name: yes or no
+      input: capital of France?
+      ground_truth: "yes"
+      evaluations: [{type: standard, metric: numeric}]
+    - name: multi
+      turns:
+        - input: capital of France?
+          ground_truth: "yes"
+          evaluations: [{type: standard, metric: numeric}]
+    """
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        code = main(["test", str(agent)])
+    single, multi = eval_run_of(agent).report.results
+    assert code == 4
+    for result in (single, multi):
+        assert result.status is Status.ERROR and result.error_source == "evaluation"
+    [metric] = single.metric_results
+    assert metric.error == (
+        "case 'yes or no': metric 'numeric' needs a number as ground_truth, got 'yes' ('yes' "
+        "is not a number); fix the test case's ground_truth"
+    )
+    assert "case 'multi'" in " ".join(multi.errors) and "[turn 0]" in " ".join(multi.errors)
+    assert "ERROR yes or no: metric numeric: case 'yes or no'" in capsys.readouterr().err
 
 
 def test_empty_response_without_metrics_fails(tmp_path: Path) -> None:
@@ -320,7 +354,7 @@ def test_junit_keeps_failures_and_errors_apart(tmp_path: Path) -> None:
     assert 'failures="2" errors="1"' in xml
     assert xml.count("<failure") == 2 and xml.count("<error") == 1
     assert '<property name="case.capital.metric.equality" value="1" />' in xml
-    report = json.loads(next(tmp_path.glob("results/*/*.json")).read_text())["report"]
+    report = json.loads(next((tmp_path / "results").glob(SUPERSETS)).read_text())["report"]
     assert report["summary"]["errored"] == 1
 
 
@@ -329,7 +363,7 @@ def test_rescore_uses_the_current_metrics_without_calling_the_agent(tmp_path: Pa
         agent = write_agent(tmp_path, "openai", server.openai_base_url, CASES)
         assert main(["test", str(agent), "-q"]) == 1
         calls = server.stats()["total_calls"]
-        [first] = sorted((tmp_path / "results" / "runner-test").glob("*.json"))
+        [first] = sorted((tmp_path / "results").glob(SUPERSETS))
         text = agent.read_text().replace(
             "{type: standard, metric: equality, case_insensitive: true}",
             "{type: standard, metric: contains, pattern: Paris}",
@@ -337,7 +371,7 @@ def test_rescore_uses_the_current_metrics_without_calling_the_agent(tmp_path: Pa
         agent.write_text(text)
         code = main(["rescore", str(first)])
         assert server.stats()["total_calls"] == calls  # no agent call
-    runs = sorted((tmp_path / "results" / "runner-test").glob("*.json"))
+    runs = sorted((tmp_path / "results").glob(SUPERSETS))
     rescored = EvalRun.model_validate_json(runs[-1].read_text())
     original = EvalRun.model_validate_json(first.read_text())
     assert rescored.metadata.trigger == "rescore"
@@ -357,7 +391,7 @@ def test_filter_and_limit_select_cases(tmp_path: Path) -> None:
         assert main(["test", str(agent), "-q", "--filter", "nothing-matches"]) == 2
     first, second = (
         EvalRun.model_validate_json(p.read_text())
-        for p in sorted((tmp_path / "results" / "runner-test").glob("*.json"))
+        for p in sorted((tmp_path / "results").glob(SUPERSETS))
     )
     assert [r.test_name for r in first.report.results] == ["capital"]  # by tag
     assert [r.test_name for r in second.report.results] == ["paris weather"]  # name, limit

@@ -81,7 +81,7 @@ def with_base(target: dict[str, Any], base: str) -> dict[str, Any]:
 
 
 def eval_run(tmp_path: Path) -> tuple[EvalRun, str]:
-    path = sorted((tmp_path / "results" / "served").glob("*.json"))[-1]
+    path = sorted((tmp_path / "results" / "served").glob("holodeck-pipelines/*.json"))[-1]
     return EvalRun.model_validate_json(path.read_text()), path.read_text()
 
 
@@ -310,7 +310,8 @@ def test_the_dagster_assets_run_a_target_agent_unchanged(tmp_path: Path) -> None
         result = materialize(defs, instance, key)
     assert result.success
     assert sum(state.calls.values()) == 2  # every case went to the served agent
-    [path] = (folder / "results" / "geo-agent").glob("*.json")
+    [path] = (folder / "results" / "geo-agent").glob("holodeck-pipelines/*.json")
+    assert (path.parent.parent / path.name).is_file()  # HoloDeck's file beside our superset
     run = EvalRun.model_validate_json(path.read_text())
     assert statuses(run) == {"w": Status.PASS, "n": Status.FAIL}
     assert run.metadata.provenance["target"] == {"holodeck_serve": {"url": base}}

@@ -58,7 +58,8 @@ def seed_with(passes: int, of: int, p: float, text: str, rule: int = 0) -> int:
 
 def eval_runs(folder: Path) -> list[EvalRun]:
     return [
-        EvalRun.model_validate_json(p.read_text()) for p in sorted(folder.glob("results/*/*.json"))
+        EvalRun.model_validate_json(p.read_text())
+        for p in sorted(folder.glob("results/*/holodeck-pipelines/*.json"))
     ]
 
 
@@ -165,7 +166,7 @@ def test_five_trials_three_seeded_passes(
     # rescore re-scores each trial and reduces again (no agent call)
     agent = tmp_path / "all" / "agent.yaml"
     agent.write_text(agent.read_text().replace("pattern: Paris", "pattern: Lyon"))
-    [first] = sorted((tmp_path / "all").glob("results/*/*.json"))
+    [first] = sorted((tmp_path / "all").glob("results/*/holodeck-pipelines/*.json"))
     assert main(["rescore", str(first)]) == 1
     rescored = next(r for r in eval_runs(tmp_path / "all") if r.metadata.trigger == "rescore")
     moved = next(r for r in rescored.report.results if r.test_id == "capital")
@@ -181,7 +182,7 @@ def test_one_trial_keeps_the_eval_run_shape(tmp_path: Path) -> None:
         agent = tmp_path / "agent.yaml"
         agent.write_text(agent_yaml(server.openai_base_url, ["capital ?", "again ?"]))
         assert main(["test", str(agent), "-q", "-o", str(tmp_path / "r.xml")]) == 0
-    [path] = tmp_path.glob("results/*/*.json")
+    [path] = tmp_path.glob("results/*/holodeck-pipelines/*.json")
     data = json.loads(path.read_text())
     assert all("trials" not in r for r in data["report"]["results"])
     assert "judge_control" not in data["report"]

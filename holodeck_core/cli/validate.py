@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from holodeck_core.cli.target_option import add_target_option, describe_target
 from holodeck_core.errors import ExitCode
+
+if TYPE_CHECKING:
+    from holodeck_core.config.loader import LoadedAgent
 
 
 def add_validate_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,6 +41,10 @@ def _validate(args: argparse.Namespace) -> int:
     _show(f"  model:    {agent.model.provider.value} {agent.model.name}")
     if loaded.target is not None:
         _show(f"  target:   {describe_target(loaded.target)}")
+    for path in loaded.config_files:
+        _show(f"  config:   {path} (merged as HoloDeck 0.7.1 merges it)")
+    for key, value, origin in _settings(loaded):
+        _show(f"  setting:  {key} = {value} ({origin})")
     versions = ", ".join(p.version.version for p in loaded.active_prompts)
     _show(f"  prompt:   {versions} ({loaded.prompt.version.source})")
     _show(f"  cases:    {len(agent.cases)}")
@@ -76,6 +84,47 @@ def _validate(args: argparse.Namespace) -> int:
         for warning in warnings:
             _show(f"  warning:  {warning}")
     return ExitCode.OK
+
+
+MODEL_SETTINGS = (
+    "provider",
+    "name",
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "endpoint",
+    "api_version",
+)
+
+
+def _settings(loaded: LoadedAgent) -> list[tuple[str, str, str]]:
+    """(setting, effective value, where it came from) of the agent's model, its judge model,
+    its execution settings and its tools' databases; a secret's value is never shown."""
+    from holodeck_core.redaction import REDACTED, redact_text
+
+    agent = loaded.agent
+    rows: list[tuple[str, object, str]] = []
+    models = [("model", agent.model)]
+    if agent.evaluations and agent.evaluations.model:
+        models.append(("evaluations.model", agent.evaluations.model))
+    for prefix, model in models:
+        for name in (*MODEL_SETTINGS, "api_key"):
+            key = f"{prefix}.{name}"
+            value = getattr(model, name)
+            if key in loaded.origins or value is not None:
+                shown = REDACTED if name == "api_key" else getattr(value, "value", value)
+                rows.append((key, shown, loaded.origins.get(key, "default")))
+    execution = agent.execution.model_dump(exclude_none=True) if agent.execution else {}
+    rows += [
+        (f"execution.{k}", v, loaded.origins.get(f"execution.{k}", "?"))
+        for k, v in execution.items()
+    ]
+    for tool in agent.tools or []:
+        key = f"tools.{tool.name}.database"
+        if key in loaded.origins:
+            database = getattr(tool, "database", None)
+            rows.append((key, getattr(database, "provider", database), loaded.origins[key]))
+    return [(key, redact_text(str(value)), origin) for key, value, origin in rows]
 
 
 def _show(line: str) -> None:

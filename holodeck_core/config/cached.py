@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from holodeck_core.config.loader import LoadedAgent, load_agent
+from holodeck_core.config.merge import user_config_dir
 from holodeck_core.config.project import PROJECT_FILE, Project
 
 FRESH_NS = 1_000_000_000
@@ -53,8 +54,9 @@ def _environment() -> int:
 
 
 def _sources(loaded: LoadedAgent) -> tuple[Path, ...]:
-    """Every file ``load_agent`` reads for this agent: the agent file and the ``.env`` beside
-    it, the test-cases file, the prompt files, a response-schema file, and the project's
+    """Every file ``load_agent`` reads for this agent: the agent file, the ``.env`` files and
+    the ``config.yaml`` files HoloDeck reads (where they would be: creating one counts), the
+    test-cases file, the prompt files, a response-schema file, and the project's
     ``holodeck.yaml`` (and its ``.env``) and other agent files (the slug check reads their
     names)."""
     agent = loaded.agent
@@ -62,9 +64,13 @@ def _sources(loaded: LoadedAgent) -> tuple[Path, ...]:
     if isinstance(agent.response_format, str):
         relative.append(agent.response_format)
     project = Project.discover(loaded.base_dir)
+    folders = (loaded.base_dir, user_config_dir())
     return (
         loaded.file,
+        Path.cwd() / ".env",
         loaded.base_dir / ".env",
+        user_config_dir() / ".env",
+        *(folder / name for folder in folders for name in ("config.yml", "config.yaml")),
         *(loaded.resolve(path) for path in relative if path),
         project.root / PROJECT_FILE,
         project.root / ".env",  # a target's ${VAR}s in holodeck.yaml

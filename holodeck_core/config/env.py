@@ -26,13 +26,23 @@ from holodeck_core.redaction import (
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
+def dotenv_files(agent_file: Path) -> list[Path]:
+    """The ``.env`` files read, the first to set a variable winning: HoloDeck 0.7.1's (the
+    working directory's, then ``~/.holodeck/.env``), with ours, beside the agent file, after
+    the working directory's (the same file when HoloDeck is run from the agent's folder)."""
+    found = [Path.cwd() / ".env", agent_file.parent / ".env", Path.home() / ".holodeck" / ".env"]
+    unique = {p.resolve(): p for p in found if p.is_file()}
+    return list(unique.values())
+
+
 def environment_for(agent_file: Path) -> dict[str, str]:
-    """The process environment over a ``.env`` file beside the agent file (the process
-    environment wins, as with python-dotenv's default)."""
+    """The process environment over the :func:`dotenv_files` (the process environment wins,
+    as with python-dotenv's default)."""
     from dotenv import dotenv_values
 
-    dotenv = agent_file.parent / ".env"
-    values = {k: v for k, v in dotenv_values(dotenv).items() if v is not None}
+    values: dict[str, str] = {}
+    for dotenv in reversed(dotenv_files(agent_file)):
+        values.update({k: v for k, v in dotenv_values(dotenv).items() if v is not None})
     return {**values, **os.environ}
 
 

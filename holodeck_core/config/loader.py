@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
+from holodeck_core.config.merge import merge_config_files
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
 from holodeck_core.config.targets import option_target, project_target
@@ -39,6 +40,10 @@ class LoadedAgent:
     secrets: frozenset[str] = frozenset()
     target: Target | None = None
     """Where the agent runs, when not in-process (``holodeck.yaml`` or ``--target``)."""
+    origins: dict[str, str] = field(default_factory=dict)
+    """Where each model, execution and database setting came from (``agent.yaml``, a
+    ``config.yaml``'s block, a variable); defaults are absent."""
+    config_files: list[Path] = field(default_factory=list)
 
     @property
     def base_dir(self) -> Path:
@@ -74,6 +79,9 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
     data: dict[str, Any] = main.data
     problems = list(main.problems)
     secrets = set(main.secrets)
+    merged = merge_config_files(data, file, env) if not problems else None
+    if merged is not None:  # the config.yaml files HoloDeck merges in (DESIGN §8.1)
+        data, problems, secrets = merged.data, merged.problems, secrets | merged.secrets
 
     cases_doc: YamlDocument | None = None
     inline_count = len(data.get("test_cases") or [])
@@ -110,8 +118,10 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
         file=file,
         display=display,
         prompt=inline_prompt(agent.instructions.inline or ""),
-        warnings=agent.warnings,
+        warnings=[*agent.warnings, *(merged.warnings if merged else [])],
         secrets=frozenset(secrets),
+        origins=merged.origins if merged else {},
+        config_files=[f.path for f in merged.files] if merged else [],
     )
     problems = _secret_names(loaded, locate)
     problems += _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)

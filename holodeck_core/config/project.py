@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import Field
 
@@ -205,3 +205,26 @@ def results_dir(agent_file: Path, agent_name: str) -> Path | UPath:
             base = project.root / base
         return base / slugify(agent_name)
     return agent_file.resolve().parent / "results" / slugify(agent_name)
+
+
+SUPERSET_FOLDER = "holodeck-pipelines"
+"""Our superset EvalRun of ``results/<slug>/<name>.json`` lives at
+``results/<slug>/holodeck-pipelines/<name>.json``, where HoloDeck's loader (which globs
+``*.json`` in the slug folder, not below) does not look (DESIGN §8.2)."""
+
+
+_L = TypeVar("_L", bound="Path | UPath")
+
+
+def superset_of(path: _L) -> _L:
+    """The superset beside a HoloDeck-shaped EvalRun file if there is one, else ``path``:
+    every reader of ours prefers it and accepts either."""
+    if path.parent.name == SUPERSET_FOLDER:
+        return path
+    candidate = path.with_name(SUPERSET_FOLDER) / path.name
+    return cast("_L", candidate) if candidate.is_file() else path
+
+
+def results_folder_of(path: _L) -> _L:
+    """``results/<slug>/`` of a run file at either of its two places."""
+    return cast("_L", path.parent.parent if path.parent.name == SUPERSET_FOLDER else path.parent)

@@ -111,8 +111,11 @@ def eval_run_file(ref: str, history: History | None = None) -> Path:
 
 
 def agent_file(source: Path, run: EvalRun) -> Path:
-    """``<agent dir>/results/<slug>/<file>.json`` → ``<agent dir>/<agent_config_path>``."""
-    agent_dir = source.resolve().parent.parent.parent
+    """``<agent dir>/results/<slug>/[holodeck-pipelines/]<file>.json`` →
+    ``<agent dir>/<agent_config_path>``."""
+    from holodeck_core.config.project import results_folder_of
+
+    agent_dir = results_folder_of(source.resolve()).parent.parent
     candidate = agent_dir / Path(run.report.agent_config_path).name
     if not candidate.is_file():
         raise ConfigError(

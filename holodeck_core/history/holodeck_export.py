@@ -1,10 +1,13 @@
 """HoloDeck 0.7.1 EvalRun files out (the import side is
 :mod:`~holodeck_core.history.holodeck_import`).
 
-:func:`to_holodeck` produces what HoloDeck's own models read: ERROR folded into failed, our
-extra fields dropped, metrics HoloDeck cannot express removed from ``agent_config`` (their
-results stay in the report). The field lists are HoloDeck 0.7.1's, from its JSON Schema
-``schemas/agent.schema.json`` and its report models.
+:func:`to_holodeck` produces what HoloDeck's own models read (DESIGN §8.2): ERROR folded into
+failed, our extra fields dropped, metrics HoloDeck cannot express removed from
+``agent_config``, scores on the 0-1 scale its dashboard plots (unit metrics such as latency
+and cost stay in our superset), multi-turn cases rolled up as its executor rolls them. It is
+the file ``holodeck test`` writes at ``results/<slug>/<timestamp>.json`` and the one
+``history export --format holodeck`` writes. The field lists are HoloDeck 0.7.1's, from its
+JSON Schema ``schemas/agent.schema.json`` and its report models.
 """
 
 from __future__ import annotations
@@ -15,271 +18,21 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
+from holodeck_core.history.holodeck_fields import (
+    AGENT_FIELDS,
+    METADATA_FIELDS,
+    METRIC_RESULT_FIELDS,
+    REPORT_FIELDS,
+    RESULT_FIELDS,
+    SUMMARY_FIELDS,
+    TOOL_INVOCATION_FIELDS,
+    TURN_FIELDS,
+)
 from holodeck_core.history.holodeck_import import HOLODECK_STANDARD_METRICS
 from holodeck_core.history.rows import utc_naive
 from holodeck_core.models import EvalRun, MetricResult, TestResult
+from holodeck_core.models.results import all_metric_results
 from holodeck_core.redaction import REDACTED
-
-# HoloDeck 0.7.1's fields per model, from schemas/agent.schema.json ($defs) and its report
-# models (seed 000 + the 031 additions seen in its real output). Our models carry more.
-AGENT_FIELDS: dict[str, tuple[str, ...]] = {
-    "Agent": (
-        "name",
-        "description",
-        "author",
-        "model",
-        "instructions",
-        "response_format",
-        "tools",
-        "evaluations",
-        "test_cases",
-        "execution",
-        "observability",
-        "deployment",
-        "embedding_provider",
-        "claude",
-        "openai",
-        # not "test_cases_file": the JSON Schema lists it, 0.7.1's Agent model forbids it
-    ),
-    "LLMProvider": (
-        "provider",
-        "name",
-        "temperature",
-        "max_tokens",
-        "top_p",
-        "endpoint",
-        "api_key",
-        "api_version",
-        "auth_provider",
-    ),
-    "Instructions": ("file", "inline"),
-    "ExecutionConfig": (
-        "file_timeout",
-        "llm_timeout",
-        "download_timeout",
-        "cache_enabled",
-        "cache_dir",
-        "verbose",
-        "quiet",
-        "parallel_test_cases",
-    ),
-    "EvaluationConfig": ("model", "metrics", "optimizer"),
-    "StandardMetric": (
-        "type",
-        "metric",
-        "threshold",
-        "enabled",
-        "scale",
-        "model",
-        "fail_on_error",
-        "retry_on_failure",
-        "timeout_ms",
-        "custom_prompt",
-        "case_insensitive",
-        "strip_whitespace",
-        "strip_punctuation",
-        "absolute_tolerance",
-        "relative_tolerance",
-        "accept_percent",
-        "accept_thousands_separators",
-        "response_path",
-    ),
-    "GEvalMetric": (
-        "type",
-        "name",
-        "criteria",
-        "evaluation_steps",
-        "evaluation_params",
-        "strict_mode",
-        "threshold",
-        "model",
-        "enabled",
-        "fail_on_error",
-    ),
-    "RAGMetric": (
-        "type",
-        "metric_type",
-        "threshold",
-        "include_reason",
-        "model",
-        "enabled",
-        "fail_on_error",
-    ),
-    "CodeMetric": ("type", "grader", "name", "threshold", "enabled", "fail_on_error"),
-    "TestCaseModel": (
-        "name",
-        "input",
-        "expected_tools",
-        "ground_truth",
-        "files",
-        "retrieval_context",
-        "evaluations",
-        "turns",
-    ),
-    "Turn": (
-        "input",
-        "ground_truth",
-        "expected_tools",
-        "files",
-        "retrieval_context",
-        "evaluations",
-        "turn_config",
-    ),
-    "FileInput": ("path", "url", "type", "description", "pages", "sheet", "range", "cache"),
-    "ExpectedTool": ("name", "args", "count"),
-    "FunctionTool": (
-        "name",
-        "description",
-        "type",
-        "defer_loading",
-        "file",
-        "function",
-        "parameters",
-    ),
-    "MCPTool": (
-        "name",
-        "description",
-        "type",
-        "defer_loading",
-        "transport",
-        "command",
-        "args",
-        "env",
-        "env_file",
-        "encoding",
-        "url",
-        "headers",
-        "timeout",
-        "sse_read_timeout",
-        "terminate_on_close",
-        "config",
-        "load_tools",
-        "load_prompts",
-        "request_timeout",
-        "is_retrieval",
-        "registry_name",
-    ),
-    "VectorstoreTool": (
-        "name",
-        "description",
-        "type",
-        "defer_loading",
-        "source",
-        "vector_field",
-        "meta_fields",
-        "chunk_size",
-        "chunk_overlap",
-        "embedding_model",
-        "embedding_dimensions",
-        "database",
-        "top_k",
-        "min_similarity_score",
-        "record_path",
-        "record_prefix",
-        "meta_prefix",
-        "id_field",
-        "field_separator",
-        "delimiter",
-    ),
-    "PromptTool": (
-        "name",
-        "description",
-        "type",
-        "defer_loading",
-        "template",
-        "file",
-        "parameters",
-        "model",
-    ),
-    "HierarchicalDocumentTool": (
-        "name",
-        "description",
-        "type",
-        "defer_loading",
-        "source",
-        "chunking_strategy",
-        "max_chunk_tokens",
-        "chunk_overlap",
-        "document_domain",
-        "max_subsection_depth",
-        "search_mode",
-        "top_k",
-        "min_score",
-        "semantic_weight",
-        "keyword_weight",
-        "exact_weight",
-        "rrf_k",
-        "contextual_embeddings",
-        "context_max_tokens",
-        "context_concurrency",
-        "extract_definitions",
-        "extract_cross_references",
-        "enable_reranking",
-        "reranker_model",
-        "context_model",
-        "embedding_model",
-        "database",
-        "keyword_index",
-    ),
-}
-"""Models absent here (``DatabaseConfig``, ``KeywordIndexConfig``: open in HoloDeck too) are
-dumped whole."""
-
-METRIC_RESULT_FIELDS = (
-    "metric_name", "kind", "score", "threshold", "passed", "scale", "error", "retry_count",
-    "evaluation_time_ms", "model_used", "reasoning",
-)  # fmt: skip
-TOOL_INVOCATION_FIELDS = ("name", "args", "result", "bytes", "duration_ms", "error")
-TURN_FIELDS = (
-    "turn_index",
-    "input",
-    "response",
-    "ground_truth",
-    "expected_tools",
-    "tool_calls",
-    "tool_invocations",
-    "tools_matched",
-    "arg_match_details",
-    "metric_results",
-    "passed",
-    "execution_time_ms",
-    "token_usage",
-    "errors",
-    "skipped",
-    "grader_details",
-)
-RESULT_FIELDS = (
-    "test_name",
-    "test_input",
-    "processed_files",
-    "agent_response",
-    "tool_calls",
-    "tool_invocations",
-    "expected_tools",
-    "tools_matched",
-    "metric_results",
-    "ground_truth",
-    "passed",
-    "execution_time_ms",
-    "errors",
-    "timestamp",
-    "token_usage",
-    "turns",
-)
-SUMMARY_FIELDS = (
-    "total_tests", "passed", "failed", "pass_rate", "total_duration_ms", "metrics_evaluated",
-    "average_scores",
-)  # fmt: skip
-REPORT_FIELDS = (
-    "agent_name",
-    "agent_config_path",
-    "results",
-    "summary",
-    "timestamp",
-    "holodeck_version",
-    "environment",
-)
-METADATA_FIELDS = ("agent_config", "prompt_version", "holodeck_version", "cli_args", "git_commit")
 
 
 def _metric_fits_holodeck(metric: BaseModel) -> bool:
@@ -323,36 +76,77 @@ def _pick(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     return {name: data.get(name) for name in fields}
 
 
+def _plotted(metric: MetricResult) -> bool:
+    """Whether HoloDeck can show the metric: a unit metric (latency in ms, cost in USD) has no
+    score on the 0-1 scale HoloDeck's dashboard plots, so it stays in our superset only."""
+    return metric.score is not None or metric.unit is None
+
+
 def _metric(metric: MetricResult) -> dict[str, Any]:
-    """HoloDeck's ``score`` is a required number: a unit metric (latency, cost) gives its value
-    in its unit (named in ``scale``), an errored one 0.0 beside its error."""
+    """HoloDeck's ``score`` is a required 0-1 number: an errored metric gives 0.0 beside its
+    error."""
     out = _pick(metric.model_dump(mode="json"), METRIC_RESULT_FIELDS)
     out["passed"] = bool(metric.passed)
     if metric.score is None:
-        out["score"] = metric.raw_score if metric.raw_score is not None else 0.0
-        if metric.raw_score is not None and metric.unit:
-            out["scale"] = metric.unit
+        out["score"] = 0.0
     return out
+
+
+def _metrics(metrics: list[MetricResult]) -> list[dict[str, Any]]:
+    return [_metric(m) for m in metrics if _plotted(m)]
 
 
 def _tools(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [_pick(item, TOOL_INVOCATION_FIELDS) for item in items]
 
 
+def _rolled_up(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """A multi-turn case's own fields as HoloDeck's executor derives them from its turns: the
+    last turn's answer, each metric once with its mean score (passed unless a turn failed
+    it), tools matched unless a turn missed them, no case-level expectations."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for turn in turns:
+        for metric in turn["metric_results"]:
+            by_name.setdefault(metric["metric_name"], []).append(metric)
+    rolled = [
+        {
+            **records[0],
+            "score": sum(r["score"] for r in records) / len(records),
+            "passed": all(r["passed"] is not False for r in records),
+            "error": None,
+            "retry_count": 0,
+            "evaluation_time_ms": sum(r["evaluation_time_ms"] or 0 for r in records),
+            "reasoning": None,
+        }
+        for records in by_name.values()
+    ]
+    matched = [t["tools_matched"] for t in turns]
+    return {
+        "agent_response": turns[-1]["response"] if turns else None,
+        "metric_results": rolled,
+        "expected_tools": None,
+        "ground_truth": None,
+        "tools_matched": None
+        if all(m is None for m in matched)
+        else not any(m is False for m in matched),
+    }
+
+
 def _result(result: TestResult) -> dict[str, Any]:
     dumped = result.model_dump(mode="json")
     out = _pick(dumped, RESULT_FIELDS)
     out["passed"] = result.status.value == "PASS"
-    out["metric_results"] = [_metric(m) for m in result.metric_results]
+    out["metric_results"] = _metrics(result.metric_results)
     out["tool_invocations"] = _tools(dumped["tool_invocations"])
     if result.turns is not None:
         turns = []
         for turn, turn_dump in zip(result.turns, dumped["turns"], strict=True):
             turn_out = _pick(turn_dump, TURN_FIELDS)
-            turn_out["metric_results"] = [_metric(m) for m in turn.metric_results]
+            turn_out["metric_results"] = _metrics(turn.metric_results)
             turn_out["tool_invocations"] = _tools(turn_dump["tool_invocations"])
             turns.append(turn_out)
         out["turns"] = turns
+        out.update(_rolled_up(turns))
     return out
 
 
@@ -372,6 +166,11 @@ def to_holodeck(run: EvalRun) -> dict[str, Any]:
     total = len(report.results)
     summary_out = _pick(summary.model_dump(mode="json"), SUMMARY_FIELDS)
     summary_out.update(total_tests=total, passed=passed, failed=total - passed)
+    unplotted = {
+        m.metric_name for r in report.results for m in all_metric_results(r) if not _plotted(m)
+    }
+    for key in ("average_scores", "metrics_evaluated"):
+        summary_out[key] = {k: v for k, v in summary_out[key].items() if k not in unplotted}
     if summary.passed != passed or summary.total_tests != total:
         summary_out["pass_rate"] = 100.0 * passed / total if total else 0.0
     report_out = _pick(report.model_dump(mode="json", exclude={"results"}), REPORT_FIELDS)

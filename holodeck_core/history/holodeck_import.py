@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from holodeck_core.config.project import superset_of
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history.rows import derived_case_ids, sha256_hex, utc_naive
 from holodeck_core.models import EvalRun, bounded_json
@@ -176,10 +177,12 @@ def _complete(run: EvalRun) -> EvalRun:
 
 
 def load_run_file(path: Location) -> LoadedRun:
-    """Read an EvalRun file: ours as is, a HoloDeck 0.7.1 one with inference.
+    """Read an EvalRun file: ours as is, a HoloDeck 0.7.1 one with inference; of a run's two
+    files (DESIGN §8.2), the superset beside the one named if it is there.
 
     Raises :class:`NotAnEvalRun` for JSON that is not an EvalRun, :class:`ConfigError` for
     an EvalRun that does not validate."""
+    path = superset_of(path)
     return load_run_bytes(path, path.read_bytes())
 
 

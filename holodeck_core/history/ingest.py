@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from holodeck_core.config.project import superset_of
 from holodeck_core.errors import ConfigError, ExecutionError, Problem
 from holodeck_core.history import schema, store, tabular
 from holodeck_core.history.cost_rows import cost_tables
@@ -301,18 +302,23 @@ def ingest_run(
 
 
 def _expand(paths: Sequence[Location]) -> list[tuple[Location, bool]]:
-    """Files to read, each with whether the user named it (vs. found it in a folder)."""
-    found: list[tuple[Location, bool]] = []
+    """Files to read, each with whether the user named it (vs. found it in a folder): of a
+    run's two files, the superset (DESIGN §8.2)."""
+    found: dict[str, tuple[Location, bool]] = {}
     for path in paths:
         if path.is_dir():
             # a hidden ``.tmp-*.json`` is an EvalRun a killed writer never finished
             children: list[Location] = sorted(path.rglob("*.json"), key=str)
-            found.extend((p, False) for p in children if p.is_file() and not p.name.startswith("."))
+            for child in children:
+                if child.is_file() and not child.name.startswith("."):
+                    preferred = superset_of(child)
+                    found.setdefault(str(preferred), (preferred, False))
         elif path.is_file():
-            found.append((path, True))
+            preferred = superset_of(path)
+            found[str(preferred)] = (preferred, True)
         else:
             raise ConfigError(f"no such file or folder: {path}")
-    return found
+    return list(found.values())
 
 
 def known_files(

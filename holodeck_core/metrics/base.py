@@ -134,6 +134,18 @@ class MetricError(Exception):
         self.model_used = model_used
 
 
+class EvaluationDataError(MetricError):
+    """The evaluation's own data cannot be read by the metric (a numeric metric's ground
+    truth that is not a number): the case ran, its evaluation could not. The metric's error,
+    recorded with ``details.error_source: evaluation``, so a case that no metric could
+    judge for this reason is an evaluation ERROR (exit 4, DESIGN §6.7), not an execution
+    one."""
+
+
+EVALUATION_DATA = "evaluation"
+"""``MetricResult.details["error_source"]`` of an :class:`EvaluationDataError`."""
+
+
 class ResponseRejected(Exception):
     """The agent's response cannot be graded as configured: it is not JSON, the
     ``response_path`` is missing, it is not a number...

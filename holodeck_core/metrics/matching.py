@@ -19,6 +19,7 @@ from typing import Any
 
 from holodeck_core.metrics.base import (
     EvalContext,
+    EvaluationDataError,
     MetricError,
     MetricInput,
     ResponseRejected,
@@ -144,9 +145,14 @@ def numeric(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Sc
         "accept_percent": metric.accept_percent,
         "accept_thousands_separators": metric.accept_thousands_separators,
     }
-    expected = parse_number(_ground_truth(inputs), **options)
+    ground_truth = _ground_truth(inputs)
+    expected = parse_number(ground_truth, **options)
     if isinstance(expected, str):
-        raise MetricError(f"ground_truth is not a number: {expected}")
+        where = f"case {inputs.test_case_name!r}" if inputs.test_case_name else "the case"
+        raise EvaluationDataError(
+            f"{where}: metric {metric.display_name!r} needs a number as ground_truth, got "
+            f"{ground_truth[:200]!r} ({expected}); fix the test case's ground_truth"
+        )
     actual = parse_number(_response(inputs), **options)
     if isinstance(actual, str):
         raise ResponseRejected(f"response is not a number: {actual}")

@@ -28,8 +28,10 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from holodeck_core.metrics.base import (
+    EVALUATION_DATA,
     INPUT_DESCRIPTIONS,
     EvalContext,
+    EvaluationDataError,
     InputField,
     MetricError,
     MetricInput,
@@ -394,5 +396,5 @@ def _error_result(
         model_used=model_used,
         reasoning=None,
         fail_on_error=metric.fail_on_error,
-        details={},
+        details={"error_source": EVALUATION_DATA} if isinstance(exc, EvaluationDataError) else {},
     )

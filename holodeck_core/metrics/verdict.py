@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from holodeck_core.metrics.base import EVALUATION_DATA
 from holodeck_core.models import MetricResult, Status
 
 EMPTY_RESPONSE_ERROR = "empty response and nothing to evaluate it with"
@@ -27,8 +28,9 @@ def case_status(
         errors.extend(f"{METRIC_ERROR_PREFIX}{m.metric_name}: {m.error}" for m in blocking)
         return Status.ERROR
     if metrics and tools_matched is None and all(m.passed is None for m in metrics):
-        errors.append(NO_VERDICT_ERROR)
-        errors.extend(f"{METRIC_ERROR_PREFIX}{m.metric_name}: {m.error}" for m in metrics)
+        messages = [f"{METRIC_ERROR_PREFIX}{m.metric_name}: {m.error}" for m in metrics]
+        # the metrics' own words first where the test case's data is the problem
+        errors.extend(messages if _data_errors(metrics) else [NO_VERDICT_ERROR, *messages])
         return Status.ERROR
     if any(m.passed is False for m in metrics) or tools_matched is False:
         return Status.FAIL
@@ -39,12 +41,19 @@ def case_status(
 
 
 def error_source(metrics: Sequence[MetricResult], status: Status) -> str | None:
-    """Why an ERROR verdict: only a ``fail_on_error`` metric is an evaluation error (exit 4);
-    a judge that gave no verdict at all is the infrastructure failing (exit 3)."""
+    """Why an ERROR verdict: a ``fail_on_error`` metric, or metrics that could not read the
+    evaluation's own data (a ground truth that is not a number), are an evaluation error
+    (exit 4); a judge that gave no verdict at all is the infrastructure failing (exit 3)."""
     if status is not Status.ERROR:
         return None
-    blocking = any(m.error is not None and m.fail_on_error for m in metrics)
-    return "evaluation" if blocking else "execution"
+    errored = [m for m in metrics if m.error is not None]
+    blocking = any(m.fail_on_error for m in errored)
+    return "evaluation" if blocking or _data_errors(errored) else "execution"
+
+
+def _data_errors(metrics: Sequence[MetricResult]) -> bool:
+    """Every one of ``metrics`` (at least one) errored on the evaluation's own data."""
+    return bool(metrics) and all(m.details.get("error_source") == EVALUATION_DATA for m in metrics)
 
 
 def turns_verdict(turns: Sequence[tuple[Status, str | None]]) -> tuple[Status, str | None]:

@@ -1,11 +1,16 @@
-"""Writing an EvalRun to ``<agent dir>/results/<slug>/<timestamp>.json`` (seed 003).
+"""Writing an EvalRun as two files (DESIGN §8.2): our superset at
+``<agent dir>/results/<slug>/holodeck-pipelines/<timestamp>.json`` first, then HoloDeck 0.7.1's
+shape of it at ``results/<slug>/<timestamp>.json``, the file HoloDeck's loader and dashboard
+read.
 
-The file is written atomically and never overwrites: a name that is taken gets a ``-<4 hex>``
-suffix. It is written before any optional report is rendered, so a report that fails to
+Each file is written atomically and never overwrites: a name taken in either folder gets a
+``-<4 hex>`` suffix, the same for both, so a reader finds the superset of a HoloDeck file by
+its name. Both are written before any optional report is rendered, so a report that fails to
 render never loses the run."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import tempfile
@@ -13,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.config.project import results_dir
+from holodeck_core.config.project import SUPERSET_FOLDER, results_dir
+from holodeck_core.history.holodeck_export import to_holodeck
 from holodeck_core.models import EvalRun
 
 if TYPE_CHECKING:
@@ -26,8 +32,9 @@ def timestamp_slug(timestamp: str) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z").replace(":", "-")
 
 
-def write_new_file(folder: Path, stem: str, text: str) -> Path:
-    """Atomically create ``<stem>.json`` (or ``<stem>-<hex>.json`` if taken) holding ``text``."""
+def write_new_file(folder: Path, stem: str, text: str, *, also_free: Path | None = None) -> Path:
+    """Atomically create ``<stem>.json`` (or ``<stem>-<hex>.json`` if taken, here or in
+    ``also_free``) holding ``text``."""
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
     try:
@@ -37,6 +44,9 @@ def write_new_file(folder: Path, stem: str, text: str) -> Path:
             os.fsync(handle.fileno())
         name = f"{stem}.json"
         while True:
+            if also_free is not None and (also_free / name).exists():
+                name = f"{stem}-{secrets.token_hex(2)}.json"
+                continue
             try:
                 os.link(tmp, folder / name)
                 return folder / name
@@ -46,18 +56,30 @@ def write_new_file(folder: Path, stem: str, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
 
 
-def write_new_object(folder: UPath, stem: str, text: str) -> UPath:
+def write_new_object(
+    folder: UPath, stem: str, text: str, *, also_free: UPath | None = None
+) -> UPath:
     """:func:`write_new_file` on object storage: one PUT (atomic there) to a name not taken."""
     target = folder / f"{stem}.json"
-    while target.exists():
+    while target.exists() or (also_free is not None and (also_free / target.name).exists()):
         target = folder / f"{stem}-{secrets.token_hex(2)}.json"
     target.write_text(text, encoding="utf-8")
     return target
 
 
+def holodeck_json(run: EvalRun) -> str:
+    """The HoloDeck 0.7.1 EvalRun document of ``run``, as HoloDeck indents its files."""
+    return json.dumps(to_holodeck(run), indent=2, ensure_ascii=False)
+
+
 def write_eval_run(run: EvalRun, agent_file: Path) -> Path | UPath:
+    """Write both files of ``run``; the superset's path (the run's source of truth)."""
     folder = results_dir(agent_file, run.report.agent_name)
     stem = timestamp_slug(run.report.timestamp)
     if isinstance(folder, Path):
-        return write_new_file(folder, stem, run.to_json())
-    return write_new_object(folder, stem, run.to_json())
+        superset = write_new_file(folder / SUPERSET_FOLDER, stem, run.to_json(), also_free=folder)
+        write_new_file(folder, superset.stem, holodeck_json(run))
+        return superset
+    remote = write_new_object(folder / SUPERSET_FOLDER, stem, run.to_json(), also_free=folder)
+    write_new_object(folder, remote.stem, holodeck_json(run))
+    return remote

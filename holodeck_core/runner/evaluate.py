@@ -18,6 +18,8 @@ from holodeck_core.models import (
     Status,
     TestCaseModel,
     TestResult,
+    ToolInvocation,
+    Turn,
     TurnResult,
 )
 from holodeck_core.models.evaluation import Metric
@@ -49,7 +51,7 @@ class CaseEvaluator:
         turn = run.turns[0]
         base = _base(case, run, case.input or "")
         if turn.error:
-            return _errored(base, run)
+            return _errored(base, run, expected=case.expected_tools)
         metrics = await self._metrics(
             select_metrics(self.agent_metrics, case.evaluations), case, turn, 0, None
         )
@@ -186,14 +188,22 @@ def _base(case: TestCaseModel, run: CaseRun, test_input: str) -> dict[str, objec
 
 
 def _errored(
-    base: dict[str, object], run: CaseRun, turns: list[TurnResult] | None = None
+    base: dict[str, object],
+    run: CaseRun,
+    turns: list[TurnResult] | None = None,
+    *,
+    expected: Sequence[ExpectedToolSpec] | None = None,
 ) -> TestResult:
+    """An ERROR case keeps its expected tools, matched against the calls it did make (as
+    HoloDeck's executor does: ``tools_matched: false`` when they were not all made)."""
     invocations = [i for t in run.turns for i in t.tool_invocations]
     return TestResult(
         **base,
         agent_response=None,
         tool_calls=[i.name for i in invocations],
         tool_invocations=invocations,
+        expected_tools=list(expected) if expected is not None else None,
+        tools_matched=_matched(expected, invocations),
         passed=False,
         status=Status.ERROR,
         error_source="execution",
@@ -202,15 +212,23 @@ def _errored(
     )
 
 
-def _turn_results(specs: Sequence[object], runs: list[TurnRun]) -> list[TurnResult]:
+def _matched(
+    expected: Sequence[ExpectedToolSpec] | None, invocations: Sequence[ToolInvocation]
+) -> bool | None:
+    return None if expected is None else match_expected_tools(expected, invocations).matched
+
+
+def _turn_results(specs: Sequence[Turn], runs: list[TurnRun]) -> list[TurnResult]:
     return [
         TurnResult(
             turn_index=index,
             input=turn.input,
             response=turn.response,
-            ground_truth=getattr(spec, "ground_truth", None),
+            ground_truth=spec.ground_truth,
+            expected_tools=spec.expected_tools,
             tool_calls=[i.name for i in turn.tool_invocations],
             tool_invocations=turn.tool_invocations,
+            tools_matched=_matched(spec.expected_tools, turn.tool_invocations),
             passed=False,
             execution_time_ms=turn.model_ms,
             token_usage=turn.usage,

@@ -89,6 +89,7 @@ async def _model_call_inner(
     if deployment is not None and not request.query.get("api-version"):
         raise BadRequest("missing required query parameter 'api-version' (Azure OpenAI)")
     body = await read_body(request)
+    state.requests.append({"route": route, "path": request.path, "body": body})
     items: list[dict[str, Any]] = []
     if route == "chat":
         conv = parse_chat(body)
@@ -194,6 +195,10 @@ async def _stats(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATE_KEY].snapshot())
 
 
+async def _requests(request: web.Request) -> web.Response:
+    return web.json_response(request.app[STATE_KEY].requests)
+
+
 async def _reset(request: web.Request) -> web.Response:
     request.app[STATE_KEY].reset()
     return web.json_response({"ok": True})
@@ -211,7 +216,7 @@ async def _not_found(request: web.Request) -> web.Response:
         f"{request.method} {request.path} is not a route of the holodeck loopback model "
         "server (POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, "
         "/openai/deployments/{d}/chat/completions and /embeddings; GET /v1/models, "
-        "/_stats; POST /_reset)",
+        "/_stats, /_requests; POST /_reset)",
     )
 
 
@@ -239,6 +244,7 @@ def create_app(rules: RulesInput = None, *, latency: float = 0.0) -> web.Applica
         app.router.add_get(f"{prefix}/models", _models)
         app.router.add_get(f"{prefix}/models/{{model}}", _model)
     app.router.add_get("/_stats", _stats)
+    app.router.add_get("/_requests", _requests)
     app.router.add_post("/_reset", _reset)
     app.router.add_get("/_health", _health)
     app.router.add_route("*", "/{tail:.*}", _not_found)

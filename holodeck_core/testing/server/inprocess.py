@@ -7,7 +7,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from holodeck_core.testing.rules import Rules
 from holodeck_core.testing.rules_loading import RulesInput, coerce_rules
@@ -154,8 +154,14 @@ class ModelServer:
             return self._state.snapshot()
         return self._call(self._state.snapshot)
 
+    def requests(self) -> list[dict[str, Any]]:
+        """The requests of ``GET /_requests`` (route, path, JSON body), in arrival order."""
+        if self._loop is None:
+            return list(self._state.requests)
+        return self._call(lambda: list(self._state.requests))
+
     def reset(self) -> None:
-        """Clear the counters, like ``POST /_reset``."""
+        """Clear the counters and the recorded requests, like ``POST /_reset``."""
         self._call(self._state.reset)
 
     @property

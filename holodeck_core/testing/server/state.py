@@ -47,6 +47,9 @@ class ServerState:
         self.by_key: Counter[str] = Counter()
         self.faults: Counter[str] = Counter()
         self.peak_concurrency = self.in_flight
+        self.requests: list[dict[str, Any]] = []
+        """Every model request received, in order: route, path and JSON body (``GET
+        /_requests``), for comparing what two clients send (bench/holodeck_fidelity.py)."""
 
     def snapshot(self) -> Stats:
         return Stats(

@@ -1,8 +1,8 @@
 """Splitting documents into chunks.
 
 * :func:`paragraph_chunks` (vectorstore): paragraphs packed up to ``chunk_size`` tokens, as
-  HoloDeck's paragraph splitter does, with ``chunk_overlap`` tokens carried over (HoloDeck
-  0.7.1 accepts the overlap but does not apply it).
+  HoloDeck's paragraph splitter does, without overlap (HoloDeck 0.7.1 accepts
+  ``chunk_overlap`` and does not apply it; neither do we, DESIGN §8.1).
 * :func:`structure_chunks` (hierarchical_document ``structure``): one section per Markdown
   heading (and per ``document_domain`` implicit heading up to the split level), keeping its
   heading path; sections over ``max_chunk_tokens`` split at sentence ends.
@@ -95,8 +95,8 @@ def pack(units: list[str], max_tokens: int, overlap: int = 0, joiner: str = " ")
     return chunks
 
 
-def paragraph_chunks(text: str, chunk_size: int, overlap: int) -> list[Piece]:
-    return [Piece(t) for t in pack(_PARAGRAPH.split(text), chunk_size, overlap, "\n\n")]
+def paragraph_chunks(text: str, chunk_size: int) -> list[Piece]:
+    return [Piece(t) for t in pack(_PARAGRAPH.split(text), chunk_size, 0, "\n\n")]
 
 
 def token_chunks(text: str, max_tokens: int, overlap: int) -> list[Piece]:

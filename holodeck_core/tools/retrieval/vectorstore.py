@@ -18,7 +18,6 @@ from holodeck_core.tools.retrieval.search import semantic
 from holodeck_core.tools.retrieval.sources import SourceFile, read_records
 
 DEFAULT_CHUNK_SIZE = 512
-DEFAULT_CHUNK_OVERLAP = 50
 
 
 class VectorstoreRuntime(RetrievalRuntime):
@@ -45,10 +44,9 @@ class VectorstoreRuntime(RetrievalRuntime):
                     }
                 )
             }
-        return {
-            "chunk_size": t.chunk_size or DEFAULT_CHUNK_SIZE,
-            "chunk_overlap": DEFAULT_CHUNK_OVERLAP if t.chunk_overlap is None else t.chunk_overlap,
-        }
+        # ``chunk_overlap`` is accepted and not applied, as in HoloDeck 0.7.1 (its paragraph
+        # splitter takes no overlap): the agent's retrieval is HoloDeck's (DESIGN §8.1)
+        return {"chunk_size": t.chunk_size or DEFAULT_CHUNK_SIZE}
 
     async def make_chunks(self, files: list[SourceFile]) -> list[Chunk]:
         t = self.tool
@@ -70,9 +68,7 @@ class VectorstoreRuntime(RetrievalRuntime):
         return [
             Chunk(id=f"{doc.source}#{n}", text=piece.text, source=doc.source)
             for doc in documents
-            for n, piece in enumerate(
-                paragraph_chunks(doc.text, options["chunk_size"], options["chunk_overlap"])
-            )
+            for n, piece in enumerate(paragraph_chunks(doc.text, options["chunk_size"]))
         ]
 
     def prepare(self, index: Index) -> None:

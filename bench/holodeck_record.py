@@ -1,0 +1,148 @@
+"""Record what HoloDeck 0.7.1 itself says, for the CI tests that run without it (issue 26).
+
+Run with HoloDeck's own interpreter (``bash bench/peer_setup.sh`` first; never in CI):
+
+    bench/.peer-venv/bin/python bench/holodeck_record.py [--corpus ../shared/corpus/holodeck]
+
+It writes, under ``tests/fixtures/holodeck/``:
+
+* ``eval_run.schema.json``: the JSON Schema of HoloDeck's ``EvalRun`` model (``extra="forbid"``
+  everywhere, so every field we add is caught), for ``tests/test_holodeck_files.py``;
+* ``config_resolution.json``: HoloDeck's effective model, judge model, execution and tool
+  database settings for every corpus sample with a ``config.yaml`` and for the probes in
+  ``tests/fixtures/holodeck/probes/`` (a user-level ``~/.holodeck/config.yaml`` and ``.env``
+  included), each under the fixed environment :data:`ENV`, for ``tests/test_config_merge.py``.
+
+This file imports HoloDeck, never our package: it is the oracle's side of the comparison."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "holodeck"
+PROBES = FIXTURES / "probes"
+
+ENV: dict[str, str] = {
+    "OPENAI_API_KEY": "sk-fixture-openai",
+    "AZURE_OPENAI_API_KEY": "fixture-azure-key",
+    "AZURE_OPENAI_ENDPOINT": "https://fixture.openai.azure.com/",
+    "AZURE_OPENAI_DEPLOYMENT_NAME": "fixture-deployment",
+    "AZURE_OPENAI_EMBEDDING_DEPLOYMENT_NAME": "fixture-embeddings",
+    "CLAUDE_CODE_OAUTH_TOKEN": "fixture-oauth-token",
+    "OPENSEARCH_PASSWORD": "fixture-opensearch",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317",
+    "QDRANT_REMOTE_URL": "http://127.0.0.1:6333",
+    "QDRANT_URL": "http://127.0.0.1:6333",
+}
+"""The environment every resolution is recorded under (the CI test uses the same)."""
+
+MODEL_KEYS = ("provider", "name", "temperature", "max_tokens", "top_p", "endpoint", "api_version")
+
+
+def _secret(value: Any) -> Any:
+    getter = getattr(value, "get_secret_value", None)
+    return getter() if getter else value
+
+
+def _model(model: Any) -> dict[str, Any] | None:
+    if model is None:
+        return None
+    dumped = {key: _secret(getattr(model, key, None)) for key in MODEL_KEYS}
+    dumped["provider"] = getattr(dumped["provider"], "value", dumped["provider"])
+    dumped["api_key"] = _secret(getattr(model, "api_key", None))
+    return dumped
+
+
+def _database(db: Any) -> Any:
+    if not hasattr(db, "model_dump"):
+        return db
+    dumped = db.model_dump(mode="python", exclude_none=True)
+    return {key: _secret(value) for key, value in dumped.items()}
+
+
+def resolve(agent_file: Path, home: Path) -> dict[str, Any]:
+    """HoloDeck's resolution of one agent as ``holodeck test`` would make it, run from the
+    agent's folder with ``HOME=home`` and exactly :data:`ENV`: HoloDeck reads
+    ``Path.home()``, the process environment, and loads the working directory's ``.env``
+    then ``~/.holodeck/.env`` (without overriding) before anything else."""
+    from dotenv import load_dotenv
+
+    saved, cwd = dict(os.environ), Path.cwd()
+    os.environ.clear()
+    os.environ.update({"PATH": saved.get("PATH", ""), "HOME": str(home), **ENV})
+    os.chdir(agent_file.parent)
+    try:
+        for dotenv in (Path.cwd() / ".env", Path.home() / ".holodeck" / ".env"):
+            if dotenv.exists():
+                load_dotenv(dotenv, override=False)
+        return resolve_here(agent_file)
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def resolve_here(agent_file: Path) -> dict[str, Any]:
+    from holodeck.config.loader import load_agent_with_config
+
+    try:
+        agent, execution, _ = load_agent_with_config(str(agent_file))
+    except Exception as exc:  # the oracle's refusal is the fixture
+        return {"error": type(exc).__name__, "message": str(exc).splitlines()[0][:300]}
+    evaluations = agent.evaluations
+    return {
+        "model": _model(agent.model),
+        "evaluation_model": _model(evaluations.model if evaluations else None),
+        "execution": execution.model_dump(mode="json"),
+        "databases": {
+            tool.name: _database(getattr(tool, "database", None))
+            for tool in agent.tools or []
+            if getattr(tool, "type", None) == "vectorstore"
+        },
+    }
+
+
+def agents(corpus: Path) -> list[tuple[str, Path, Path]]:
+    """(fixture key, agent file, HOME) of every sample with a config.yaml, then the probes."""
+    empty_home = PROBES / "no-home"
+    found = [
+        (str(p.parent.relative_to(corpus)), p, empty_home)
+        for p in sorted((corpus / "samples").glob("*/*/agent.yaml"))
+        if (p.parent / "config.yaml").is_file()
+    ]
+    for probe in sorted(PROBES.glob("*/agent.yaml")):
+        home = probe.parent / "home"
+        found.append((f"probes/{probe.parent.name}", probe, home if home.is_dir() else empty_home))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared/corpus/holodeck")
+    args = parser.parse_args()
+    from importlib.metadata import version
+
+    from holodeck.models.eval_run import EvalRun
+
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    (PROBES / "no-home").mkdir(parents=True, exist_ok=True)
+    schema = EvalRun.model_json_schema(mode="validation")
+    schema["$comment"] = f"holodeck-ai {version('holodeck-ai')} EvalRun, bench/holodeck_record.py"
+    text = json.dumps(schema, indent=1, sort_keys=True) + "\n"
+    (FIXTURES / "eval_run.schema.json").write_text(text)
+    resolutions = {
+        key: resolve(agent_file, home) for key, agent_file, home in agents(args.corpus.resolve())
+    }
+    document = {"holodeck": version("holodeck-ai"), "env": ENV, "agents": resolutions}
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    (FIXTURES / "config_resolution.json").write_text(text)
+    print(f"wrote {FIXTURES}: EvalRun schema, {len(resolutions)} resolutions")
+
+
+if __name__ == "__main__":
+    main()
