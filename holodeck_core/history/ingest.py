@@ -179,7 +179,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
     present = {
         row[0]
         for row in con.execute(
-            "SELECT run_id FROM eval_runs WHERE list_contains(?, run_id)", [ids]
+            f"SELECT run_id FROM eval_runs WHERE list_contains({tabular.literal_list(ids)}, run_id)"
         ).fetchall()
     }
     known: dict[PromptKey, bool] = {
@@ -216,7 +216,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             # are kept out by the file lock): then the run is present, which is success.
             con.execute("ROLLBACK")
             if not con.execute(
-                "SELECT 1 FROM eval_runs WHERE run_id = ?", [prepared.run_id]
+                f"SELECT 1 FROM eval_runs WHERE run_id = {tabular.literal(prepared.run_id)}"
             ).fetchall():
                 raise
             written.append(False)

@@ -257,9 +257,10 @@ def migrate(
         try:
             for statement in migration.statements:
                 con.execute(statement)
-            con.execute(
-                "INSERT INTO schema_version (version, description) VALUES (?, ?)",
-                [migration.version, migration.description],
+            description = migration.description.replace("'", "''")  # no bound parameter:
+            con.execute(  # DuckDB 1.5 imports pandas for one (tabular.literal)
+                "INSERT INTO schema_version (version, description) "
+                f"VALUES ({migration.version}, '{description}')"
             )
             con.execute("COMMIT")
         except BaseException:
