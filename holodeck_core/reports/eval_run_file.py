@@ -47,12 +47,20 @@ def write_new_file(folder: Path, stem: str, text: str) -> Path:
 
 
 def write_new_object(folder: UPath, stem: str, text: str) -> UPath:
-    """:func:`write_new_file` on object storage: one PUT (atomic there) to a name not taken."""
-    target = folder / f"{stem}.json"
-    while target.exists():
-        target = folder / f"{stem}-{secrets.token_hex(2)}.json"
-    target.write_text(text, encoding="utf-8")
-    return target
+    """:func:`write_new_file` on object storage: one conditional PUT (``If-None-Match: *``,
+    which S3 honours atomically) to ``<stem>.json``; a name another writer holds already
+    (the PUT refused, ``FileExistsError``) gets a ``-<4 hex>`` suffix, so two writers of the
+    same millisecond never overwrite each other."""
+    data = text.encode("utf-8")
+    name = f"{stem}.json"
+    while True:
+        target = folder / name
+        try:
+            with target.fs.open(target.path, "xb") as handle:
+                handle.write(data)
+            return target
+        except FileExistsError:
+            name = f"{stem}-{secrets.token_hex(2)}.json"
 
 
 def write_eval_run(run: EvalRun, agent_file: Path) -> Path | UPath:
