@@ -11,7 +11,8 @@ import sys
 
 from aiohttp import web
 
-from holodeck_core.testing.rules import Rules, RulesError, load_rules
+from holodeck_core.testing.rules import Rules, RulesError
+from holodeck_core.testing.rules_loading import load_rules
 from holodeck_core.testing.server.app import LOOPBACK_HOST, check_host, create_app, start_app
 
 

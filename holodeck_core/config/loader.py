@@ -15,12 +15,8 @@ from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
-from holodeck_core.config.yaml_source import (
-    YamlDocument,
-    YamlPath,
-    read_yaml,
-    validation_problems,
-)
+from holodeck_core.config.validation_errors import validation_problems
+from holodeck_core.config.yaml_source import YamlDocument, YamlPath, read_yaml
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.models import Agent, CodeMetric, HierarchicalDocumentTool, VectorstoreTool
 from holodeck_core.models.tools import FunctionTool, MCPTool, PromptTool

@@ -16,12 +16,9 @@ from holodeck_core.testing.rules import (
     Rule,
     Rules,
     RulesError,
-    RulesInput,
     ToolCallSpec,
-    coerce_rules,
-    load_rules,
-    parse_rules,
 )
+from holodeck_core.testing.rules_loading import RulesInput, coerce_rules, load_rules, parse_rules
 from holodeck_core.testing.server import (
     LOOPBACK_HOST,
     ModelServer,

@@ -9,7 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
-from holodeck_core.testing.rules import RouteName, RulesInput, coerce_rules
+from holodeck_core.testing.rules import RouteName
+from holodeck_core.testing.rules_loading import RulesInput, coerce_rules
 from holodeck_core.testing.server.embeddings import embeddings_body, parse_embeddings
 from holodeck_core.testing.server.planning import plan_call
 from holodeck_core.testing.server.requests import (

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TypeVar
 
-from holodeck_core.testing.rules import Rules, RulesInput, coerce_rules
+from holodeck_core.testing.rules import Rules
+from holodeck_core.testing.rules_loading import RulesInput, coerce_rules
 from holodeck_core.testing.server.app import LOOPBACK_HOST, check_host, create_app, start_app
 from holodeck_core.testing.server.state import STATE_KEY, Stats
 
