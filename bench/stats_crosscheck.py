@@ -69,8 +69,7 @@ def ours(rows: list[tuple[str, int, float]]) -> dict[str, float]:
     for c, _, v in rows:
         per_case.setdefault(c, []).append(v)
     means = [sum(v) / len(v) for v in per_case.values()]
-    k = max(len(v) for v in per_case.values())
-    result = {"metric_se": mean_estimate(means, clustered=k > 1).se or 0.0}
+    result = {"metric_se": mean_estimate(means).se or 0.0}
     if all(v in (0.0, 1.0) for _, _, v in rows):
         outcomes = [CaseOutcome(c, int(sum(v)), len(v)) for c, v in per_case.items()]
         result["pass_rate_se"] = pass_rate_estimate(outcomes).se or 0.0

@@ -19,6 +19,7 @@ the least any tool built on the SDK can take on this machine.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from collections.abc import Callable
@@ -117,6 +118,25 @@ def ours_launch(agent: Path, parallel: int | None) -> Launch:
     return launch
 
 
+def target_launch(agent: Path, parallel: int) -> Launch:
+    """Ours, the agent evaluated through an ``http`` target (docs/targets.md): the loopback
+    server's chat completions as a JSON API, every case one HTTP call through the target's
+    scheduler lane."""
+
+    def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
+        target = {
+            "http": {
+                "url": f"{base_url}/chat/completions",
+                "body": {"model": "gpt-4o-mini", "messages": "{{messages}}"},
+                "response": {"text": "choices[0].message.content", "usage": "usage"},
+            }
+        }
+        cmd, env, cwd = ours_launch(agent, parallel)(base_url, home)
+        return [*cmd, "--target", json.dumps(target)], env, cwd
+
+    return launch
+
+
 def holodeck_launch(exe: Path, agent: Path) -> Launch:
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         del home
@@ -154,6 +174,7 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
         Config("ours@default", "ours", ours_launch(ours_agent, None), n, 0, tmp / "ours"),
         Config(f"ours@{eq}", "ours", ours_launch(ours_agent, eq), n, eq, tmp / "ours"),
         Config(f"floor@{eq}", "floor", floor_launch(n, eq), n, eq),
+        Config(f"target@{eq}", "ours", target_launch(ours_agent, eq), n, eq, tmp / "ours"),
     ]
     if args.peer:
         exe = c.peer_holodeck(args.peer)
@@ -308,6 +329,7 @@ def ratios(
     out += [
         (f"floor/ideal@{eq}", c.ratio(med.get(f"floor@{eq}"), c.ideal(n, eq, latency))),
         (f"ours/floor@{eq}", c.ratio(med.get(f"ours@{eq}"), med.get(f"floor@{eq}"))),
+        (f"target/floor@{eq}", c.ratio(med.get(f"target@{eq}"), med.get(f"floor@{eq}"))),
     ]
     if args.large_cases:
         out += [

@@ -14,6 +14,8 @@ PARALLEL_TEST_CASES = 32
 """Cases (and model calls per endpoint) at once; the call scheduler halves it on 429."""
 MAX_PARALLEL_TEST_CASES = 1000
 """The largest ``execution.parallel_test_cases`` the loader accepts."""
+LLM_TIMEOUT_S = 60.0
+"""Seconds per model call (``execution.llm_timeout``, ``--timeout``)."""
 MAX_TOOL_TURNS = 10
 """Model turns with tool calls per case turn before the case is an ERROR."""
 MAX_TOOL_TURNS_LIMIT = 100
@@ -41,6 +43,11 @@ CONFIDENCE = 0.95
 """Of every interval the reports, the views and the checks show."""
 ALPHA = 0.05
 """Significance level of paired comparisons (``evaluations.alpha``, ``--alpha``)."""
+ADJUSTMENT = "bh"
+"""How the p-values of one family of verdicts are adjusted (``--adjust``): Benjamini-Hochberg."""
+MAX_ERROR_SHARE = 0.5
+"""A run with more than this share of its cases ERROR is an infrastructure failure
+(``evaluations.max_error_share``, DESIGN §8.7)."""
 T975 = (
     12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157,
     2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,
@@ -50,3 +57,31 @@ T975 = (
 """Student's t(0.975, df) for df = 1..30: the statistics (:func:`holodeck_core.stats.t975`)
 and the history's SQL macros (``holodeck_t975``, and ``holodeck_t95`` to three places) are
 built from this one table."""
+
+# --------------------------------------------------------------------- untrusted input (issue 25)
+
+MAX_TOOL_RESULT_BYTES = 1_000_000
+"""A tool result (or error) longer than this, as UTF-8 JSON, is cut and marked."""
+MAX_TOOL_NAME_CHARS = 200
+"""A tool name the model sent is shown (and recorded) at most this long."""
+TEMPLATE_RENDER_S = 10.0
+"""Seconds a prompt tool's template may take to render; past them the call is a tool error."""
+MAX_JSON_DEPTH = 256
+"""The deepest nesting of a JSON file we read (an EvalRun, retrieval records); deeper is a
+clear error naming the file, never a RecursionError."""
+MAX_TOOL_RESULT_DEPTH = 200
+"""The deepest tool result recorded (below :data:`MAX_JSON_DEPTH`, so an EvalRun holding it
+reads back); deeper is a tool error."""
+MAX_TOOL_PAGES = 100
+"""Pages of an MCP server's tool list read before its cursor is called endless (exit 3)."""
+MAX_SERVER_TOOLS = 50_000
+"""Tools one MCP server may offer."""
+MAX_SCHEMA_DEPTH = 64
+"""The deepest tool input schema accepted from a server."""
+
+# --------------------------------------------------------------------- the loopback model server
+
+MODEL_SERVER_PORT = 18080
+"""The port of ``holodeck model-server`` in the README, of the example ``agent.yaml``'s default
+endpoint and of ``holodeck demo`` (``--port`` moves it; the agents then read
+``HOLODECK_MODEL_ENDPOINT``)."""

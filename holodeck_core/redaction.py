@@ -19,17 +19,24 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import logging
 import re
 import threading
+import traceback
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, TypeVar, overload
+from urllib.parse import quote, quote_plus
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, ValidationError
 
 REDACTED = "***"
 """What a secret becomes wherever it would be written or shown."""
 MIN_SECRET_LENGTH = 8
+PLACEHOLDER = "redacted"
+"""What stands for a secret where ``***`` would break a field's constraint."""
 _SECRET_KEY = re.compile(
     r"(^|_)(api_?key|apikey|password|passwd|pwd|secret|secret_key|private_key|access_key|"
     r"token|auth_token|access_token|refresh_token|authorization|connection_string|"
@@ -88,15 +95,68 @@ def is_secret_query_param(name: str) -> bool:
 
 
 def register_secret(value: str) -> None:
-    """Scrub ``value`` from everything redacted in this process from now on."""
+    """Scrub ``value`` from everything redacted in this process from now on, and from every
+    log record (ours and third parties': the ``mcp`` SDK logs a server's stray stdout)."""
     if len(value) >= MIN_SECRET_LENGTH:
         with _lock:
             _registered.add(value)
+            if not _log_records_scrubbed:
+                _scrub_log_records()
+
+
+_log_records_scrubbed: list[bool] = []
+
+
+def _scrub_log_records() -> None:
+    """Wrap the log record factory: a record's message (and traceback) is scrubbed as it is
+    made, whichever logger and handler it then goes to."""
+    _log_records_scrubbed.append(True)
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: the handler reports it
+            return record
+        scrubber = _scrubber_for(registered_secrets())
+        record.msg, record.args = scrubber.scrub(message), ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = scrubber.scrub("".join(traceback.format_exception(*record.exc_info)))
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+@lru_cache(maxsize=4)
+def _scrubber_for(secrets: frozenset[str]) -> _Scrubber:
+    return _Scrubber(secrets)
 
 
 def registered_secrets() -> frozenset[str]:
     with _lock:
         return frozenset(_registered)
+
+
+@lru_cache(maxsize=1024)
+def encodings(secret: str) -> frozenset[str]:
+    """The forms a secret comes back in (issue 25): raw, JSON-escaped (ASCII-only or not: a
+    server echoes ``"`` as ``\\"`` and ``é`` as ``\\u00e9``), URL-encoded and base64."""
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        quote(secret, safe=""),
+        quote_plus(secret),
+        base64.b64encode(secret.encode()).decode(),
+        base64.b64encode(secret.encode()).decode().rstrip("="),
+    }
+    return frozenset(form for form in forms if len(form) >= MIN_SECRET_LENGTH)
+
+
+def basic_auth(user: str, password: str) -> str:
+    """What an ``Authorization: Basic`` header carries for ``user:password``."""
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def secrets_in_text(text: str) -> set[str]:
@@ -106,6 +166,8 @@ def secrets_in_text(text: str) -> set[str]:
     found: set[str] = set()
     for match in _URL_USERINFO.finditer(text):
         found.add(match["password"] or match["user"])
+        if match["password"]:
+            found.add(basic_auth(match["user"], match["password"]))
     for match in _QUERY_PARAM.finditer(text):
         if is_secret_query_param(match["name"]):
             found.add(match["value"])
@@ -118,15 +180,28 @@ class _Scrubber:
     """The secrets of one redaction, gathered and sorted (longest first) once for every
     string it scrubs: a run's EvalRun holds tens of thousands of strings."""
 
-    __slots__ = ("longest", "values")
+    __slots__ = ("keys", "longest", "values")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self.values = sorted(
-            {v for v in registered_secrets() | set(secrets) if len(v) >= MIN_SECRET_LENGTH},
+            {
+                encoded
+                for v in registered_secrets() | set(secrets)
+                if len(v) >= MIN_SECRET_LENGTH
+                for encoded in encodings(v)
+            },
             key=len,
             reverse=True,
         )
         self.longest = len(self.values[0]) if self.values else 0
+        self.keys: dict[str, str] = {}  # map keys repeat: each is scrubbed once
+
+    def key(self, key: str) -> str:
+        """A map key (a case id keys the fingerprints), scrubbed like any text."""
+        scrubbed = self.keys.get(key)
+        if scrubbed is None:
+            scrubbed = self.keys[key] = self.scrub(key)
+        return scrubbed
 
     def scrub(self, text: str) -> str:
         for value in self.values:
@@ -210,12 +285,62 @@ def redact(value: M, secrets: Iterable[str] = ()) -> M: ...
 @overload
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any: ...
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """A redacted copy of ``value`` (a model comes back as the same model type)."""
+    """A redacted copy of ``value`` (a model comes back as the same model type, valid: see
+    :func:`_validated`)."""
     scrubber = _Scrubber(secrets)
     if isinstance(value, BaseModel):
         data = _walk(value.model_dump(mode="json"), scrubber, key=None)
-        return type(value).model_validate(data)
+        return _validated(type(value), data)
     return _walk(value, scrubber, key=None)
+
+
+def _validated(model: type[M], data: Any) -> M:
+    """``model`` validated from redacted ``data``. Redaction must never make a valid document
+    invalid (issue 25): where ``***`` breaks a constraint (a case id's pattern, a regular
+    expression, a tool name), the strings at the failing spot get :data:`PLACEHOLDER` in its
+    place, which fits an id, a name and a pattern alike. An error with no ``***`` to soften was
+    there before redaction and is raised."""
+    while True:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            holder = [data]
+            if not any(_soften_at(holder, error["loc"]) for error in exc.errors()):
+                raise
+            data = holder[0]
+
+
+def _soften_at(holder: list[Any], loc: tuple[int | str, ...]) -> bool:
+    """Soften the node of ``holder[0]`` at a validation error's ``loc``; whether one changed.
+    A step may also be a union's tag or a validator's label, not in the data (and a tag such
+    as ``function`` may name a field too), so every reading of ``loc`` is tried."""
+    changed = False
+    for parent, key in _spots(holder, 0, loc):
+        softened = _soften(parent[key])
+        if softened != parent[key]:
+            parent[key], changed = softened, True
+    return changed
+
+
+def _spots(parent: Any, key: int | str, loc: tuple[int | str, ...]) -> list[tuple[Any, Any]]:
+    if not loc:
+        return [(parent, key)]
+    node, step = parent[key], loc[0]
+    found = _spots(parent, key, loc[1:])  # the step as a tag or a label
+    in_list = isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node)
+    if in_list or (isinstance(node, dict) and step in node):
+        found += _spots(node, step, loc[1:])
+    return found
+
+
+def _soften(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(REDACTED, PLACEHOLDER)
+    if isinstance(value, dict):
+        return {k: _soften(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_soften(v) for v in value]
+    return value
 
 
 def _walk(value: Any, scrubber: _Scrubber, key: str | None) -> Any:
@@ -232,7 +357,10 @@ def _walk(value: Any, scrubber: _Scrubber, key: str | None) -> Any:
     if isinstance(value, dict):
         if key in SECRET_MAPS:
             return _mask_all(value)
-        return {k: _walk(v, scrubber, str(k)) for k, v in value.items()}
+        return {
+            scrubber.key(k) if isinstance(k, str) else k: _walk(v, scrubber, str(k))
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         if value and all(isinstance(item, str) for item in value):
             return scrubber.argv(list(value))

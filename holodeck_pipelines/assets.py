@@ -6,7 +6,6 @@ the history write with the run's checks.
 Every asset is a thin wrapper over ``holodeck_core.engine.stages``."""
 
 import asyncio
-import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,6 @@ import dagster as dg
 from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
-from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.engine.stages import (
     AgentResponses,
@@ -32,22 +30,23 @@ from holodeck_core.engine.stages import (
 )
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.regression import regression_check
-from holodeck_core.models import EvalRun, Status, TestResult, Trigger
-from holodeck_core.models.results import all_metric_results
+from holodeck_core.models import Status, Trigger
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
-from holodeck_core.reports import render_markdown
-from holodeck_core.reports.statistics import statistics_properties
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
+from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
+from holodeck_pipelines.failures import metric_errors, stage_failure
+from holodeck_pipelines.metadata import report_metadata
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-from holodeck_pipelines.verdicts import drift_result, regression_result
+from holodeck_pipelines.verdicts import agreement_result, drift_result, regression_result
 
 LLM_POOL = "llm_api"
 HISTORY_POOL = "history_db"
 TRIGGER_TAG = "holodeck/trigger"
 TRIALS_TAG = "holodeck/trials"
-MAX_FAILING_ROWS = 50
+AGENT_TAG = "holodeck/agent"
+AGENT_STEP_RETRIES = 2
 
 
 def trigger_of(tags: Mapping[str, str]) -> Trigger:
@@ -78,7 +77,7 @@ class AgentPipeline:
 def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline:
     name = dagster_name(loaded.agent.name)
     partitions = dg.DynamicPartitionsDefinition(name=partitions_def_name(loaded.agent.name))
-    owner_tags = {"holodeck/agent": name}
+    owner_tags = {AGENT_TAG: name}
     owners = [f"team:{dagster_name(loaded.agent.author)}"] if loaded.agent.author else []
     common: dict[str, Any] = {
         "owners": owners,
@@ -104,7 +103,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             trials=trials_of(context),
         )
         try:
-            return Suite(loaded_agent(agent_file), options, project=project.project())
+            built = Suite(loaded_agent(agent_file), options, project=project.project())
         except ConfigError as exc:
             # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
             # retry can fix that, so fail at once and say which versions exist
@@ -113,6 +112,10 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 metadata={"partition": context.partition_key},
                 allow_retries=False,
             ) from None
+        label_run(
+            context, {AGENT_TAG: name, TRIGGER_TAG: options.trigger, TRIALS_TAG: built.trials}
+        )
+        return built
 
     @dg.asset(
         name="processed_files",
@@ -137,7 +140,9 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         description=f"{loaded.agent.name}: the agent's answer, tool calls and token usage per "
         "test case. Finished cases are journaled, so a rerun pays only for the rest.",
         pool=LLM_POOL,
-        retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
+        retry_policy=dg.RetryPolicy(
+            max_retries=AGENT_STEP_RETRIES, delay=5, backoff=dg.Backoff.EXPONENTIAL
+        ),
         deps=[processed_files],
         **common,
     )
@@ -155,18 +160,14 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             "resumed_from_journal": resumed,
             "case_errors": sum(1 for run in result.runs if run.error),
             "total_tokens": sum(usage),
-            "model_calls": int(str(result.scheduler.get("calls", 0))),
+            # calls that got an answer: a refused connection is an attempt, not a call
+            "model_calls": int(str(result.scheduler.get("answered", 0))),
+            "model_call_attempts": int(str(result.scheduler.get("attempts", 0))),
         }
         failing = [(run.case_id, run.error or "") for run in result.runs if run.transient]
         if failing:
             # §6.8: finished cases are journaled; fail so a retry or UI rerun resumes.
-            raise stage_failure(
-                context,
-                f"{len(failing)} cases failed transiently after retries; rerun the partition "
-                "to resume (finished cases are journaled)",
-                failing,
-                metadata,
-            )
+            raise stage_failure(context, "cases", failing, metadata, retries=AGENT_STEP_RETRIES)
         context.add_output_metadata(metadata)
         return result
 
@@ -191,10 +192,10 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             # §6.8: successful judge answers are cached, so a rerun pays only for the rest
             raise stage_failure(
                 context,
-                f"{result.judge_transient_failures} judge calls failed transiently after "
-                "retries; rerun the partition to finish scoring",
+                "judge calls",
                 metric_errors(result.results),
                 metadata,
+                count=result.judge_transient_failures,
             )
         context.add_output_metadata(metadata)
         return result
@@ -232,6 +233,8 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 "no_regression": "No significant drop of the paired pass fraction against the "
                 "previous run of this prompt version (or evaluations.baseline); with "
                 "evaluations.regression: strict, no case that passed then fails now.",
+                "judge_agreement": "Each judge agrees with the human labels of this agent's "
+                "cases (Cohen's kappa at least evaluations.min_judge_kappa).",
                 "judge_drift": "The judges score the evaluations.judge_control rows as they "
                 "first did (within evaluations.judge_drift_max).",
                 "no_errored_cases": "Every case could be evaluated (no ERROR status).",
@@ -276,15 +279,16 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             ),
         ]
         evaluations = loaded.agent.evaluations
-        previous, comparison = regression_check(
+        regression = regression_check(
             history.path,
             run_id,
             baseline=evaluations.baseline if evaluations else None,
             strict=bool(evaluations and evaluations.regression == "strict"),
             alpha=(evaluations.alpha if evaluations else None) or ALPHA,
         )
-        checks.append(regression_result(previous, comparison))
+        checks.append(regression_result(regression))
         checks.append(drift_result(history.path, run_id, evaluations))
+        checks.append(agreement_result(history.path, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(
                 check_name="no_errored_cases",
@@ -297,7 +301,9 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             report_summary,
             metadata={"run_id": run_id, "newly_ingested": written, "db": str(history.path)},
         )
-        yield from (in_partition(check, partition) for check in checks)
+        for check in checks:
+            key = dg.AssetCheckKey(dg.AssetKey([name, "eval_history"]), check.check_name or "")
+            yield in_partition(check, partition, failing_partitions(context.instance, key))
 
     return AgentPipeline(
         agent_file=agent_file,
@@ -313,78 +319,14 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     )
 
 
-def partitioned_checks(
-    asset: dg.AssetKey, partitions: dg.PartitionsDefinition, descriptions: dict[str, str]
-) -> list[dg.AssetCheckSpec]:
-    """Checks evaluated per partition (prompt version), so each version's gate keeps its own
-    result (a preview feature of Dagster 1.13: its warning is expected here)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dg.PreviewWarning)
-        return [
-            dg.AssetCheckSpec(check, asset=asset, description=text, partitions_def=partitions)
-            for check, text in descriptions.items()
-        ]
-
-
-def in_partition(check: dg.AssetCheckResult, partition: str) -> dg.AssetCheckResult:
-    """The result with its prompt version named in the description and the metadata, for the
-    pages that list check results without their partition."""
-    return dg.AssetCheckResult(
-        check_name=check.check_name,
-        passed=check.passed,
-        severity=check.severity,
-        description=f"prompt version {partition}: {check.description}",
-        metadata={"partition": partition, **check.metadata},
-    )
-
-
-def stage_failure(
-    context: dg.AssetExecutionContext,
-    reason: str,
-    failing: list[tuple[str, str]],
-    metadata: dict[str, Any],
-) -> dg.Failure:
-    """A step failure that says which cases failed and why, where the partition and backfill
-    pages show it (the description) and as a table (the metadata)."""
-    lines = [f"- {case}: {redact_text(why)[:200]}" for case, why in failing[:10]]
-    more = [f"- … and {len(failing) - 10} more"] if len(failing) > 10 else []
-    return dg.Failure(
-        description="\n".join([f"prompt version {context.partition_key}: {reason}", *lines, *more]),
-        metadata={
-            **metadata,
-            "partition": context.partition_key,
-            "failing_cases": case_table(
-                [(case, "ERROR", why) for case, why in failing[:MAX_FAILING_ROWS]]
-            ),
-        },
-    )
-
-
-def metric_errors(results: list[TestResult]) -> list[tuple[str, str]]:
-    """Each case whose metrics could not all run, with the first metric error."""
-    found = []
-    for result in results:
-        errors = [f"{m.metric_name}: {m.error}" for m in all_metric_results(result) if m.error]
-        if errors:
-            found.append((result.test_id or "", errors[0]))
-    return found
-
-
-def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
-    """Cases as a (case, status, reason) table; reasons are redacted and cut to 200 chars."""
-    return dg.MetadataValue.table(
-        records=[
-            dg.TableRecord({"case": case, "status": status, "reason": redact_text(why)[:200]})
-            for case, status, why in rows
-        ],
-        schema=dg.TableSchema(
-            columns=[
-                dg.TableColumn("case", "string"),
-                dg.TableColumn("status", "string"),
-                dg.TableColumn("reason", "string"),
-            ]
-        ),
-    )
+def label_run(context: dg.AssetExecutionContext, tags: Mapping[str, object]) -> None:
+    """Give a run launched without our tags (a plain materialization from the UI, a
+    re-execution) the tags the demo, the schedule and the sensor set, with the values this run
+    assumed (its agent, trigger and trials), so every run reads and filters alike."""
+    missing = {key: str(value) for key, value in tags.items() if key not in context.run.tags}
+    if missing:
+        context.instance.add_run_tags(context.run.run_id, missing)
+        context.log.info(f"run tags added (what this run assumed): {missing}")
 
 
 def trials_of(context: dg.AssetExecutionContext) -> int | None:
@@ -397,43 +339,6 @@ def trials_of(context: dg.AssetExecutionContext) -> int | None:
             description=f"tag {TRIALS_TAG}={value!r}: give an integer {TRIALS_MIN}-{TRIALS_MAX}"
         )
     return int(value)
-
-
-def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
-    """Numbers the UI plots across materializations, the Markdown report, failing cases."""
-    summary = run.report.summary
-    metadata: dict[str, Any] = {"pass_rate": dg.MetadataValue.float(summary.pass_rate / 100)}
-    if summary.cost_usd is not None:
-        metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
-    metadata |= {
-        "passed": summary.passed,
-        "failed": summary.failed,
-        "errored": summary.errored,
-        "wall_time_s": dg.MetadataValue.float((summary.wall_time_ms or 0) / 1000),
-        "total_tokens": summary.token_usage.total_tokens if summary.token_usage else 0,
-        "prompt_version": run.metadata.prompt_version.version,
-        "run_id": run.metadata.run_id or "",
-        "eval_run_path": dg.MetadataValue.path(path),
-        "report": dg.MetadataValue.md(render_markdown(run)),
-    }
-    if dashboard_url and run.metadata.run_id:
-        for key, url in dashboard_links(dashboard_url, run.metadata.run_id).items():
-            metadata[key] = dg.MetadataValue.url(url)
-    for metric, score in summary.average_scores.items():
-        metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
-    if summary.statistics is not None:
-        for key, value in statistics_properties(summary.statistics).items():
-            metadata[f"stats/{key}"] = (
-                dg.MetadataValue.float(value) if isinstance(value, float) else value
-            )
-    failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
-    metadata["failing_cases"] = case_table(
-        [
-            (r.test_id or "", r.status.value, r.errors[0] if r.errors else "below threshold")
-            for r in failing
-        ]
-    )
-    return metadata
 
 
 async def respond(stage: Suite, *, preload: bool) -> AgentResponses:

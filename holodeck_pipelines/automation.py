@@ -1,6 +1,7 @@
 """How the pipelines run by themselves: prompt versions appear as partitions (a sensor), active
 versions are evaluated nightly (a schedule)."""
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,11 +29,23 @@ def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[
     return active, [snapshot.key for snapshot in store.list()]
 
 
+def partition_changes(
+    existing: Sequence[str], registered: list[str]
+) -> tuple[list[str], list[str]]:
+    """(registered versions that are not partitions yet, partitions no snapshot backs). A
+    partition added by hand for a version that does not exist can only fail; snapshots are
+    never deleted, so no version that ever ran loses its partition."""
+    known = set(existing)
+    backed = set(registered)
+    return [k for k in registered if k not in known], [k for k in existing if k not in backed]
+
+
 def prompt_versions_sensor(pipeline: AgentPipeline, *, launch_new: bool) -> dg.SensorDefinition:
     @dg.sensor(
         name=f"{pipeline.name}_prompt_versions",
         description="Registers new prompt versions (files and variants) as immutable snapshots "
-        "and adds them as partitions"
+        "and adds them as partitions; removes partitions no snapshot backs (added by hand for a "
+        "version that does not exist)"
         + ("; launches a run for each new one." if launch_new else "."),
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -40,8 +53,10 @@ def prompt_versions_sensor(pipeline: AgentPipeline, *, launch_new: bool) -> dg.S
     )
     def sensor(context: dg.SensorEvaluationContext, project: HoloDeckProject) -> dg.SensorResult:
         active, registered = register_versions(pipeline.agent_file, project)
-        existing = set(context.instance.get_dynamic_partitions(pipeline.partitions.name or ""))
-        new = [key for key in registered if key not in existing]
+        existing = context.instance.get_dynamic_partitions(pipeline.partitions.name or "")
+        new, stale = partition_changes(existing, registered)
+        if stale:
+            context.log.warning(f"removing partitions no prompt snapshot backs: {', '.join(stale)}")
         runs = [
             dg.RunRequest(
                 run_key=f"new-version:{key}",
@@ -51,10 +66,15 @@ def prompt_versions_sensor(pipeline: AgentPipeline, *, launch_new: bool) -> dg.S
             for key in new
             if launch_new and key in active
         ]
+        requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+        if new:
+            requests.append(pipeline.partitions.build_add_request(new))
+        if stale:
+            requests.append(pipeline.partitions.build_delete_request(stale))
         return dg.SensorResult(
             run_requests=runs,
-            dynamic_partitions_requests=[pipeline.partitions.build_add_request(new)] if new else [],
-            skip_reason=None if new else "no new prompt versions",
+            dynamic_partitions_requests=requests,
+            skip_reason=None if requests else "no new prompt versions",
         )
 
     return sensor

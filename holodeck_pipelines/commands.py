@@ -9,16 +9,41 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from holodeck_core.defaults import MODEL_SERVER_PORT
+
 
 def _demo(args: argparse.Namespace) -> int:
     from holodeck_core.config.project import find_project_root
     from holodeck_pipelines.demo import run_demo
 
-    return run_demo(find_project_root())
+    return run_demo(find_project_root(), port=args.port)
 
 
 def add_demo_parser(commands: argparse._SubParsersAction[Any]) -> None:
     demo = commands.add_parser(
         "demo", help="run the offline demo: every prompt version through Dagster into DuckDB"
     )
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"the loopback model server's port (default {MODEL_SERVER_PORT}, or a free one "
+        "when it is taken; 0: a free one); the agents reach it through HOLODECK_MODEL_ENDPOINT",
+    )
     demo.set_defaults(handler=_demo)
+
+
+def _partitions(args: argparse.Namespace) -> int:
+    from holodeck_core.config.project import find_project_root
+    from holodeck_pipelines.partitions import sync_partitions
+
+    return sync_partitions(find_project_root())
+
+
+def add_partitions_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    partitions = commands.add_parser(
+        "partitions",
+        help="add the registered prompt versions as Dagster partitions (and remove partitions "
+        "no prompt snapshot backs) on the instance in DAGSTER_HOME (default: the project root)",
+    )
+    partitions.set_defaults(handler=_partitions)

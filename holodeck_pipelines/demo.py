@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_core.config.project import Project
+from holodeck_core.defaults import MODEL_SERVER_PORT as DEMO_PORT
 from holodeck_core.errors import ConfigError
 from holodeck_core.history import store
 from holodeck_core.history.backend import project_history
@@ -22,7 +23,6 @@ from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
 from holodeck_pipelines.resources import HoloDeckProject
 
-DEMO_PORT = 18080
 DEMO_TRIALS = 3
 """Every case runs this many times (the ``holodeck/trials`` run tag), so the summary shows
 intervals clustered by case, pass@k and pass^k (DESIGN §7.7)."""
@@ -33,7 +33,8 @@ EXAMPLE_QUERY = (
 )
 
 
-def run_demo(root: Path) -> int:
+def run_demo(root: Path, *, port: int | None = None) -> int:
+    """``port``: the model server's (``None``: :data:`DEMO_PORT`, or a free one when taken)."""
     started = time.perf_counter()
     os.environ.setdefault("DAGSTER_HOME", str(root))
     project = Project.discover(root)
@@ -43,7 +44,12 @@ def run_demo(root: Path) -> int:
     rules_file = agents[0].parent / RULES_FILE
     if not rules_file.is_file():
         raise ConfigError(f"the demo needs loopback-server rules at {rules_file}")
-    port = DEMO_PORT if _port_free(DEMO_PORT) else 0
+    if port is None:
+        port = DEMO_PORT if _port_free(DEMO_PORT) else 0
+    elif port and not _port_free(port):
+        raise ConfigError(
+            f"port {port} is in use: choose another --port, or --port 0 for a free one"
+        )
     with run_model_server(load_rules(rules_file), port=port) as server:
         os.environ["HOLODECK_MODEL_ENDPOINT"] = server.openai_base_url
         print(f"loopback model server: {server.openai_base_url} (scripted by {rules_file})")
@@ -75,14 +81,17 @@ def run_demo(root: Path) -> int:
                     run_ids.append(result.run_id)
                     if not result.success:
                         print(f"  run {result.run_id} failed; see it in the Dagster UI")
+        endpoint = server.openai_base_url
+        server_port = server.port
     _print_summary(project, run_ids)
+    moved = "" if server_port == DEMO_PORT else f"HOLODECK_MODEL_ENDPOINT={endpoint} "
     print(
         f"\ndone in {time.perf_counter() - started:.0f}s. Next:\n"
         f'  .venv/bin/holodeck history sql "{EXAMPLE_QUERY}"\n'
         "  .venv/bin/holodeck history runs\n"
-        f"  .venv/bin/holodeck model-server --port {DEMO_PORT} --script "
+        f"  .venv/bin/holodeck model-server --port {server_port} --script "
         f"{rules_file.relative_to(project.root)} &   # for reruns from the UI\n"
-        f"  DAGSTER_HOME={project.root} .venv/bin/dg dev -h 127.0.0.1"
+        f"  {moved}DAGSTER_HOME={project.root} .venv/bin/dg dev -h 127.0.0.1"
         "   # the same runs, partitions, sensor and schedule at http://127.0.0.1:3000"
     )
     return 0

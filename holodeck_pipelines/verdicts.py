@@ -6,13 +6,23 @@ from typing import Any
 import dagster as dg
 
 from holodeck_core.history.drift import judge_drift
-from holodeck_core.history.queries import Comparison
+from holodeck_core.history.labels import judge_agreement_of, render_agreement
+from holodeck_core.history.regression import RegressionCheck
 from holodeck_core.history.store import History
 from holodeck_core.models.evaluation import EvaluationConfig
 
 
-def regression_result(previous: str | None, comparison: Comparison | None) -> dg.AssetCheckResult:
+def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
     """The ``no_regression`` check, decided as ``holodeck history compare`` decides."""
+    previous, comparison = check.previous, check.comparison
+    if check.not_compared is not None:
+        return dg.AssetCheckResult(
+            check_name="no_regression",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=f"not compared: {check.not_compared}",
+            metadata={"previous_run_id": "", "infrastructure_failure": True},
+        )
     if comparison is None:
         return dg.AssetCheckResult(
             check_name="no_regression",
@@ -29,8 +39,10 @@ def regression_result(previous: str | None, comparison: Comparison | None) -> dg
         "regressed_cases": ", ".join(f.case_id for f in comparison.regressions[:20]),
         "flaky_cases": ", ".join(comparison.flaky[:20]),
         "shared_cases": paired.n,
+        "adjustment": paired.adjustment.value,
+        "family_size": paired.family_size,
     }
-    for key in ("mean_diff", "se", "low", "high", "p_value"):
+    for key in ("mean_diff", "se", "low", "high", "p_value", "p_adjusted"):
         value = getattr(paired, key)
         if value is not None:
             metadata[key] = dg.MetadataValue.float(value)
@@ -64,4 +76,32 @@ def drift_result(
         description=", ".join(f"{d.metric_name} {d.drift:+.3f} (n={d.n})" for d in drift)
         + ("" if passed else f": beyond evaluations.judge_drift_max {limit}"),
         metadata={f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift},
+    )
+
+
+def agreement_result(
+    db: History, run_id: str, evaluations: EvaluationConfig | None
+) -> dg.AssetCheckResult:
+    """``judge_agreement``: Cohen's κ of each judge against the agent's human labels (DESIGN
+    §8.7), a warning below ``evaluations.min_judge_kappa``."""
+    minimum = evaluations.min_judge_kappa if evaluations else None
+    rows = judge_agreement_of(db, run_id)
+    rated = [r for r in rows if r["kappa"] is not None]
+    if not rated:
+        return dg.AssetCheckResult(
+            check_name="judge_agreement",
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="no human labels of this agent's judged cases yet (holodeck labels import)",
+        )
+    low = [r for r in rated if minimum is not None and r["kappa"] < minimum]
+    return dg.AssetCheckResult(
+        check_name="judge_agreement",
+        passed=not low,
+        severity=dg.AssetCheckSeverity.WARN,
+        description="; ".join(render_agreement(r) for r in rated)
+        + (f": below evaluations.min_judge_kappa {minimum}" if low else ""),
+        metadata={
+            f"kappa/{r['metric_name']}": dg.MetadataValue.float(float(r["kappa"])) for r in rated
+        },
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -14,14 +15,38 @@ pin_absl_stream()
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 CORPUS = SHARED / "corpus"
+SHARED_ABSENT = "../shared is absent"
+"""In the reason of every skip for want of ../shared, so the summary can count them."""
+
+
+def no_shared(path: Path) -> str:
+    """The skip reason of a test that needs ``path`` in ../shared."""
+    return f"third-party corpus not available at {path} ({SHARED_ABSENT})"
 
 
 def corpus_path(*parts: str) -> Path:
     """A path in ../shared/corpus, or a skip with the reason when the corpus is absent."""
     path = CORPUS.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"third-party corpus not available at {path} (../shared is absent)")
+        pytest.skip(no_shared(path))
     return path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line saying how many tests skipped because ../shared is absent, and where: a plain
+    clone passes green with part of the suite, and should say so."""
+    files: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        if isinstance(longrepr, tuple) and SHARED_ABSENT in str(longrepr[-1]):
+            files[report.nodeid.split("::")[0].rsplit("/", 1)[-1]] += 1
+    if files:
+        where = ", ".join(f"{name} ({count})" for name, count in sorted(files.items()))
+        terminalreporter.write_line(
+            f"{sum(files.values())} tests skipped because {SHARED} is absent (the seeds and "
+            f"the third-party corpus beside the checkout): {where}",
+            yellow=True,
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -71,6 +72,32 @@ def build(port: int) -> FastMCP:
         """Sleeps, then answers."""
         await asyncio.sleep(seconds)
         return "done"
+
+    @server.tool()
+    def die(how: str) -> str:
+        """Ends the transport: ``exit``, ``kill`` (SIGKILL), ``garbage`` (invalid UTF-8 on
+        stdout, the process stays) or ``close`` (stdout closed, the process stays)."""
+        if how == "exit":
+            os._exit(3)
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if how == "garbage":
+            os.write(1, b"\xff\xfe not json \xc3\x28\n")
+        if how == "close":
+            os.close(1)
+        time.sleep(3600)
+        return "unreachable"
+
+    @server.tool()
+    def say(name: str) -> str:
+        """Writes a line that is not JSON-RPC to stdout: the environment variable ``name``."""
+        os.write(1, f"stray line: {os.environ.get(name, '')}\n".encode())
+        return "said"
+
+    @server.tool()
+    def big(size: int) -> str:
+        """``size`` characters."""
+        return "b" * size
 
     if Path(os.environ.get("MCP_TEST_UPGRADED", "/nonexistent")).exists():
 

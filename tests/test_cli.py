@@ -86,6 +86,7 @@ def test_the_workspace_code_location_serves_the_example_agent() -> None:
         "no_regression",
         "no_errored_cases",
         "judge_drift",
+        "judge_agreement",
     }
     assert defs.resolve_job_def("acme_support_eval").partitions_def is not None
     assert defs.resolve_schedule_def("acme_support_nightly").cron_schedule == "0 2 * * *"

@@ -76,7 +76,8 @@ def test_a_small_run_writes_its_history_and_intervals_without_pandas_scipy_or_py
     assert rows == [(2, 2, "Paris", "equality", True), (2, 2, "Rome", "equality", True)]
     [path] = (tmp_path / "results").glob("*/*.json")
     statistics = EvalRun.model_validate_json(path.read_text()).report.summary.statistics
-    assert statistics is not None and statistics.metrics["equality"].method == "t"
+    assert statistics is not None
+    assert statistics.metrics["equality"].method == "wilson_cc_effective_n"
 
 
 def every_table(db: Path) -> dict[str, list[tuple[Any, ...]]]:

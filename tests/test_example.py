@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import yaml
 
 from holodeck_core.cli.main import main
+from holodeck_core.history.ingest import ingest_run
 from holodeck_core.models import EvalRun, MetricResult, Status, TestResult
 from holodeck_core.testing import ModelServer, load_rules, run_model_server
 from tests.conftest import REPO
@@ -166,3 +168,35 @@ def test_example_tool_matchers_and_multi_turn(runs: ExampleRuns) -> None:
         assert case.turns[0].response == "Order A-1002 is being processed."
         assert (case.turns[2].response or "").startswith("Order A-1002 has been cancelled")
         assert [t.passed for t in case.turns] == [True, turn_1_passes, True]
+
+
+def test_multi_turn_tool_calls_are_stored_once_with_their_turn(
+    runs: ExampleRuns, tmp_path: Path
+) -> None:
+    """The case-level roll-up of a multi-turn case repeats its turns' calls: the history keeps
+    one ``tool_invocations`` row per call (docs/history.md), with its ``turn_index``."""
+    db = tmp_path / "history.duckdb"
+    ingest_run(db, runs.v2)
+    [case] = [r for r in runs.v2.report.results if r.test_id == MULTI_TURN]
+    expected = [(t.turn_index, i.call_id) for t in case.turns or [] for i in t.tool_invocations]
+    assert expected and all(call_id for _, call_id in expected)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT turn_index, call_id FROM tool_invocations WHERE case_id = ? "
+            "ORDER BY call_index",
+            [MULTI_TURN],
+        ).fetchall()
+    assert rows == expected
+
+
+def test_validate_lists_the_metrics_the_run_reports(
+    runs: ExampleRuns, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`holodeck validate` counts case- and turn-level metrics too, as `holodeck test` runs
+    them (it used to say "2 standard (equality, latency)" for this agent's 14)."""
+    assert main(["validate", str(EXAMPLE / "agent.yaml")]) == 0
+    [line] = [line for line in capsys.readouterr().out.splitlines() if "metrics:" in line]
+    listed = line.split(": ", 2)[2].split(", ")
+    reported = {m.metric_name for r in runs.v1.report.results for m in _all_metrics(r)}
+    assert sorted(listed) == sorted(reported)
+    assert line.split(": ", 2)[1].strip().startswith(f"{len(reported)} (")

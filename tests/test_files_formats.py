@@ -16,6 +16,7 @@ import pytest
 from holodeck_core.files import NO_TEXT, WorkerPool, load_image
 from holodeck_core.models.test_case import FileInput
 from tests import files_helpers
+from tests.conftest import no_shared
 from tests.files_helpers import make_pdf, make_png, run
 
 # Shared fixtures: pytest finds a fixture by its name in the test module.
@@ -26,7 +27,7 @@ three_pages = files_helpers.three_pages
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CORPUS = SHARED / "corpus" / "documents"
 MANIFEST = CORPUS / "MANIFEST.json"
-NO_CORPUS = f"corpus not available: {MANIFEST} is missing (../shared beside the repository)"
+NO_CORPUS = no_shared(MANIFEST)
 
 
 def make_xlsx(path: Path) -> Path:

@@ -17,6 +17,7 @@ from referencing import Registry, Resource
 from holodeck_core.history import holodeck_export, holodeck_import
 from holodeck_core.models import Agent, EvalRun
 from tests import history_helpers
+from tests.conftest import no_shared
 from tests.history_helpers import (
     AGENT,
     CANARY,
@@ -43,7 +44,7 @@ HD_REPORT_KEYS = set(holodeck_export.REPORT_FIELDS)
 
 def need_corpus() -> None:
     if not GENERATED.is_dir():
-        pytest.skip(f"HoloDeck corpus not available at {GENERATED} (../shared is absent)")
+        pytest.skip(no_shared(GENERATED))
 
 
 # --------------------------------------------------------------------------- HoloDeck

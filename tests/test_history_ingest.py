@@ -38,7 +38,7 @@ def test_schema_migrates_forward_and_refuses_newer(db: Path) -> None:
     with store.writer(db) as con:  # opening a writer applies what is pending
         versions = [r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()]
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-    assert versions == [1, 2, 3, 4] == [m.version for m in schema.MIGRATIONS]
+    assert versions == [1, 2, 3, 4, 5, 6, 7] == [m.version for m in schema.MIGRATIONS]
     assert {"v_runs", "v_pass_rate_trend", "v_metric_trend", "v_regressions"} <= views
     assert {"v_flaky_cases", "v_errors"} <= views
     con = duckdb.connect(str(db))
@@ -70,6 +70,8 @@ def test_ingest_is_idempotent_and_counts_error_in_the_denominator(db: Path, tmp_
             "prompt_versions": 1,
             "case_trials": 4,  # one trial per case
             "judge_control_scores": 0,
+            "call_costs": 0,  # an imported HoloDeck run has no cost data
+            "run_costs": 0,
         }
     )
     row = query(
@@ -174,6 +176,8 @@ def test_four_processes_ingest_at_once(db: Path, tmp_path: Path) -> None:
         "prompt_versions": 1,
         "case_trials": 17 * 4,
         "judge_control_scores": 0,
+        "call_costs": 0,
+        "run_costs": 0,
     }
     duplicates = query(
         db,

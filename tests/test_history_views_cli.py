@@ -10,10 +10,12 @@ import json
 import re
 import statistics
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 
 from holodeck_core.history import schema
+from holodeck_core.stats.intervals import wilson_cc
 from tests import history_helpers
 from tests.history_helpers import CASES, day, ingest_runs, make_run, query, run_cli, write_run
 
@@ -66,9 +68,9 @@ def test_flaky_cases(history: Path) -> None:
         "SELECT prompt_version, case_id, runs, passes, fails, errors, flips, history, "
         "last_status FROM v_flaky_cases ORDER BY prompt_version, case_id",
     )
+    # weather-paris (F, F, E) is not flaky: an ERROR is no verdict, so nothing flipped
     assert rows == [
         ("v2", "order-status", 3, 2, 1, 0, 2, "PFP", "PASS"),
-        ("v2", "weather-paris", 3, 0, 2, 1, 1, "FFE", "ERROR"),
         ("v3", "order-status", 2, 1, 1, 0, 1, "PF", "FAIL"),
     ]
     assert query(history, "SELECT count(*) FROM flaky_cases(1)") == [(0,)]
@@ -90,11 +92,13 @@ def test_metric_trend_interval_runs_and_errors(history: Path) -> None:
         "WHERE run_id = 'r1' AND metric_name = 'faithfulness'",
     )[0]
     values = [0.9, 0.9, 0.2, 0.9]
-    half = 3.182 * statistics.stdev(values) / 2  # t(0.975, df=3) * s / sqrt(4)
-    assert r1 == pytest.approx(
-        (statistics.mean(values), statistics.stdev(values), 0.725 - half, 0.725 + half)
-    )
-    assert (low, high) == (pytest.approx(mean), pytest.approx(mean))
+    # a 0-1 score: Wilson (continuity-corrected) on n_eff = m(1-m)/SE² · (z / t(3))², inside [0, 1]
+    m, se, z = statistics.mean(values), statistics.stdev(values) / 2, NormalDist().inv_cdf(0.975)
+    n_eff = m * (1 - m) / se**2 * (z / 3.182446) ** 2
+    assert r1 == pytest.approx((m, statistics.stdev(values), *wilson_cc(m, n_eff, z)))
+    assert 0.0 <= r1[2] < r1[3] <= 1.0
+    # no spread: the 3 cases alone count (n_eff = n), not a zero-width interval
+    assert (low, high) == pytest.approx(wilson_cc(0.9, 3 * (z / 4.302653) ** 2, z))
     runs = query(
         history,
         "SELECT run_id, run_seq, previous_run_id, pass_rate_change, cost_per_pass "
@@ -145,6 +149,8 @@ def test_docs_describe_every_column(history: Path) -> None:
         "v_regressions",
         "v_flaky_cases",
         "v_errors",
+        "v_cost_by_run",
+        "v_cost_by_case",
     ):
         columns = [r[0] for r in query(history, f"DESCRIBE {relation}")]
         missing = [c for c in columns if f"`{c}`" not in text]
@@ -163,10 +169,13 @@ def test_compare_flags_a_planted_regression(db: Path, capsys: pytest.CaptureFixt
         ],
     )
     code, out, _ = run_cli(capsys, "compare", "base", "cand", "--db", str(db), "--format", "json")
-    assert code == 0  # one flip of four cases is no evidence of a drop (McNemar p = 1)
+    assert code == 0  # one flip of four cases is no evidence of a drop (McNemar mid-p 0.5)
     paired = json.loads(out)
     assert paired["verdict"] == "no significant change" and paired["regression"] is False
-    assert paired["paired"]["test"] == "mcnemar_exact" and paired["paired"]["p_value"] == 1.0
+    assert paired["paired"]["test"] == "mcnemar_midp" and paired["paired"]["p_value"] == 0.5
+    # raw and adjusted p, over the family of the pass fraction and the metrics (BH)
+    assert paired["paired"]["adjustment"] == "bh" and paired["paired"]["family_size"] >= 2
+    assert paired["paired"]["p_adjusted"] >= paired["paired"]["p_value"]
     code, out, _ = run_cli(
         capsys, "compare", "base", "cand", "--db", str(db), "--format", "json", "--strict"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from holodeck_core.metrics.rag import ranked_precision
+from holodeck_core.metrics.rag import _faithfulness_reasoning, ranked_precision
 from holodeck_core.models.evaluation import StandardMetric
 from holodeck_core.testing import run_model_server
 from tests.judge_helpers import (
@@ -41,7 +41,8 @@ def test_each_rag_metric_produces_the_scripted_score() -> None:
         counts = by_rule(server)
     faith, answer, precision, recall = results
     assert faith.score == pytest.approx(2 / 3) and faith.passed is True  # idk is not a "no"
-    assert faith.reasoning is not None and faith.reasoning.startswith("2 of 3 claims")
+    assert faith.reasoning is not None  # what was contradicted, not "2 of 3 are not ..."
+    assert faith.reasoning.startswith("1 of 3 claims is contradicted by the retrieval context: ")
     assert [v["verdict"] for v in faith.details["verdicts"]] == ["yes", "no", "idk"]
     assert answer.score == 0.75
     assert precision.score == pytest.approx((1 / 1 + 2 / 3) / 2)
@@ -128,3 +129,19 @@ def test_legacy_metrics_normalize_1_to_5_before_the_threshold() -> None:
     assert relevance.kind == "standard" and relevance.threshold == 0.7
     assert (grounded.score, grounded.raw_score) == (1.0, 5)
     assert ungrounded.error is not None and "retrieval_context or a context" in ungrounded.error
+
+
+@pytest.mark.parametrize(
+    ("claims", "contradicted", "reads"),
+    [
+        (1, [("Paris is in Spain", "")], "the claim is contradicted by the retrieval context: "),
+        (1, [], "the claim is not contradicted by the retrieval context"),
+        (3, [], "none of the 3 claims is contradicted by the retrieval context"),
+        (3, [("a", ""), ("b", "")], "2 of 3 claims are contradicted by the retrieval context: "),
+    ],
+)
+def test_faithfulness_reasoning_reads_as_a_sentence(
+    claims: int, contradicted: list[tuple[str, str]], reads: str
+) -> None:
+    """Not "0 of 1 claims are not contradicted ...; contradicted: ..." (issue 28)."""
+    assert _faithfulness_reasoning(claims, contradicted).startswith(reads)

@@ -21,7 +21,7 @@ from holodeck_core.metrics import (
 )
 from holodeck_core.models.evaluation import CodeMetric
 from holodeck_core.models.results import MetricResult, ToolInvocation
-from tests.conftest import SHARED
+from tests.conftest import SHARED, no_shared
 from tests.metrics_helpers import call, std
 
 FINANCE_SAMPLE = SHARED / "corpus" / "holodeck" / "samples" / "financial-assistant" / "claude"
@@ -204,7 +204,7 @@ def test_two_agents_with_the_same_grader_module_stay_apart(tmp_path: Path) -> No
     assert verdicts == [True, False]
 
 
-@pytest.mark.skipif(not FINANCE_SAMPLE.is_dir(), reason="shared corpus is not present")
+@pytest.mark.skipif(not FINANCE_SAMPLE.is_dir(), reason=no_shared(FINANCE_SAMPLE))
 def test_a_holodeck_grader_runs_unchanged() -> None:
     # The sample imports holodeck.lib.test_runner.code_grader; we provide its two classes.
     program = "subtract(206588, 181001), divide(#0, 181001)"

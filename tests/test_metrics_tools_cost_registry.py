@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from holodeck_core.calls.prices import PRICES_ENV, packaged_price_table
 from holodeck_core.metrics import (
     REGISTRY,
     EvalContext,
@@ -30,7 +31,6 @@ from holodeck_core.metrics import (
     select_metrics,
 )
 from holodeck_core.metrics import text as text_metrics
-from holodeck_core.metrics.operational import PRICES_ENV, packaged_price_table
 from holodeck_core.models.evaluation import (
     LEGACY_JUDGE_METRICS,
     Direction,
@@ -40,7 +40,7 @@ from holodeck_core.models.evaluation import (
 )
 from holodeck_core.models.results import TokenUsage, ToolInvocation
 from holodeck_core.models.test_case import ExpectedTool
-from tests.conftest import SHARED
+from tests.conftest import SHARED, no_shared
 from tests.metrics_helpers import TICKET_SCHEMA, call, run, std
 
 TOOL_CORPUS = SHARED / "corpus" / "holodeck" / "generated" / "tool_calls"
@@ -62,7 +62,7 @@ def _corpus_cases() -> list[tuple[str, list[Any], list[ToolInvocation], dict[str
     return cases
 
 
-@pytest.mark.skipif(not TOOL_CORPUS.is_dir(), reason="shared corpus is not present")
+@pytest.mark.skipif(not TOOL_CORPUS.is_dir(), reason=no_shared(TOOL_CORPUS))
 def test_tool_matcher_reproduces_holodeck_verdicts_on_the_corpus() -> None:
     cases = _corpus_cases()
     assert [name for name, *_ in cases] == [

@@ -109,6 +109,13 @@ def test_partitions_materialize_into_duckdb_with_checks(
         assert register(defs, instance) == ["v1", "v2"]
         v1 = materialize(defs, instance, "v1")
         v2 = materialize(defs, instance, "v2")
+        [v2_history_at] = [
+            record.event_log_entry.timestamp
+            for record in instance.get_records_for_run(v2.run_id).records
+            if record.event_log_entry.dagster_event_type
+            == dg.DagsterEventType.ASSET_MATERIALIZATION
+            and record.event_log_entry.step_key == "geo_agent__eval_history"
+        ]
         gate_key = dg.AssetCheckKey(dg.AssetKey(["geo_agent", "eval_history"]), "pass_rate_gate")
         per_partition = {
             info.partition_key: info.latest_execution_status.value
@@ -132,6 +139,16 @@ def test_partitions_materialize_into_duckdb_with_checks(
     }
     assert checks[("pass_rate_gate", "v1")] is False  # 0% is under the 50% gate
     assert checks[("pass_rate_gate", "v2")] is True
+    [v2_gate] = [
+        e.asset_check_evaluation_data
+        for e in v2.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
+    ]
+    # the checks list shows the gate failed while v1 fails it: v2's description says so
+    assert v2_gate.description.endswith("within the gate (failing for prompt version v1)")
+    # and says when it was evaluated: after the materialization it checks
+    assert v2_gate.metadata["evaluated_at"].value >= v2_history_at
     [v1_gate] = [
         e.asset_check_evaluation_data
         for e in v1.all_events
@@ -183,7 +200,11 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         # the partition and backfill pages show the step failure: which cases, and why
         user = failure.step_failure_data.user_failure_data
         assert user is not None and user.description is not None
-        assert user.description.startswith("prompt version v2: 1 cases failed transiently")
+        assert user.description.startswith("prompt version v2: 1 cases hit transient errors: ")
+        # the step's headline is the reason, not Dagster's "Exceeded max_retries of 2"
+        assert failure.step_failure_data.error is not None
+        message = failure.step_failure_data.error.message
+        assert user.description in message and "Exceeded max_retries" not in message
         assert "- c3: " in user.description and "503" in user.description
         [row] = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
         assert row.data["case"] == "c3" and "503" in row.data["reason"]
@@ -215,7 +236,7 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
     )
     assert (job, partition, trigger) == ("geo_agent_eval", "v2", "backfill")
     assert "Steps failed" not in error  # Dagster's generic message; ours names the cases
-    assert error.startswith("geo_agent__agent_responses: prompt version v2: 1 cases failed")
+    assert error.startswith("geo_agent__agent_responses: prompt version v2: 1 cases hit")
     assert "- c3: " in error
 
 
@@ -239,7 +260,7 @@ def test_a_judge_outage_fails_the_scoring_step_naming_cases_and_metric(tmp_path:
     assert failure.step_key == "geo_agent__metric_results"
     user = failure.step_failure_data.user_failure_data
     assert user is not None and user.description is not None
-    assert "judge calls failed transiently after retries" in user.description
+    assert "judge calls hit transient errors: Brief: judge " in user.description
     assert "- c0: Brief: " in user.description and "- c1: Brief: " in user.description
     rows = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
     assert [r.data["case"] for r in rows] == ["c0", "c1"]
@@ -361,7 +382,13 @@ def test_definitions_are_grouped_partitioned_and_described(tmp_path: Path) -> No
     assert graph.get(dg.AssetKey(["geo_agent", "agent_responses"])).pools == {"llm_api"}
     assert graph.get(dg.AssetKey(["geo_agent", "eval_history"])).pools == {"history_db"}
     checks = {key.name for key in graph.asset_check_keys}
-    assert checks == {"pass_rate_gate", "no_regression", "no_errored_cases", "judge_drift"}
+    assert checks == {
+        "pass_rate_gate",
+        "no_regression",
+        "no_errored_cases",
+        "judge_drift",
+        "judge_agreement",
+    }
     # Markdown in the UI: a bare <slug>/<timestamp> renders as "results//.json"
     summary = graph.get(dg.AssetKey(["geo_agent", "report_summary"])).description or ""
     assert "(`results/<slug>/<timestamp>.json`)" in summary

@@ -207,3 +207,97 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None
     with zipfile.ZipFile(wheel) as archive:
         [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         assert "License-Expression: MIT" in archive.read(metadata).decode()
+
+
+def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: Path) -> None:
+    """Issue 28 (9): the README names `holodeck demo --port`, HOLODECK_MODEL_ENDPOINT and
+    /_stats; `model-server --help` says /_stats; the demo runs on the port it is given, says how
+    to reach it again, and leaves `git status` clean."""
+    readme = (REPO / "README.md").read_text()
+    for needle in (
+        "holodeck demo --port",
+        "HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:P/v1",
+        "/_stats",
+    ):
+        assert needle in readme
+    help_text = subprocess.run(
+        [str(BIN / "holodeck"), "model-server", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "GET /_stats" in " ".join(help_text.split())
+    assert "HOLODECK_MODEL_ENDPOINT" in help_text
+    root = fresh_checkout(tmp_path)
+    port = free_port()
+    env = {k: v for k, v in user_env(port).items() if k != "HOLODECK_MODEL_ENDPOINT"}
+    proc = subprocess.run(
+        [str(BIN / "holodeck"), "demo", "--port", str(port)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"loopback model server: http://127.0.0.1:{port}/v1" in proc.stdout
+    assert f"model-server --port {port} --script" in proc.stdout
+    assert f"HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:{port}/v1 DAGSTER_HOME=" in proc.stdout
+    assert untracked(root) == []
+    with socket.socket() as busy:  # a taken port is refused with the fix, before any work
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        refused = subprocess.run(
+            [str(BIN / "holodeck"), "demo", "--port", str(taken)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert refused.returncode == 2 and f"port {taken} is in use" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_the_readme_names_the_partitions_command() -> None:
+    [block] = bash_blocks("### Dagster")
+    assert "DAGSTER_HOME=$PWD .venv/bin/holodeck partitions" in block
+
+
+def test_a_clone_without_shared_says_what_it_skipped_and_why(tmp_path: Path) -> None:
+    """Tests that need ../shared skip without it; pytest then says so in one summary line."""
+    root = fresh_checkout(tmp_path)  # tmp_path/checkout: no ../shared beside it
+    selection = [
+        "tests/test_metrics_code_graders.py::test_a_holodeck_grader_runs_unchanged",
+        "tests/test_metrics_tools_cost_registry.py::"
+        "test_tool_matcher_reproduces_holodeck_verdicts_on_the_corpus",
+    ]
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
+    proc = subprocess.run(
+        [*command, *selection], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    [line] = [line for line in proc.stdout.splitlines() if " tests skipped because " in line]
+    assert line == (
+        f"2 tests skipped because {tmp_path / 'shared'} is absent (the seeds and the "
+        "third-party corpus beside the checkout): test_metrics_code_graders.py (1), "
+        "test_metrics_tools_cost_registry.py (1)"
+    )
+    assert untracked(root) == []
+    if (REPO.parent / "shared" / "corpus").is_dir():  # here they run, and nothing is said
+        here = subprocess.run(
+            [*command, *selection], cwd=REPO, capture_output=True, text=True, check=False
+        )
+        assert "2 passed" in here.stdout and " tests skipped because " not in here.stdout
+
+
+def test_the_history_block_compares_runs_of_the_agent_not_a_rescore() -> None:
+    """Issue 28 (4): after `holodeck rescore`, the newest v2 run is that rescore; V1 and V2
+    are each version's newest run that ran the agent."""
+    _, history = bash_blocks("## Using it")
+    picks = [line for line in history.splitlines() if line.startswith(("V1=", "V2="))]
+    assert len(picks) == 2
+    assert all("trigger <> 'rescore'" in line for line in picks), picks

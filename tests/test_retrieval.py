@@ -15,6 +15,8 @@ import openai
 import pytest
 import yaml
 
+from holodeck_core.calls.ledger import Ledger
+from holodeck_core.calls.prices import packaged_price_table
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.cli.main import main
 from holodeck_core.models import LLMProvider
@@ -109,6 +111,12 @@ def test_vectorstore_searches_a_glob_of_documents_once_indexed(
         assert (first["source"], first["chunk_id"]) == ("docs/returns.md", "docs/returns.md#0")
         assert first["score"] > call["chunks"][1]["score"]
         assert call["retrieval_context"][0] == first["text"]
+        cost = last_run(tmp_path)["report"]["summary"]["cost"]
+        embedding = cost["headings"]["embedding"]  # text-embedding-3-small: $0.02 per 1M
+        assert embedding["calls"] == 2 and cost["outside"]["embedding"]["calls"] == 1
+        assert embedding["usd"] == pytest.approx(embedding["prompt_tokens"] * 0.02 / 1e6)
+        case_cost = last_run(tmp_path)["report"]["results"][0]["cost"]
+        assert case_cost["embedding"]["calls"] == 1  # the query; the index is the run's
 
         server.reset()
         assert main(["test", str(agent)]) == 0
@@ -129,7 +137,11 @@ def context(tmp_path: Path, server: ModelServer, **extra: Any) -> ToolContext:
     return ToolContext(
         base_dir=tmp_path,
         resolve=lambda p: (tmp_path / p).resolve(),
-        scheduler=CallScheduler(4, RetryPolicy(max_attempts=2, base_delay=0.01, timeout=10)),
+        scheduler=CallScheduler(
+            4,
+            RetryPolicy(max_attempts=2, base_delay=0.01, timeout=10),
+            ledger=Ledger(packaged_price_table()),
+        ),
         agent_model=model,
         client_factory=lambda m: make_client(m),
         cache_dir=tmp_path / "home" / "cache",
@@ -304,6 +316,10 @@ def test_contextual_embeddings_and_reranking_are_cached_llm_calls(tmp_path: Path
         assert out.usage is not None and out.usage.total_tokens > 0
         chat = server.stats()["by_route"]["chat"]
         assert chat == 3 + 1  # a summary per chunk, one rerank
+        assert ctx.scheduler.ledger is not None
+        booked = ctx.scheduler.ledger.snapshot().outside  # summaries are part of the embeddings
+        assert (booked["reranker"].calls, booked["embedding"].calls) == (1, 3 + 2)
+        assert booked["reranker"].usd is None  # "ranker" has no price: unknown, not 0
         shutil.rmtree(ctx.cache_dir / "indexes")
         asyncio.run(search(runtime(tool, ctx), "returns"))
         assert server.stats()["by_route"]["chat"] == chat  # summaries and rerank cached

@@ -319,7 +319,7 @@ def test_junit_keeps_failures_and_errors_apart(tmp_path: Path) -> None:
     xml = (tmp_path / "junit.xml").read_text()
     assert 'failures="2" errors="1"' in xml
     assert xml.count("<failure") == 2 and xml.count("<error") == 1
-    assert '<property name="metric.equality" value="1" />' in xml
+    assert '<property name="case.capital.metric.equality" value="1" />' in xml
     report = json.loads(next(tmp_path.glob("results/*/*.json")).read_text())["report"]
     assert report["summary"]["errored"] == 1
 

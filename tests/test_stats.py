@@ -6,9 +6,11 @@ import math
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
-from holodeck_core.history import migration_v4_stats
+from holodeck_core.history import migration_v4_stats, migration_v5_verdicts
 from holodeck_core.stats import (
     Reducer,
     Verdict,
@@ -22,6 +24,8 @@ from holodeck_core.stats import (
     wilson,
 )
 from holodeck_core.stats.estimates import CaseOutcome, t975, t_quantile
+from holodeck_core.stats.intervals import effective_n, wilson_cc
+from holodeck_core.stats.paired import mcnemar_midp
 from holodeck_core.stats.power import paired_power
 
 
@@ -52,19 +56,59 @@ def test_pass_at_k_and_pass_hat_k_are_the_unbiased_estimators() -> None:
     assert (pass_at_k(3, 5, 2), pass_hat_k(3, 5, 2)) == (pytest.approx(0.9), pytest.approx(0.3))
 
 
-def test_wilson_and_the_clustered_interval_equal_scipy() -> None:
+def test_wilson_equals_scipy_wilsoncc_and_the_clustered_interval_uses_the_effective_n() -> None:
     w = wilson(7, 20)
-    ci = sps.binomtest(7, 20).proportion_ci(0.95, method="wilson")
+    ci = sps.binomtest(7, 20).proportion_ci(0.95, method="wilsoncc")
     assert (w.low, w.high) == (pytest.approx(ci.low), pytest.approx(ci.high))
-    assert wilson(20, 20).high == pytest.approx(1.0) and wilson(20, 20).low < 1.0
+    assert wilson(20, 20).high == 1.0 and wilson(20, 20).low < 1.0
+    assert wilson(0, 3).low == 0.0 and wilson(0, 3).high < 1.0
     x = [0.6, 1.0, 0.0, 0.4, 0.8, 1.0]
-    e = mean_estimate(x, clustered=True)
-    low, high = sps.t.interval(0.95, len(x) - 1, loc=sum(x) / len(x), scale=sps.sem(x))
-    assert (e.se, e.low, e.high) == (
-        pytest.approx(sps.sem(x)),
-        pytest.approx(low),
-        pytest.approx(high),
+    e = mean_estimate(x, trials=5)
+    p, se, n = sum(x) / len(x), sps.sem(x), len(x)
+    # Korn & Graubard: n_eff = p(1-p)/SE², shrunk by (z / t(n-1))²
+    n_eff = p * (1 - p) / se**2 * (sps.norm.ppf(0.975) / sps.t.ppf(0.975, n - 1)) ** 2
+    assert (e.se, e.n_effective) == (pytest.approx(se), pytest.approx(n_eff))
+    low, high = wilson_cc(p, n_eff, 1.959963984540054)
+    assert (e.low, e.high) == (pytest.approx(low), pytest.approx(high))
+    assert 0.0 <= e.low <= p <= e.high <= 1.0  # type: ignore[operator]
+    assert "n = 6, interval method: Wilson score with continuity correction" in e.render()
+
+
+def test_the_issue_30_examples_stay_on_their_scale() -> None:
+    """4 cases x 5 trials at 0.9 gave "0.58 to 1.22"; a regex metric "-0.066 to 0.923"; a
+    latency "-1.8 to 116.3 ms"."""
+    rate = mean_estimate([1.0, 1.0, 0.6, 1.0], trials=5)
+    assert rate.mean == pytest.approx(0.9) and rate.high is not None and rate.high <= 1.0
+    assert rate.low is not None and 0.0 <= rate.low < 0.9
+    regex = mean_estimate([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    assert regex.low is not None and regex.low >= 0.0
+    latency = mean_estimate([1.0, 2.0, 120.0, 3.0, 160.0], bounded=False)
+    assert latency.low == 0.0 and latency.method == "t_truncated_at_0"
+    assert latency.high == pytest.approx(
+        latency.mean + sps.t.ppf(0.975, 4) * sps.sem([1.0, 2.0, 120.0, 3.0, 160.0])
     )
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=100), min_size=1, max_size=60),
+    st.integers(min_value=1, max_value=100),
+)
+@settings(max_examples=400, deadline=None)
+def test_every_pass_rate_interval_is_inside_0_1_and_holds_the_estimate(
+    passes: list[int], trials: int
+) -> None:
+    cases = [CaseOutcome(f"c{i}", min(c, trials), trials) for i, c in enumerate(passes)]
+    e = run_statistics(cases, trials=trials).pass_rate
+    assert e.low is not None and e.high is not None
+    assert 0.0 <= e.low <= e.mean <= e.high <= 1.0
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_every_score_interval_is_inside_0_1_and_holds_the_mean(scores: list[float]) -> None:
+    e = mean_estimate(scores)
+    assert e.low is not None and e.high is not None
+    assert 0.0 <= e.low <= e.mean + 1e-12 and e.mean - 1e-12 <= e.high <= 1.0
 
 
 def test_run_statistics_per_design_7_7() -> None:
@@ -74,7 +118,8 @@ def test_run_statistics_per_design_7_7() -> None:
         CaseOutcome("c", 0, 5, {"bleu": 0.1}),
     ]
     s = run_statistics(cases, trials=5, reducer=Reducer.MAJORITY)
-    assert s.pass_rate.mean == pytest.approx(1.6 / 3) and s.pass_rate.method == "clustered"
+    assert s.pass_rate.mean == pytest.approx(1.6 / 3)
+    assert s.pass_rate.method == "wilson_cc_effective_n"
     assert s.pass_at_k is not None and s.pass_hat_k is not None
     assert s.pass_at_k[1] == pytest.approx(1.6 / 3)
     assert s.pass_hat_k[5] == pytest.approx(1 / 3)
@@ -82,15 +127,17 @@ def test_run_statistics_per_design_7_7() -> None:
     assert s.flaky_cases == ["a"]
     assert s.metrics["bleu"].mean == pytest.approx(0.5)
     one = run_statistics([CaseOutcome("a", 1, 1), CaseOutcome("b", 0, 1)])
-    assert one.pass_rate.method == "wilson" and one.pass_at_k is None
+    assert one.pass_rate.method == "wilson_cc" and one.pass_at_k is None
 
 
 def test_paired_comparison_mcnemar_and_t() -> None:
     a = {f"c{i}": 1.0 for i in range(100)}
     b = {**a, **{f"c{i}": 0.0 for i in range(30)}}
     drop = paired_comparison(a, b, binary=True)
-    assert drop.test == "mcnemar_exact" and drop.discordant == (30, 0)
-    assert drop.p_value == pytest.approx(sps.binomtest(0, 30, 0.5).pvalue)
+    assert drop.test == "mcnemar_midp" and drop.discordant == (30, 0)
+    # mid-p: the exact binomial p-value less the probability of the observed count
+    exact = sps.binomtest(0, 30, 0.5).pvalue
+    assert drop.p_value == pytest.approx(exact - sps.binom.pmf(0, 30, 0.5))
     assert drop.verdict is Verdict.REGRESSION and drop.mean_diff == pytest.approx(-0.3)
     assert drop.high is not None and drop.high < 0
     mixed_a = {"x": 0.2, "y": 0.6, "z": 0.4, "w": 0.8}
@@ -139,7 +186,37 @@ def test_sql_macros_equal_scipy() -> None:
         (p,) = con.execute("SELECT holodeck_mcnemar_p(?, ?)", [b, c]).fetchone() or (None,)
         expected = sps.binomtest(min(b, c), b + c, 0.5).pvalue if b + c else 1.0
         assert p == pytest.approx(expected, abs=1e-12), (b, c)
+    con.execute(migration_v5_verdicts.MCNEMAR_MIDP)
+    for b, c in ((0, 0), (3, 1), (1, 3), (30, 0), (10, 12), (41, 37), (5, 5)):
+        (p,) = con.execute("SELECT holodeck_mcnemar_midp(?, ?)", [b, c]).fetchone() or (None,)
+        low, n = min(b, c), b + c
+        by_hand = (
+            min(1.0, 2 * sps.binom.cdf(low, n, 0.5) - sps.binom.pmf(low, n, 0.5)) if n else 1.0
+        )
+        assert p == pytest.approx(by_hand, abs=1e-12) and mcnemar_midp(b, c) == pytest.approx(p)
     assert math.isclose(
         con.execute("SELECT holodeck_t_pvalue('inf'::DOUBLE, 3)").fetchone()[0],  # type: ignore[index]
         0.0,
     )
+
+
+def test_sql_interval_macros_equal_the_module() -> None:
+    con = duckdb.connect()
+    for sql in (migration_v4_stats.T975, *migration_v5_verdicts.VIEWS_V5[:3]):
+        con.execute(sql)
+    z = 1.959963984540054
+    for n in (1, 2, 3, 7, 12, 30, 31, 250):
+        for p in (0.0, 0.01, 0.25, 0.5, 0.9, 0.999, 1.0):
+            for se in (0.0, 1e-4, 0.05, 0.3):
+                for max_n in (float(n), 5.0 * n, None):
+                    got = con.execute(
+                        "SELECT holodeck_n_eff(?, ?, ?, ?)", [p, se, n, max_n]
+                    ).fetchone()
+                    expected = float(n) if n < 2 else effective_n(p, se, n, max_n, t975(n - 1), z)
+                    assert got is not None and got[0] == pytest.approx(expected, rel=1e-6)
+                    low, high = wilson_cc(p, expected, z)
+                    row = con.execute(
+                        "SELECT holodeck_wilson_cc_low(?, ?), holodeck_wilson_cc_high(?, ?)",
+                        [p, expected, p, expected],
+                    ).fetchone()
+                    assert row == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))

@@ -20,6 +20,7 @@ from scipy import stats as sps
 from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun, Status
+from holodeck_core.stats.intervals import wilson_cc
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_core.testing.server.planning import _uniform
 from holodeck_pipelines.builder import build_definitions
@@ -92,6 +93,9 @@ def test_five_trials_three_seeded_passes(
             assert server.stats()["total_calls"] == 3 * 5
     out = capsys.readouterr().out
     assert "pass fraction over 5 trials" in out and "95% CI" in out and "pass^5" in out
+    assert (
+        "n = 3, interval method: Wilson score with continuity correction on the effective n" in out
+    )
     assert statuses == {
         "all": {"capital": Status.FAIL, "always": Status.PASS, "never": Status.FAIL},
         "majority": {"capital": Status.PASS, "always": Status.PASS, "never": Status.FAIL},
@@ -144,7 +148,11 @@ def test_five_trials_three_seeded_passes(
     with duckdb.connect(str(db), read_only=True) as con:
         flaky = con.execute("SELECT case_id, disagreeing_runs FROM v_flaky_cases").fetchall()
     assert flaky == [("capital", 3)]  # its trials disagree in each of the three runs
-    low, high = sps.t.interval(0.95, len(x) - 1, loc=sum(x) / len(x), scale=sps.sem(x))
+    # Wilson (continuity-corrected) on n_eff = p(1-p)/SE² · (z / t(n-1))², in [0, 1]
+    p, n, z = sum(x) / len(x), len(x), float(sps.norm.ppf(0.975))
+    n_eff = p * (1 - p) / sps.sem(x) ** 2 * (z / sps.t.ppf(0.975, n - 1)) ** 2
+    low, high = wilson_cc(p, n_eff, z)
+    assert 0.0 <= low < high <= 1.0 and stats.pass_rate.n_effective == pytest.approx(n_eff)
     assert (stats.pass_rate.low, stats.pass_rate.high) == (pytest.approx(low), pytest.approx(high))
     assert view == (
         pytest.approx(sum(x) / 3),
@@ -178,7 +186,7 @@ def test_one_trial_keeps_the_eval_run_shape(tmp_path: Path) -> None:
     assert all("trials" not in r for r in data["report"]["results"])
     assert "judge_control" not in data["report"]
     stats = data["report"]["summary"]["statistics"]
-    assert stats["trials"] == 1 and stats["pass_rate"]["method"] == "wilson"
+    assert stats["trials"] == 1 and stats["pass_rate"]["method"] == "wilson_cc"
     assert stats["pass_at_k"] is None
     junit = (tmp_path / "r.xml").read_text()
     assert 'name="stats.pass_rate.ci95_low"' in junit
@@ -304,7 +312,7 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
     code, out = compare(capsys, ids[0], ids[1], "--format", "json")
     assert code == 0
     cli = json.loads(out)
-    assert cli["verdict"] == "no significant change" and cli["paired"]["test"] == "mcnemar_exact"
+    assert cli["verdict"] == "no significant change" and cli["paired"]["test"] == "mcnemar_midp"
     assert cli["paired"]["p_value"] == pytest.approx(meta["p_value"])
     assert compare(capsys, ids[0], ids[1], "--strict")[0] == 1  # cases did flip
     # B -> C (what the check saw) and A -> C (the planted drop): regressions
@@ -401,7 +409,7 @@ def test_judge_cache_never_answers_a_trial_with_another_outputs_judgement(tmp_pa
 
 
 def test_the_check_takes_a_baseline_version_and_the_strict_rule(tmp_path: Path) -> None:
-    from holodeck_core.history.regression import regression_check
+    from holodeck_core.history.regression import RegressionCheck, regression_check
     from holodeck_pipelines.verdicts import regression_result
     from tests.history_helpers import day, ingest_runs, make_run
 
@@ -412,16 +420,23 @@ def test_the_check_takes_a_baseline_version_and_the_strict_rule(tmp_path: Path) 
             make_run("PPPP", day(0), run_id="base-v1", prompt="v1"),
             make_run("PPPP", day(1), run_id="prev-v2", prompt="v2"),
             make_run("PPPF", day(2), run_id="head-v2", prompt="v2"),
+            make_run("EEEP", day(3), run_id="dead-v2", prompt="v2"),  # the model server died
+            make_run("PPPP", day(4), run_id="next-v2", prompt="v2"),
         ],
     )
-    previous, comparison = regression_check(db, "head-v2")
-    assert previous == "prev-v2" and comparison is not None
-    assert comparison.is_regression is False  # one flip in four cases: no evidence
-    assert regression_result(previous, comparison).passed is True
-    previous, _ = regression_check(db, "head-v2", baseline="v1")
-    assert previous == "base-v1"
-    previous, comparison = regression_check(db, "head-v2", strict=True)
-    assert comparison is not None and comparison.is_regression  # evaluations.regression: strict
-    check = regression_result(previous, comparison)
+    checked = regression_check(db, "head-v2")
+    assert checked.previous == "prev-v2" and checked.comparison is not None
+    assert checked.comparison.is_regression is False  # one flip in four cases: no evidence
+    assert regression_result(checked).passed is True
+    assert regression_check(db, "head-v2", baseline="v1").previous == "base-v1"
+    strict = regression_check(db, "head-v2", strict=True)
+    assert strict.comparison is not None and strict.comparison.is_regression  # strict rule
+    check = regression_result(strict)
     assert check.passed is False and check.metadata["verdict"].value == "strict"
-    assert regression_check(db, "base-v1") == (None, None)
+    assert regression_check(db, "base-v1") == RegressionCheck()
+    # an infrastructure failure (3 of 4 cases ERROR) is not compared, and is no baseline
+    dead = regression_check(db, "dead-v2")
+    assert dead.comparison is None and dead.not_compared is not None
+    assert "3 of 4 cases ERROR" in dead.not_compared
+    assert "not compared" in (regression_result(dead).description or "")
+    assert regression_check(db, "next-v2").previous == "head-v2"

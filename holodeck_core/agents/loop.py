@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.defaults import MAX_TOOL_TURNS
-from holodeck_core.models import TokenUsage, ToolInvocation
+from holodeck_core.models import ProcessedFileInput, TokenUsage, ToolInvocation
 from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.charges import chat_charge
 from holodeck_core.providers.messages import Image, Message
 from holodeck_core.tools.runtime import ToolCrashedError
 from holodeck_core.tools.toolbox import ToolBox, tool_message
@@ -18,8 +19,13 @@ from holodeck_core.tools.toolbox import ToolBox, tool_message
 
 @dataclass(frozen=True)
 class TurnInput:
+    """One user turn: ``text`` is what the model reads (the message with its attachments as
+    Markdown); targets also get the bare ``message`` and the processed ``files``."""
+
     text: str
     images: list[Image] = field(default_factory=list)
+    message: str = ""
+    files: list[ProcessedFileInput] = field(default_factory=list)
 
 
 @dataclass
@@ -31,6 +37,13 @@ class TurnOutcome:
     error: ModelCallError | str | None = None
     skipped: bool = False
     system_fingerprint: str | None = None
+
+
+class Conversation(Protocol):
+    """Runs a case's turns in one conversation: the in-process :class:`AgentRunner` or a
+    target (:mod:`holodeck_core.agents.targets`)."""
+
+    async def run(self, turns: list[TurnInput]) -> list[TurnOutcome]: ...
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,7 @@ class AgentRunner:
                     ),
                     endpoint=endpoint,
                     timeout=self.timeout,
+                    charge=chat_charge("agent", self.client.model, self.system, history, tools),
                 )
             except ModelCallError as exc:
                 outcome.error = exc

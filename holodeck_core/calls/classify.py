@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from time import time
 
+from holodeck_core.calls.causes import transport_failure
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 
 
@@ -46,6 +47,22 @@ def _number(text: str | None) -> float | None:
     return None if math.isnan(value) else max(0.0, value)
 
 
+def status_error(
+    status: int, message: str, headers: Mapping[str, str] | None = None
+) -> ModelCallError:
+    """An HTTP error status as a call error: 429 and 5xx are transient (429 with its
+    Retry-After), 401/403 an auth error, any other status a bad request."""
+    if status == 429:
+        kind = CallErrorKind.RATE_LIMIT
+    elif status >= 500:
+        kind = CallErrorKind.SERVER
+    elif status in (401, 403):
+        kind = CallErrorKind.AUTH
+    else:
+        kind = CallErrorKind.BAD_REQUEST
+    return ModelCallError(kind, message, status=status, retry_after=retry_after_seconds(headers))
+
+
 def classify(exc: BaseException) -> ModelCallError:
     if isinstance(exc, ModelCallError):
         return exc
@@ -54,21 +71,16 @@ def classify(exc: BaseException) -> ModelCallError:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     message = _message(exc)
+    # before the type: the aiohttp transport dresses a refused connection as a timeout
+    failure = transport_failure(exc)
+    if failure is not None:
+        return ModelCallError(*failure)
     if name == "APITimeoutError" or isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return ModelCallError(CallErrorKind.TIMEOUT, message or "the model call timed out")
     if name == "APIConnectionError":
         return ModelCallError(CallErrorKind.CONNECTION, message or "connection failed")
     if isinstance(status, int):
-        retry_after = retry_after_seconds(headers)
-        if status == 429:
-            kind = CallErrorKind.RATE_LIMIT
-        elif status >= 500:
-            kind = CallErrorKind.SERVER
-        elif status in (401, 403):
-            kind = CallErrorKind.AUTH
-        else:
-            kind = CallErrorKind.BAD_REQUEST
-        return ModelCallError(kind, message, status=status, retry_after=retry_after)
+        return status_error(status, message, headers)
     if name == "APIResponseValidationError" or isinstance(exc, json.JSONDecodeError | KeyError):
         return ModelCallError(CallErrorKind.MALFORMED, message or "malformed response body")
     if isinstance(exc, OSError):  # sockets and the like under the SDK

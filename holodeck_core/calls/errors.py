@@ -15,6 +15,8 @@ class CallErrorKind(StrEnum):
     AUTH = "auth_error"
     INTERNAL = "internal_error"
     TOOL_CRASHED = "tool_crashed"
+    BUDGET = "budget"
+    """Not sent: the run's budget would be passed (not retried; a rerun with more resumes)."""
 
     @property
     def transient(self) -> bool:

@@ -16,6 +16,10 @@ else asks a model (embeddings, prompt tools, rerankers).
   is left fails the call at once, as a transient :class:`~holodeck_core.calls.errors.ModelCallError`
   (the case is ERROR and a rerun resumes it).
 * A hard per-attempt timeout.
+* **Costs and budgets**: a call that carries a :class:`~holodeck_core.calls.ledger.Charge`
+  reserves its worst case in the scheduler's :class:`~holodeck_core.calls.ledger.Ledger`
+  before it is sent (or is refused, a ``budget`` error, when that would pass the budget) and
+  books its actual usage after.
 
 Using it from a new kind of model call (a small API on purpose)::
 
@@ -41,6 +45,7 @@ from typing import Generic, TypeVar
 
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.ledger import Charge, Ledger
 from holodeck_core.defaults import PARALLEL_TEST_CASES
 from holodeck_core.models import LLMProvider
 
@@ -77,6 +82,8 @@ class RetryPolicy:
 @dataclass
 class SchedulerStats:
     calls: int = 0
+    answered: int = 0
+    """Calls that got a reply (``calls`` counts those that failed too)."""
     attempts: int = 0
     retries: int = 0
     rate_limited: int = 0
@@ -132,8 +139,10 @@ class CallScheduler:
         policy: RetryPolicy | None = None,
         *,
         seed: int | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.max_concurrency = max(1, max_concurrency)
+        self.ledger = ledger
         self.policy = policy or RetryPolicy()
         self.stats = SchedulerStats(lowest_limit=self.max_concurrency)
         self._lanes: dict[str, _Lane] = {}
@@ -142,6 +151,12 @@ class CallScheduler:
     def limit(self, endpoint: str = DEFAULT_ENDPOINT) -> int:
         """The endpoint's current concurrency limit."""
         return self._lane(endpoint).limit
+
+    def set_limit(self, endpoint: str, limit: int) -> None:
+        """Give ``endpoint`` its own ceiling instead of ``max_concurrency`` (a target's
+        ``limit``); it still halves on 429s and grows back up to it."""
+        lane = self._lane(endpoint)
+        lane.ceiling = lane.limit = max(1, limit)
 
     def _lane(self, endpoint: str) -> _Lane:
         lane = self._lanes.get(endpoint)
@@ -156,10 +171,14 @@ class CallScheduler:
         endpoint: str = DEFAULT_ENDPOINT,
         timeout: float | None = None,
         attempts: int | None = None,
+        charge: Charge | None = None,
     ) -> T:
         """Run ``fn`` under the endpoint's limit, retrying transient failures within the
         call's budget. Raises :class:`ModelCallError` (``attempts`` set)."""
-        return (await self.run(fn, endpoint=endpoint, timeout=timeout, attempts=attempts)).value
+        called = await self.run(
+            fn, endpoint=endpoint, timeout=timeout, attempts=attempts, charge=charge
+        )
+        return called.value
 
     async def run(
         self,
@@ -168,8 +187,27 @@ class CallScheduler:
         endpoint: str = DEFAULT_ENDPOINT,
         timeout: float | None = None,
         attempts: int | None = None,
+        charge: Charge | None = None,
     ) -> Called[T]:
         """:meth:`call`, also telling how many attempts it took."""
+        if charge is None or self.ledger is None:
+            return await self._attempts(fn, endpoint, timeout, attempts)
+        hold = self.ledger.reserve(charge)  # raises BudgetStop: the call is not sent
+        usage = None
+        try:
+            called = await self._attempts(fn, endpoint, timeout, attempts)
+            usage = charge.usage(called.value)
+            return called
+        finally:
+            self.ledger.settle(hold, charge, usage)
+
+    async def _attempts(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        endpoint: str,
+        timeout: float | None,
+        attempts: int | None,
+    ) -> Called[T]:
         timeout = timeout or self.policy.timeout
         budget = self.policy.max_attempts if attempts is None else max(1, attempts)
         lane = self._lane(endpoint)
@@ -207,6 +245,7 @@ class CallScheduler:
                 lane.wake()
                 raise
             self._release(lane, None, started)
+            self.stats.answered += 1
             return Called(result, attempt)
 
     def _next(

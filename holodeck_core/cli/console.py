@@ -16,6 +16,7 @@ from rich.text import Text
 
 from holodeck_core.models import EvalRun, Gate, Status, TestResult
 from holodeck_core.redaction import redact_text
+from holodeck_core.reports.cost import cost_lines
 from holodeck_core.reports.statistics import statistics_lines
 from holodeck_core.reports.units import format_average, metric_units
 from holodeck_core.runner.gates import check_gate
@@ -125,5 +126,9 @@ def print_summary(
         console.print(plain(check_gate(summary, gate).line), highlight=False, soft_wrap=True)
     if summary.statistics is not None and not quiet:
         for line in statistics_lines(summary.statistics):
+            console.print(plain(line), highlight=False, soft_wrap=True)
+    if summary.cost is not None:
+        lines = cost_lines(summary.cost)
+        for line in lines[1:] if quiet else lines:  # quiet: only the budget verdict
             console.print(plain(line), highlight=False, soft_wrap=True)
     console.print(plain(f"EvalRun: {path}"), highlight=False, soft_wrap=True)

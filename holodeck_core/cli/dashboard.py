@@ -8,11 +8,11 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.cli.history_option import add_history_arguments, history_from
+from holodeck_core.dashboard.scratch import scratch_folder
 from holodeck_core.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
         print(f"error: the dashboard needs dash and plotly: {exc}", file=sys.stderr)
         return ExitCode.CONFIG
     if args.seed:
-        folder = Path(tempfile.mkdtemp(prefix="holodeck-dashboard-seed-"))
+        folder = scratch_folder("holodeck-dashboard-seed-")
         print(f"seeding a temporary history in {folder} with the example's runs ...")
         db: History = seed_history(folder)
     else:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core import defaults
 from holodeck_core.cli.argtypes import positive_int, positive_seconds
 from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.defaults import ALPHA
@@ -23,7 +24,9 @@ from holodeck_core.errors import (
     ExecutionError,
     ExitCode,
 )
+from holodeck_core.history.health import INCLUDE_FAILED_HELP
 from holodeck_core.history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S
+from holodeck_core.stats.multiple import Adjustment
 from holodeck_core.terminal import plain
 
 if TYPE_CHECKING:
@@ -114,7 +117,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         run_a = queries.resolve_run(con, args.run_a)
         run_b = queries.resolve_run(con, args.run_b)
         result = queries.compare_runs(
-            con, run_a, run_b, max_drop=args.max_drop, strict=args.strict, alpha=args.alpha
+            con,
+            run_a,
+            run_b,
+            max_drop=args.max_drop,
+            strict=args.strict,
+            alpha=args.alpha,
+            include_failed=args.include_failed,
+            adjustment=Adjustment(args.adjust),
         )
     for warning in result.warnings:
         render.err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
@@ -129,9 +139,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_sql(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history import queries
+    from holodeck_core.history import sql
 
-    result = queries.run_select(
+    result = sql.run_select(
         _db(args),
         args.query,
         lock_timeout=args.lock_timeout,
@@ -308,6 +318,15 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     )
     compare.add_argument(
         "--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})"
+    )
+    compare.add_argument("--include-failed", action="store_true", help=INCLUDE_FAILED_HELP)
+    compare.add_argument(
+        "--adjust",
+        choices=[a.value for a in Adjustment],
+        default=defaults.ADJUSTMENT,
+        help="adjust the p-values of the pass fraction and the metrics together: bh "
+        "(Benjamini-Hochberg, the false discovery rate; default), holm (the family-wise "
+        "error rate) or none",
     )
     compare.add_argument("--format", choices=("table", "json"), default="table")
 

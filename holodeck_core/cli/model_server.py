@@ -23,6 +23,13 @@ def _build_parser() -> argparse.ArgumentParser:
             "Run the loopback model server: scripted OpenAI Chat Completions, Responses and "
             "Anthropic Messages endpoints on 127.0.0.1 (see DESIGN §6.12 for the rules format)."
         ),
+        epilog=(
+            "GET /_stats returns the calls per route, per rule and per request key, and the "
+            "peak concurrency; POST /_reset clears them. Agents reach the server at "
+            "http://127.0.0.1:PORT/v1 (OpenAI) or http://127.0.0.1:PORT (Anthropic); the "
+            "examples read HOLODECK_MODEL_ENDPOINT (default http://127.0.0.1:18080/v1), so "
+            "another --port needs HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:PORT/v1."
+        ),
     )
     parser.add_argument("--port", type=int, default=0, help="port to bind (0 = a free port)")
     parser.add_argument(

@@ -1,25 +1,43 @@
-"""``holodeck plan AGENT_YAML --detect 0.05``: how many cases and trials a comparison needs to
-see a drop of that size, from the latest recorded run's variances (DESIGN §7.7-7.8)."""
+"""``holodeck plan AGENT_YAML [--trials K] [--prompt-version V ...] [--detect 0.05]``: what the
+run will cost (calls, tokens and dollars per heading, from the history's measured spend per
+case, else from the prompt and case sizes), and with ``--detect`` how many cases and trials a
+comparison needs to see a drop of that size, from the latest recorded run's variances, and
+what those cost (DESIGN §7.7-7.8, §8.5)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
+from holodeck_core.cli.argtypes import positive_int
 from holodeck_core.cli.history_option import add_history_arguments, history_from
-from holodeck_core.defaults import ALPHA
+from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.errors import ConfigError, ExitCode
+from holodeck_core.reports.cost import usd as _usd
+
+if TYPE_CHECKING:
+    from holodeck_core.engine.plan import CostEstimate
 
 
 def add_plan_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     plan = commands.add_parser(
         "plan",
-        help="cases and trials needed to detect a pass-rate drop (from the latest run)",
+        help="expected calls, tokens and dollars of a run; with --detect, the cases and "
+        "trials needed to detect a pass-rate drop",
     )
     plan.add_argument("agent", metavar="AGENT_YAML")
     plan.add_argument(
-        "--detect", type=float, default=0.05, metavar="D", help="drop to detect (0.05 = 5 points)"
+        "--trials", type=positive_int, metavar="K", help="trials per case (default: the agent's)"
     )
+    plan.add_argument(
+        "--prompt-version",
+        dest="prompt_keys",
+        action="append",
+        metavar="V",
+        help="a registered prompt version (repeat for several; default: the current prompt)",
+    )
+    plan.add_argument("--detect", type=float, metavar="D", help="drop to detect (0.05 = 5 points)")
     plan.add_argument(
         "--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})"
     )
@@ -31,19 +49,36 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
 def run_plan_command(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
-    from holodeck_core.engine.plan import plan_from_history
+    from holodeck_core.engine.plan import estimate_cost, plan_from_history
+    from holodeck_core.runner.options import resolve_prompt
 
-    if not 0 < args.detect < 1:
+    if args.detect is not None and not 0 < args.detect < 1:
         raise ConfigError("--detect is a fraction between 0 and 1 (0.05 = 5 points)")
     if not 0 < args.alpha < 1 or not 0 < args.power < 1:
         raise ConfigError("--alpha and --power are between 0 and 1")
+    if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
+        raise ConfigError(f"--trials must be between {TRIALS_MIN} and {TRIALS_MAX}")
     loaded = load_agent(args.agent)
-    history = history_from(args, Project.discover(loaded.base_dir))
+    project = Project.discover(loaded.base_dir)
+    history = history_from(args, project)
+    execution = loaded.agent.execution
+    trials = args.trials or (execution.trials if execution else None) or 1
+    out = sys.stdout
+    estimates = []
+    for key in args.prompt_keys or [None]:
+        prompt, registered = resolve_prompt(loaded, project, key)
+        estimate = estimate_cost(loaded, history, registered, prompt.body, trials)
+        estimates.append(estimate)
+        out.write("".join(f"{line}\n" for line in estimate_lines(estimate)))
+    if len(estimates) > 1:
+        out.write(f"all {len(estimates)} versions: {_usd(_sum_usd(estimates))}\n")
+    if args.detect is None:
+        return ExitCode.OK
     found = plan_from_history(
         loaded, history, detect=args.detect, alpha=args.alpha, power=args.power
     )
     plan = found.plan
-    out = sys.stdout
+    per_trial = estimates[0].per_case_trial_usd()
     out.write(
         f"from run {found.run_id[:12]} (prompt {found.prompt_version}): {plan.cases} cases x "
         f"{found.trials} "
@@ -54,6 +89,39 @@ def run_plan_command(args: argparse.Namespace) -> int:
     for r in plan.rows:
         needed = "more than 1,000,000" if r.cases_needed is None else f"{r.cases_needed:,}"
         now = "" if r.power_now is None else f" (power with {plan.cases} cases: {r.power_now:.0%})"
-        out.write(f"  {r.trials:>3} trial(s) per case: {needed} cases{now}\n")
+        cost = ""
+        if r.cases_needed is not None:
+            usd = None if per_trial is None else per_trial * r.cases_needed * r.trials
+            cost = f", about {_usd(usd)} a run"
+        out.write(f"  {r.trials:>3} trial(s) per case: {needed} cases{now}{cost}\n")
     out.write("assumptions:\n" + "".join(f"  - {a}\n" for a in plan.assumptions))
+    for warning in found.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
     return ExitCode.OK
+
+
+def estimate_lines(estimate: CostEstimate) -> list[str]:
+    source = (
+        "sizes of the prompt and the cases (no run with costs recorded: a rough estimate)"
+        if estimate.source == "sizes"
+        else f"the measured spend per case of {estimate.source}"
+    )
+    lines = [
+        f"prompt {estimate.prompt_version}: {estimate.cases} cases x {estimate.trials} "
+        f"trial(s), from {source}:"
+    ]
+    for name, cost in estimate.headings.items():
+        lines.append(
+            f"  {name:<12} {cost.calls:>7,} calls {cost.tokens:>11,} tokens  {_usd(cost.usd)}"
+        )
+    calls = sum(c.calls for c in estimate.headings.values())
+    tokens = sum(c.tokens for c in estimate.headings.values())
+    lines.append(
+        f"  {'total':<12} {calls:>7,} calls {tokens:>11,} tokens  {_usd(estimate.total_usd)}"
+    )
+    return lines
+
+
+def _sum_usd(estimates: list[CostEstimate]) -> float | None:
+    values = [e.total_usd for e in estimates]
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int, positive_seconds
+from holodeck_core.cli.gate import add_gate_arguments, apply_gate
+from holodeck_core.cli.target_option import add_target_option
 from holodeck_core.defaults import PARALLEL_TEST_CASES, TRIALS, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.errors import ExitCode
 
@@ -33,6 +35,7 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
     test.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
     test.add_argument("--prompt-version", dest="prompt_key", help="a registered prompt version")
     test.add_argument("--fresh", action="store_true", help="ignore an open resume journal")
+    add_target_option(test)
     test.add_argument(
         "--trials",
         type=int,
@@ -40,6 +43,7 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
         help=f"run every case K times, {TRIALS_MIN} to {TRIALS_MAX} "
         f"(default: execution.trials or {TRIALS})",
     )
+    add_gate_arguments(test)
     verbosity = test.add_mutually_exclusive_group()
     verbosity.add_argument("-q", "--quiet", action="store_true")
     verbosity.add_argument("-v", "--verbose", action="store_true")
@@ -57,7 +61,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
         print(f"error: --trials must be between {TRIALS_MIN} and {TRIALS_MAX}", file=sys.stderr)
         return ExitCode.CONFIG
-    loaded = load_agent(args.agent)
+    loaded = load_agent(args.agent, target=args.target)
     for warning in loaded.warnings:  # the ones `holodeck validate` prints (derived-id collisions)
         print(f"warning: {warning}", file=sys.stderr)
     options = SuiteOptions(
@@ -86,7 +90,7 @@ def run_test_command(args: argparse.Namespace) -> int:
         code = ExitCode.worst(code, ExitCode.EXECUTION)
     if args.output:
         _write_report(run, args.output, args.format)
-    return code
+    return apply_gate(args, run, suite, args.agent, code)
 
 
 def _write_report(run: EvalRun, output: Path, fmt: str | None) -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from holodeck_core.cli.target_option import add_target_option, describe_target
 from holodeck_core.errors import ExitCode
 
 
 def add_validate_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     validate = commands.add_parser("validate", help="check an agent.yaml and summarize it")
     validate.add_argument("agent", metavar="AGENT_YAML")
+    add_target_option(validate)
     validate.set_defaults(handler=_validate)
 
 
@@ -22,20 +24,24 @@ def add_schema_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 
 def _validate(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.metrics.selection import suite_metrics
     from holodeck_core.models import MCPTool
 
-    loaded = load_agent(args.agent)
+    loaded = load_agent(args.agent, target=args.target)
     agent = loaded.agent
-    metrics = agent.evaluations.metrics if agent.evaluations else []
+    metrics = suite_metrics(agent.evaluations.metrics if agent.evaluations else None, agent.cases)
     by_kind = Counter[str](metric.type for metric in metrics)
     by_type = Counter[str](tool.type for tool in agent.tools or [])
     _show(f"{loaded.display}: valid")
     _show(f"  agent:    {agent.name}")
     _show(f"  model:    {agent.model.provider.value} {agent.model.name}")
+    if loaded.target is not None:
+        _show(f"  target:   {describe_target(loaded.target)}")
     versions = ", ".join(p.version.version for p in loaded.active_prompts)
     _show(f"  prompt:   {versions} ({loaded.prompt.version.source})")
     _show(f"  cases:    {len(agent.cases)}")
-    _show(f"  metrics:  {_counts(by_kind)} ({', '.join(m.display_name for m in metrics)})")
+    metric_names = ", ".join(m.display_name for m in metrics) or "none"
+    _show(f"  metrics:  {len(metrics)} ({_counts(by_kind)}): {metric_names}")
     tool_names = ", ".join(tool.name for tool in agent.tools or [])
     _show(f"  tools:    {_counts(by_type)}" + (f" ({tool_names})" if tool_names else ""))
     tools = agent.tools or []

@@ -55,7 +55,8 @@ def _environment() -> int:
 def _sources(loaded: LoadedAgent) -> tuple[Path, ...]:
     """Every file ``load_agent`` reads for this agent: the agent file and the ``.env`` beside
     it, the test-cases file, the prompt files, a response-schema file, and the project's
-    ``holodeck.yaml`` and other agent files (the slug check reads their names)."""
+    ``holodeck.yaml`` (and its ``.env``) and other agent files (the slug check reads their
+    names)."""
     agent = loaded.agent
     relative = [agent.test_cases_file, agent.instructions.file, *agent.instructions.variants]
     if isinstance(agent.response_format, str):
@@ -66,6 +67,7 @@ def _sources(loaded: LoadedAgent) -> tuple[Path, ...]:
         loaded.base_dir / ".env",
         *(loaded.resolve(path) for path in relative if path),
         project.root / PROJECT_FILE,
+        project.root / ".env",  # a target's ${VAR}s in holodeck.yaml
         *project.agent_paths(),
     )
 

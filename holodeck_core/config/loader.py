@@ -15,10 +15,13 @@ from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
+from holodeck_core.config.targets import option_target, project_target
+from holodeck_core.config.templates import attribute_problem
 from holodeck_core.config.validation_errors import validation_problems
 from holodeck_core.config.yaml_source import YamlDocument, YamlPath, read_yaml
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.models import Agent, CodeMetric, HierarchicalDocumentTool, VectorstoreTool
+from holodeck_core.models.target import Target
 from holodeck_core.models.tools import FunctionTool, MCPTool, PromptTool
 
 
@@ -34,6 +37,8 @@ class LoadedAgent:
     response_schema: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     secrets: frozenset[str] = frozenset()
+    target: Target | None = None
+    """Where the agent runs, when not in-process (``holodeck.yaml`` or ``--target``)."""
 
     @property
     def base_dir(self) -> Path:
@@ -50,7 +55,8 @@ class LoadedAgent:
         return [self.prompt, *self.variants]
 
 
-def load_agent(path: str | Path) -> LoadedAgent:
+def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
+    """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares."""
     display = str(path)
     file = Path(path).expanduser().resolve()
     if not file.is_file():
@@ -107,7 +113,9 @@ def load_agent(path: str | Path) -> LoadedAgent:
         warnings=agent.warnings,
         secrets=frozenset(secrets),
     )
-    problems = _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
+    problems = _secret_names(loaded, locate)
+    problems += _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
+    problems += _bad_templates(loaded, locate) if not problems else []
     if problems:
         raise ConfigError(problems)
     check_unique_slug(agent.name, file)
@@ -128,6 +136,10 @@ def load_agent(path: str | Path) -> LoadedAgent:
                 ]
             )
     loaded.response_schema = _response_schema(loaded, doc)
+    declared = project_target(file) if target is None else option_target(target, file)
+    if declared is not None:
+        loaded.target, target_secrets = declared
+        loaded.secrets |= target_secrets
     if not agent.cases:
         loaded.warnings.append("the agent has no test cases")
     return loaded
@@ -224,6 +236,42 @@ def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
             message = check_grader_reference(metric.grader, loaded.base_dir)
             if message:
                 problems.append(locate((*yaml_path, "grader"), message))
+    return problems
+
+
+def _secret_names(loaded: LoadedAgent, locate: Any) -> list[Problem]:
+    """Names and ids holding a secret (``name: "agent-${API_TOKEN}"``): they become folder
+    names, prompt snapshots and report lines, where no redaction reaches (issue 25)."""
+    agent = loaded.agent
+    named: list[tuple[YamlPath, str | None]] = [(("name",), agent.name)]
+    named += [(("tools", i, "name"), t.name) for i, t in enumerate(agent.tools or [])]
+    for i, case in enumerate(agent.test_cases or []):
+        named += [(("test_cases", i, "name"), case.name), (("test_cases", i, "id"), case.id)]
+    return [
+        locate(
+            path,
+            "holds a secret; names and ids end up in folder names, prompts and "
+            "reports, so keep secrets (and ${VAR}s of secrets) out of them",
+        )
+        for path, value in named
+        if value and any(secret in value for secret in loaded.secrets)
+    ]
+
+
+def _bad_templates(loaded: LoadedAgent, locate: Any) -> list[Problem]:
+    """Prompt tools whose template reads attributes (issue 25): data only."""
+    problems = []
+    for i, tool in enumerate(loaded.agent.tools or []):
+        if not isinstance(tool, PromptTool) or tool.mock is not None:
+            continue
+        field = "file" if tool.file else "template"
+        try:
+            source = loaded.resolve(tool.file).read_text("utf-8") if tool.file else tool.template
+        except (OSError, UnicodeDecodeError):
+            continue  # the runtime reports it, naming the file
+        message = attribute_problem(source or "", tool.parameters)
+        if message:
+            problems.append(locate(("tools", i, field), message))
     return problems
 
 

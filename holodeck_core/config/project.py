@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -31,10 +31,20 @@ DEFAULT_HOME = ".holodeck"
 LAKE_ENV = "HOLODECK_HISTORY_URL"  # a history lake instead of the DuckDB file (§7.10)
 
 
+class AgentEntry(StrictModel):
+    """One orchestrated agent: its ``agent.yaml`` and, optionally, where it runs (a target,
+    ``holodeck_core.models.target``; validated with its ``${VAR}``s when the agent loads)."""
+
+    path: str = Field(min_length=1)
+    target: dict[str, Any] | None = None
+
+
 class ProjectSettings(StrictModel):
     """``holodeck.yaml``: the agents the pipelines orchestrate and project settings."""
 
-    agents: list[str] = Field(default_factory=list, description="Paths to agent.yaml files.")
+    agents: list[str | AgentEntry] = Field(
+        default_factory=list, description="agent.yaml paths, or {path, target} entries."
+    )
     nightly_cron: str = Field("0 2 * * *", description="Nightly schedule, UTC.")
     history_db: str | None = None
     history_url: str | None = Field(
@@ -55,6 +65,11 @@ class ProjectSettings(StrictModel):
     )
     dashboard_url: str | None = Field(
         None, description="Base URL of `holodeck dashboard`; report_summary links to it."
+    )
+    pricing: dict[str, Any] | None = Field(
+        None,
+        description="Prices over the packaged table, in its shape (holodeck_core/calls/"
+        "prices.yaml): providers: {openai: {models: {m: {input, output}}}}, or models: {...}.",
     )
 
 
@@ -143,8 +158,27 @@ class Project:
         """The orchestrated agents: ``HOLODECK_AGENTS`` (``os.pathsep``-separated) overrides
         ``holodeck.yaml``'s ``agents``; relative paths are from the project root."""
         override = os.environ.get("HOLODECK_AGENTS")
-        raw = [p for p in override.split(os.pathsep) if p] if override else self.settings.agents
-        return [p if p.is_absolute() else self.root / p for p in map(Path, raw)]
+        raw = (
+            [p for p in override.split(os.pathsep) if p]
+            if override
+            else [entry if isinstance(entry, str) else entry.path for entry in self.settings.agents]
+        )
+        return [self._path(p) for p in raw]
+
+    def _path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+    def agent_entry(self, agent_file: Path) -> tuple[int, AgentEntry] | None:
+        """The ``agents:`` entry (its index and itself) that declares a target for
+        ``agent_file``, if any."""
+        wanted = agent_file.resolve()
+        for index, entry in enumerate(self.settings.agents):
+            if not isinstance(entry, AgentEntry) or entry.target is None:
+                continue
+            if self._path(entry.path).resolve() == wanted:
+                return index, entry
+        return None
 
 
 def location(value: str) -> Path | UPath:

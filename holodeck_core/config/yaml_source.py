@@ -74,6 +74,11 @@ def read_yaml(file: Path, display: str | None = None) -> YamlDocument:
         raise ConfigError(f"file not found: {file}", file=name) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {file}: {exc}", file=name) from None
+    return parse_yaml(text, file, name)
+
+
+def parse_yaml(text: str, file: Path, name: str) -> YamlDocument:
+    """:func:`read_yaml` of text already read (``name`` is how problems name its source)."""
     lines: dict[YamlPath, int] = {}
     problems: list[Problem] = []
     try:

@@ -13,7 +13,7 @@ from typing import Any
 import flask
 from dash import Dash, Input, Output, dcc, html
 
-from holodeck_core.dashboard import cache, compare_view, explorer_view, summary, ui
+from holodeck_core.dashboard import cache, compare_view, explorer_view, judges, summary, ui
 from holodeck_core.dashboard.data import PageError, parse_query
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
@@ -21,7 +21,7 @@ from holodeck_core.history.store import History
 log = logging.getLogger("holodeck.dashboard")
 
 PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer_view.page,
-         "/compare": compare_view.page}  # fmt: skip
+         "/compare": compare_view.page, "/judges": judges.page}  # fmt: skip
 CHARTED = {"/", "/summary"}
 """Pages whose first paint draws Plotly charts."""
 
@@ -72,6 +72,7 @@ def create_app(db: History) -> Dash:
         dcc.Location(id="url", refresh="callback-nav"),
         html.Div([html.B("HoloDeck eval runs"), dcc.Link("Summary", href="/"),
                   dcc.Link("Explorer", href="/explorer"), dcc.Link("Compare", href="/compare"),
+                  dcc.Link("Judges", href="/judges"),
                   html.Span(str(db), className="db")], className="nav"),
         dcc.Loading(html.Div(id="page"), delay_show=300),
     ])  # fmt: skip
@@ -81,5 +82,6 @@ def create_app(db: History) -> Dash:
         return render(db, pathname, search)
 
     summary.register(app, db)
+    judges.register(app, db)
     compare_view.register(app)
     return app

@@ -11,7 +11,7 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.dashboard.data import PageError, connect, require_runs, resolve, rows
+from holodeck_core.dashboard.data import RUNS, PageError, connect, require_runs, resolve, rows
 from holodeck_core.dashboard.explorer_data import load_run_file
 from holodeck_core.dashboard.stats import Paired, paired
 from holodeck_core.history.store import History
@@ -57,6 +57,8 @@ class CompareData:
     prompt_diffs: list[str]
     matrix: list[CaseRow]
     picker: list[dict[str, Any]]
+    reason: str = ""
+    """Why only the picker is shown, when the link named runs."""
 
 
 def picker(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -100,15 +102,20 @@ def compare(
             refs = previous_of(con, previous)
         ids = list(dict.fromkeys(resolve(con, ref) for ref in refs))
         if len(ids) < 2:
-            return CompareData([], 0, [], [], [], [], [], choices)
+            return CompareData([], 0, [], [], [], [], [], choices, _why_picker(refs, ids))
         base_id = resolve(con, baseline_ref) if baseline_ref else ids[0]
         if base_id not in ids:
             raise PageError(
                 "Baseline not among the runs",
                 f"baseline={baseline_ref!r} is not one of the compared runs; pick one of them.",
             )
-        runs = [rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [i]))[0] for i in ids]
-        comparisons = [None if i == base_id else compare_runs(con, base_id, i) for i in ids]
+        runs = [rows(con.execute(f"SELECT * FROM {RUNS} WHERE run_id = ?", [i]))[0] for i in ids]
+        # runs picked by hand are compared even when one is an infrastructure failure (the
+        # matrix shows what errored); the flaky marks still leave failures out
+        comparisons = [
+            None if i == base_id else compare_runs(con, base_id, i, include_failed=True)
+            for i in ids
+        ]
         matrix = _matrix(con, runs)
         bodies = {i: _body(con, run) for i, run in zip(ids, runs, strict=True)}
     base = ids.index(base_id)
@@ -119,6 +126,15 @@ def compare(
         for k, i in enumerate(ids)
     ]
     return CompareData(runs, base, comparisons, stats, config, diffs, matrix, choices)
+
+
+def _why_picker(refs: list[str], ids: list[str]) -> str:
+    if not ids:
+        return ""
+    if len(refs) > 1:
+        return (f"The link names run {ids[0][:12]} {len(refs)} times: a run compared with "
+                "itself shows nothing. Pick another run.")  # fmt: skip
+    return f"The link names one run ({ids[0][:12]}): Compare needs two or three. Pick another."
 
 
 def _matrix(con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]]) -> list[CaseRow]:

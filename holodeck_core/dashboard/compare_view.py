@@ -21,7 +21,8 @@ HEADLINES = (
     ("tests", "total_tests", ui.num, 1, "{:+,.0f}", None),
     ("tokens", "total_tokens", ui.num, 1, "{:+,.0f}", False),
     ("cost", "cost_usd", ui.usd, 1, "{:+.4f} USD", False),
-    ("duration (ms)", "total_duration_ms", ui.num, 1, "{:+,.0f}", False),
+    ("wall time (s)", "wall_time_ms", ui.seconds, 0.001, "{:+,.1f} s", False),
+    ("sum of case times (s)", "total_duration_ms", ui.seconds, 0.001, "{:+,.1f} s", False),
 )
 """(label, column, format, delta scale, delta format, higher is better)."""
 
@@ -34,8 +35,11 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
         if data.runs
         else [
             html.P(
-                "Pick two or three runs (the first is the baseline unless you choose another), or "
-                "select them in the Summary's runs table.",
+                [
+                    html.B(data.reason + " ") if data.reason else "",
+                    "Pick two or three runs (the first is the baseline unless you choose "
+                    "another), or select them in the Summary's runs table.",
+                ],
                 className="muted",
                 id="compare-help",
             )
@@ -81,6 +85,8 @@ def _title(data: CompareData, k: int) -> Any:
 
 
 def _headline(data: CompareData) -> html.Table:
+    """Deltas against the baseline; a run that mostly errored gets no colour for its lower
+    failures, tokens, cost or times (they are no improvement), only for its pass rate."""
     base = data.runs[data.baseline]
     body = []
     for label, column, fmt, scale, unit, higher in HEADLINES:
@@ -91,8 +97,8 @@ def _headline(data: CompareData) -> html.Table:
                 cells.append(fmt(value))
                 continue
             delta = (float(value) - float(before)) * scale
-            tone = "" if higher is None or delta == 0 else (
-                "better" if (delta > 0) == higher else "worse")  # fmt: skip
+            comparable = higher is True or not ui.infrastructure_failure(run)
+            tone = ui.tone(delta, higher, comparable)
             cells.append(
                 html.Span([fmt(value), " ", html.Span(f"({unit.format(delta)})", className=tone)])
             )
@@ -110,7 +116,7 @@ def _stats(data: CompareData) -> list[Any]:
             f"{run['prompt_version']} ({ui.short(run['run_id'])}) vs baseline on {stat.n} "
             f"shared cases: {stat.fixed} fixed, {stat.broken} regressed; mean change "
             f"{stat.mean_diff:+.3f} (95% CI {stat.low:+.3f} to {stat.high:+.3f}), exact "
-            f"McNemar p = {stat.p_value:.3g}: {stat.verdict}"))  # fmt: skip
+            f"McNemar mid-p = {stat.p_value:.3g}: {stat.verdict}"))  # fmt: skip
     return [html.Ul(lines, id="paired-stats")] if lines else []
 
 

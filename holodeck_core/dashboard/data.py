@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlencode
 
+from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
 from holodeck_core.history.store import History
@@ -119,6 +120,8 @@ class Filters:
     tags: list[str] = field(default_factory=list)
     min_pass_rate: float | None = None
     """Percent, 0-100: runs at or above it."""
+    include_failed: bool = False
+    """Keep infrastructure failures in the trend and table (URL ``failed=1``, DESIGN §8.7)."""
 
     KEYS: ClassVar[dict[str, str]] = {
         "agents": "agent", "prompt_versions": "prompt", "models": "model",
@@ -128,7 +131,19 @@ class Filters:
 
     @classmethod
     def from_query(cls, query: dict[str, list[str]]) -> Filters:
+        """The filters of a link, or a :class:`PageError` for the first bad value (the CSV
+        export and the table's pages: they cannot show a note)."""
+        found, problems = cls.parse(query)
+        if problems:
+            raise PageError(*problems[0])
+        return found
+
+    @classmethod
+    def parse(cls, query: dict[str, list[str]]) -> tuple[Filters, list[tuple[str, str]]]:
+        """The filters of a link, leaving out values that are not dates or percentages, and
+        (title, message) for each value left out and for a range that holds no day."""
         found = cls()
+        problems: list[tuple[str, str]] = []
         for name, key in cls.KEYS.items():
             values = [v for item in query.get(key, []) for v in item.split(",") if v]
             setattr(found, name, values)
@@ -138,21 +153,50 @@ class Filters:
                 try:
                     setattr(found, "start" if key == "from" else "end", date.fromisoformat(text))
                 except ValueError:
-                    raise PageError(
-                        "Bad date in the link", f"{key}={text!r} is not a date; use YYYY-MM-DD."
-                    ) from None
+                    problems.append(
+                        (
+                            "Bad date in the link",
+                            f"{key}={text!r} is not a date (use YYYY-MM-DD): ignored.",
+                        )
+                    )
+        if found.start and found.end and found.start > found.end:
+            problems.append((
+                "Empty date range",
+                f"from={found.start} is after to={found.end}: no day is in that range, so no "
+                "run can match. Swap the two dates.",
+            ))  # fmt: skip
+        found.include_failed = first(query, "failed") == "1"
         text = first(query, "min_rate")
         if text:
             try:
-                found.min_pass_rate = float(text)
+                rate = float(text)
             except ValueError:
-                found.min_pass_rate = -1.0
-            if not 0 <= found.min_pass_rate <= 100:
-                raise PageError(
+                rate = -1.0
+            if 0 <= rate <= 100:
+                found.min_pass_rate = rate
+            else:
+                problems.append((
                     "Bad pass-rate threshold in the link",
-                    f"min_rate={text!r} is not a percentage; use a number from 0 to 100.",
-                )
-        return found
+                    f"min_rate={text!r} is not a percentage (use a number from 0 to 100): "
+                    "ignored.",
+                ))  # fmt: skip
+        return found, problems
+
+    def unknown(self, options: Options) -> list[tuple[str, str]]:
+        """(title, message) for each list filter value no run in the history has."""
+        problems = []
+        for name, key in self.KEYS.items():
+            known: list[str] = getattr(options, name)
+            for value in getattr(self, name):
+                if value not in known:
+                    what = name.rstrip("s").replace("_", " ").replace("tag", "prompt tag")
+                    listed = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
+                    problems.append((
+                        f"Unknown {what}",
+                        f"{key}={value!r}: no run in the history has {what} {value!r} "
+                        f"(the history has: {listed or 'none'}).",
+                    ))  # fmt: skip
+        return problems
 
     def to_query(self) -> str:
         pairs: list[tuple[str, str]] = [
@@ -165,6 +209,8 @@ class Filters:
             pairs.append(("to", self.end.isoformat()))
         if self.min_pass_rate is not None:
             pairs.append(("min_rate", f"{self.min_pass_rate:g}"))
+        if self.include_failed:
+            pairs.append(("failed", "1"))
         return "?" + urlencode(pairs) if pairs else ""
 
     def where(self) -> tuple[str, list[Any]]:
@@ -192,6 +238,8 @@ class Filters:
         if self.min_pass_rate is not None:
             clauses.append("r.pass_rate >= ?")
             params.append(self.min_pass_rate / 100)
+        if not self.include_failed:
+            clauses.append("NOT h.infrastructure_failure")
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
@@ -206,16 +254,58 @@ def first(query: dict[str, list[str]], key: str) -> str | None:
 
 # --------------------------------------------------------------------------- summary
 
-FILTERED_RUNS = """
+RUNS = """(
+SELECT v.* REPLACE (coalesce(v.cost_usd, src.cost_usd) AS cost_usd)
+FROM v_runs v
+JOIN eval_runs e USING (run_id)
+LEFT JOIN eval_runs src
+  ON v.trigger = 'rescore' AND src.run_id = json_extract_string(e.provenance, '$.rescored_from')
+)"""
+"""``v_runs`` with a rescore's cost: the cost of the responses it scored again, those of the
+run it rescored (its tokens are theirs too), where the rescore records none."""
+
+FILTERED_RUNS = f"""
 SELECT r.run_id, r.agent_name, r.agent_slug, r.prompt_version, r.model_provider, r.model_name,
        r.trigger, r.finished_at, r.total_tests, r.passed, r.failed, r.errored, r.pass_rate,
-       r.total_tokens, r.cost_usd, r.total_duration_ms, r.git_commit,
-       coalesce(p.tags, []) AS prompt_tags
-FROM v_runs r
+       r.total_tokens, r.cost_usd, r.wall_time_ms, r.total_duration_ms, r.git_commit,
+       coalesce(p.tags, []) AS prompt_tags, h.infrastructure_failure
+FROM {RUNS} r
+JOIN v_run_health h USING (run_id)
 LEFT JOIN prompt_versions p
   ON p.agent_slug = r.agent_slug AND p.prompt_version = r.prompt_version
  AND p.body_hash = r.prompt_body_hash
 """
+
+RUN_INTERVALS = """
+SELECT s.run_id, s.ci95_low, s.ci95_high FROM v_run_stats s
+WHERE s.run_id IN (SELECT run_id FROM ({runs}))
+  AND s.run_id IN (SELECT DISTINCT run_id FROM case_trials WHERE trial > 0)
+"""
+"""The clustered interval of the runs with K > 1 trials (DESIGN §7.7); with one trial per
+case, ``v_run_stats``' interval is the Wilson interval of passed / total, computed here
+without reading the trial rows."""
+
+REGRESSIONS = """
+SELECT head_run_id FROM v_run_comparisons
+WHERE verdict = 'regression' AND head_run_id IN (SELECT run_id FROM ({runs}))
+  AND head_run_id IN (SELECT run_id FROM eval_runs WHERE errored <= {share} * total_tests)
+"""
+"""Runs whose paired comparison with the previous run of their prompt version is a
+significant drop (DESIGN §7.8); an infrastructure failure (§8.7) is marked as one instead."""
+
+METRICS = """
+SELECT m.run_id, r.agent_name, r.prompt_version, r.finished_at, m.metric_name,
+       any_value(m.kind) AS kind, any_value(m.unit) AS unit,
+       avg(coalesce(m.score, m.raw_score)) AS mean, max(m.threshold) AS threshold,
+       count(*) FILTER (WHERE m.passed) AS passed,
+       count(*) FILTER (WHERE m.passed = false) AS failed,
+       count(*) FILTER (WHERE m.error IS NOT NULL) AS errors
+FROM metric_results m JOIN ({runs}) r USING (run_id)
+GROUP BY ALL
+ORDER BY r.finished_at, m.run_id, m.metric_name
+"""
+"""Per filtered run and metric: the mean score (raw value for ms and USD), its threshold and
+how many cases (or turns) passed it."""
 
 
 @dataclass
@@ -250,25 +340,51 @@ def options(con: duckdb.DuckDBPyConnection) -> Options:
 @dataclass
 class SummaryData:
     runs: pd.DataFrame
-    """Filtered runs, oldest first."""
+    """Filtered runs, oldest first, with ``ci_low``/``ci_high`` (fractions)."""
     metrics: pd.DataFrame
-    """Per run and metric: mean score (``v_metric_trend``) of the filtered runs."""
+    """Per run and metric (:data:`METRICS`) of the filtered runs."""
     options: Options
+    failures: pd.DataFrame
+    """The infrastructure failures the filters left out, shown apart (newest first)."""
+    regressions: set[str] = field(default_factory=set)
 
 
 def summary(db: History, filters: Filters) -> SummaryData:
     where, params = filters.where()
+    selected = f"{FILTERED_RUNS}{where}"
     with connect(db) as con:
         require_runs(con, db)
-        runs = con.execute(f"{FILTERED_RUNS}{where} ORDER BY r.finished_at, r.run_id", params).df()
-        metrics = con.execute(
-            "SELECT m.run_id, r.agent_name, m.prompt_version, m.finished_at, m.metric_name, "
-            "m.kind, m.unit, m.mean FROM v_metric_trend m "
-            f"JOIN ({FILTERED_RUNS}{where}) r USING (run_id) "
-            "ORDER BY m.finished_at, m.run_id",
-            params,
+        runs = con.execute(f"{selected} ORDER BY r.finished_at, r.run_id", params).df()
+        found_intervals = con.execute(RUN_INTERVALS.format(runs=selected), params).fetchall()
+        intervals = {str(i): (lo, hi) for i, lo, hi in found_intervals}
+        regressions = {
+            str(r[0])
+            for r in con.execute(
+                REGRESSIONS.format(runs=selected, share=INFRASTRUCTURE_ERROR_SHARE), params
+            ).fetchall()
+        }
+        metrics = con.execute(METRICS.format(runs=selected), params).df()
+        failures = con.execute(
+            "SELECT r.run_id, r.finished_at, r.agent_name, r.prompt_version, r.errored, "
+            "r.total_tests FROM v_runs r JOIN v_run_health h USING (run_id) "
+            "WHERE h.infrastructure_failure AND NOT ? ORDER BY r.finished_at DESC, r.run_id",
+            [filters.include_failed],
         ).df()
-        return SummaryData(runs=runs, metrics=metrics, options=options(con))
+        found = options(con)
+    bounds = [
+        intervals.get(str(i)) or wilson_bounds(int(p), int(n))
+        for i, p, n in zip(runs["run_id"], runs["passed"], runs["total_tests"], strict=True)
+    ]
+    runs = runs.assign(ci_low=[b[0] for b in bounds], ci_high=[b[1] for b in bounds])
+    return SummaryData(
+        runs=runs, metrics=metrics, options=found, failures=failures, regressions=regressions
+    )
+
+
+def wilson_bounds(passed: int, total: int) -> tuple[float, float]:
+    from holodeck_core.dashboard.stats import wilson
+
+    return wilson(passed, total) or (0.0, 0.0)
 
 
 def resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:

@@ -83,7 +83,7 @@ def _detail(data: Explorer) -> list[Any]:
             f"{run['agent_name']} · prompt {run['prompt_version']} · {run['model_provider']} "
             f"{run['model_name']} · {run['trigger'] or '-'} · {ui.when(run['finished_at'])} · "
             f"{run['passed']}/{run['total_tests']} passed ({ui.pct(run['pass_rate'])}), "
-            f"{run['errored']} errored",
+            f"{run['errored']} errored · version {run['holodeck_version'] or 'not recorded'}",
             id="run-summary",
         ),
     ]
@@ -136,26 +136,7 @@ def _case_detail(detail: CaseDetail) -> list[Any]:
             [[f.original.path or f.original.url, f.original.type,
               str(f.original.pages or f.original.sheet or "-"), f.processing_time_ms,
               f.error or ""] for f in result.processed_files], "processed-files")]  # fmt: skip
-    parts += [
-        html.H4("Metrics"),
-        ui.grid(
-            ["turn", "metric", "kind", "score", "raw", "threshold", "passed", "reasoning / error"],
-            [
-                [
-                    m["turn_index"] + 1 if m["turn_index"] is not None else "case",
-                    m["metric_name"],
-                    m["kind"],
-                    ui.score(m["score"]),
-                    f"{ui.score(m['raw_score'])} {m['unit'] or ''}".strip(),
-                    "-" if m["threshold"] is None else f"{m['threshold']:g}",
-                    {True: "yes", False: "no"}.get(m["passed"], "error"),
-                    m["error"] or m["reasoning"] or "",
-                ]
-                for m in detail.metrics
-            ],
-            "metrics-table",
-        ),
-    ]
+    parts += [html.H4("Metrics"), _metrics(detail)]
     if detail.errors:
         kind = result.error_source if result is not None and result.error_source else None
         parts += [
@@ -175,6 +156,35 @@ def _case_detail(detail: CaseDetail) -> list[Any]:
             ),
         ]
     return parts  # fmt: skip
+
+
+def _metrics(detail: CaseDetail) -> Any:
+    """The case's metric results, or why it has none (it errored before it was scored)."""
+    if not detail.metrics:
+        if detail.case["status"] == "ERROR":
+            why = "No metric results: the case is ERROR and was not scored" + (
+                " (its errors are below)." if detail.errors else "."
+            )
+        else:
+            why = "No metric results: the run has no metric that applies to this case."
+        return html.P(why, className="muted", id="metrics-none")
+    return ui.grid(
+        ["turn", "metric", "kind", "score", "raw", "threshold", "passed", "reasoning / error"],
+        [
+            [
+                m["turn_index"] + 1 if m["turn_index"] is not None else "case",
+                m["metric_name"],
+                m["kind"],
+                ui.score(m["score"]),
+                f"{ui.score(m['raw_score'])} {m['unit'] or ''}".strip(),
+                "-" if m["threshold"] is None else f"{m['threshold']:g}",
+                {True: "yes", False: "no"}.get(m["passed"], "error"),
+                m["error"] or m["reasoning"] or "",
+            ]
+            for m in detail.metrics
+        ],
+        "metrics-table",
+    )
 
 
 def _conversation(detail: CaseDetail, result: TestResult | None) -> list[Any]:
@@ -213,7 +223,8 @@ def _tool_calls(tools: list[dict[str, Any]]) -> list[Any]:
             shown = html.Details([html.Summary(f"result ({ui.num(tool['bytes'])} bytes)"), shown])
         calls.append(html.Details([
             html.Summary(f"tool call: {tool['name']}"
-                         + (f" · {tool['duration_ms']} ms" if tool["duration_ms"] else "")
+                         + ("" if tool["duration_ms"] is None else f" · {tool['duration_ms']} ms")
+                         + f" · {ui.num(tool['bytes'])} bytes"
                          + (" · error" if tool["error"] else "")),
             html.Div("arguments"), html.Pre(tool["args"], className="tool-args"),
             html.Div("result"), shown,

@@ -1,6 +1,6 @@
 """The dashboard's view of the shared statistics (:mod:`holodeck_core.stats`, DESIGN §7.8):
 the Wilson interval of a run's pass rate and the paired comparison of two runs' pass/fail
-outcomes (one trial per case: the exact McNemar test), in the shapes the views render."""
+outcomes (one trial per case: the McNemar mid-p test), in the shapes the views render."""
 
 from __future__ import annotations
 
@@ -8,10 +8,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from holodeck_core.defaults import MAX_ERROR_SHARE
 from holodeck_core.stats.estimates import wilson as wilson_estimate
-from holodeck_core.stats.paired import mcnemar_exact, paired_comparison
+from holodeck_core.stats.paired import mcnemar_midp, paired_comparison
 
-__all__ = ["Paired", "mcnemar_exact", "paired", "wilson"]
+__all__ = ["INFRASTRUCTURE_ERROR_SHARE", "Paired", "mcnemar_midp", "paired", "wilson"]
+
+INFRASTRUCTURE_ERROR_SHARE = MAX_ERROR_SHARE
+"""DESIGN §8.7 (``evaluations.max_error_share``'s default): a run with more than this share
+of its cases ERROR is an infrastructure failure (kept out of regressions; its fewer failures,
+tokens and cost are no improvement)."""
 
 
 def wilson(passed: int, total: int) -> tuple[float, float] | None:

@@ -7,6 +7,8 @@ from typing import Any
 
 from dash import dcc, html
 
+from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
+
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #1f2933; background: #f7f8fa; }
 .nav { display: flex; gap: 1.5rem; align-items: center; padding: .6rem 1.2rem;
@@ -49,6 +51,26 @@ td.fixed::after { content: " fixed"; color: #2f9e44; font-size: .7rem; font-weig
 .notice { max-width: 720px; margin: 3rem auto; background: #fff; border: 1px solid #f0c36d;
           border-radius: 6px; padding: 1rem 1.4rem; }
 .muted { color: #7b8794; font-size: .8rem; }
+.kpi .delta { font-size: .75rem; color: #7b8794; } .kpi .spark { display: block; margin: .2rem 0; }
+.kpi .delta.better { color: #2f9e44; } .kpi .delta.worse { color: #c92a2a; }
+.notes { background: #fff4e6; border: 1px solid #f0c36d; border-radius: 6px;
+         padding: .5rem 1rem; margin-bottom: 1rem; }
+.notes li { margin: .2rem 0; }
+.breakdowns { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr));
+              gap: .8rem 2rem; }
+.metric-row { display: grid; grid-template-columns: 9rem minmax(80px, 1fr) 4.5rem 7.5rem;
+              gap: .5rem; align-items: center; font-size: .8rem; margin: .25rem 0; }
+.metric-row .bar { position: relative; height: 8px; background: #e9ecef; border-radius: 4px; }
+.metric-row .fill { height: 100%; background: #4c6ef5; border-radius: 4px; }
+.metric-row .thresh { position: absolute; top: -3px; width: 2px; height: 14px;
+                      background: #c92a2a; }
+.metric-name { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.metric-value { font-weight: 700; text-align: right; }
+.pill { display: inline-block; min-width: 3.6rem; padding: 0 .5rem; border-radius: 999px;
+        font-weight: 700; text-align: center; color: #fff; }
+.pill.high { background: #2f9e44; } .pill.mid { background: #f08c00; }
+.pill.low { background: #e03131; }
+.dash-cell .pill p, .dash-cell p { margin: 0; }
 """
 
 INDEX = (
@@ -83,19 +105,43 @@ def notice(title: str, message: str) -> html.Div:
 
 
 def pct(value: Any) -> str:
-    return "-" if _missing(value) else f"{100 * float(value):.1f}%"
+    return "-" if missing(value) else f"{100 * float(value):.1f}%"
 
 
 def num(value: Any) -> str:
-    return "-" if _missing(value) else f"{int(value):,}"
+    return "-" if missing(value) else f"{int(value):,}"
 
 
 def usd(value: Any) -> str:
-    return "-" if _missing(value) else f"${float(value):.4f}"
+    return "-" if missing(value) else f"${float(value):.4f}"
+
+
+def seconds(ms: Any) -> str:
+    return "-" if missing(ms) else f"{float(ms) / 1000:,.1f} s"
 
 
 def score(value: Any) -> str:
-    return "-" if _missing(value) else f"{float(value):.3g}"
+    return "-" if missing(value) else f"{float(value):.3g}"
+
+
+def with_unit(value: Any, unit: str | None) -> str:
+    """A score (``0.545``), or a value in its unit (``1,310 ms``, ``$0.0012``)."""
+    if missing(value) or not unit:
+        return score(value)
+    return usd(value) if unit == "USD" else f"{float(value):,.0f} {unit}"
+
+
+def infrastructure_failure(run: Any) -> bool:
+    total = int(run["total_tests"] or 0)
+    return total > 0 and int(run["errored"] or 0) / total > INFRASTRUCTURE_ERROR_SHARE
+
+
+def tone(change: float, higher_better: bool | None, comparable: bool = True) -> str:
+    """``better``/``worse`` for a change, or no colour: nothing changed, no direction, or a
+    run that mostly errored (its fewer failures, tokens and cost are no improvement)."""
+    if higher_better is None or change == 0 or not comparable:
+        return ""
+    return "better" if (change > 0) == higher_better else "worse"
 
 
 def short(run_id: str) -> str:
@@ -103,10 +149,10 @@ def short(run_id: str) -> str:
 
 
 def when(value: Any) -> str:
-    return "-" if _missing(value) else str(value)[:19].replace("T", " ")
+    return "-" if missing(value) else str(value)[:19].replace("T", " ")
 
 
-def _missing(value: Any) -> bool:
+def missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 

@@ -1,16 +1,22 @@
-"""How many cases and trials a comparison needs to see a drop (``holodeck plan``), from the
-latest recorded run's variances (DESIGN §7.7-7.8)."""
+"""``holodeck plan``: what a run will cost (calls, tokens and dollars per heading, from the
+history's measured spend per case, else from the prompt and case sizes; DESIGN §8.5), and how
+many cases and trials a comparison needs to see a drop, from the latest recorded run's
+variances (DESIGN §7.7-7.8)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ConfigError
+from holodeck_core.models.cost import Heading, HeadingCost, total_usd
 
 if TYPE_CHECKING:
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.history.store import History
+    from holodeck_core.models import TestCaseModel
     from holodeck_core.stats import PowerPlan
 
 
@@ -22,13 +28,16 @@ class HistoryPlan:
     prompt_version: str
     trials: int
     plan: PowerPlan
+    warnings: tuple[str, ...] = ()
+    """What makes the plan a weak estimate (one trial per case, no variance to measure)."""
 
 
 def plan_from_history(
     loaded: LoadedAgent, history: History, *, detect: float, alpha: float, power: float
 ) -> HistoryPlan:
-    """The plan from the agent's newest run in ``history``, or a ConfigError saying which
-    run to record first."""
+    """The plan from the agent's newest run in ``history`` that ran the agent (a rescore
+    re-scores another run's answers: its trials and variance are not its own), or a ConfigError
+    saying which run to record first."""
     from holodeck_core.history import store
     from holodeck_core.naming import slugify
     from holodeck_core.stats import plan_power
@@ -37,7 +46,7 @@ def plan_from_history(
     with store.reader(history) as con:
         row = con.execute(
             "SELECT run_id, prompt_version FROM eval_runs WHERE agent_slug = ? "
-            "ORDER BY finished_at DESC, run_id DESC LIMIT 1",
+            "AND trigger IS DISTINCT FROM 'rescore' ORDER BY finished_at DESC, run_id DESC LIMIT 1",
             [slug],
         ).fetchone()
         if row is None:
@@ -49,5 +58,209 @@ def plan_from_history(
             "SELECT pass_fraction, trials FROM v_case_trials WHERE run_id = ?", [row[0]]
         ).fetchall()
     trials = max(int(c[1]) for c in cases)
-    plan = plan_power([float(c[0]) for c in cases], trials, detect, alpha=alpha, power=power)
-    return HistoryPlan(str(row[0]), str(row[1]), trials, plan)
+    fractions = [float(c[0]) for c in cases]
+    plan = plan_power(fractions, trials, detect, alpha=alpha, power=power)
+    return HistoryPlan(str(row[0]), str(row[1]), trials, plan, _warnings(fractions, trials))
+
+
+def _warnings(fractions: list[float], trials: int) -> tuple[str, ...]:
+    found = []
+    if trials == 1:
+        found.append(
+            "the run has 1 trial per case: how much a case varies from trial to trial is not "
+            "measured, so the rows for more trials are guesses; record a run with --trials 3 "
+            "or more"
+        )
+    if len(set(fractions)) <= 1:
+        share = f"{fractions[0]:.0%}" if fractions else "no"
+        found.append(
+            f"every case of the run has pass fraction {share}: with zero variance every row "
+            "reads the same and the case counts are a floor, not an estimate; record a run "
+            "whose cases disagree (more trials, or harder cases)"
+        )
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """Expected calls, tokens and dollars per heading of one prompt version's run."""
+
+    prompt_version: str
+    cases: int
+    trials: int
+    source: str
+    """``run <id>`` (measured tokens per case) or ``sizes`` (from the prompt and the cases)."""
+    headings: dict[Heading, HeadingCost]
+
+    @property
+    def total_usd(self) -> float | None:
+        return total_usd(self.headings)
+
+    def per_case_trial_usd(self) -> float | None:
+        total = self.total_usd
+        return None if total is None else total / max(self.cases * self.trials, 1)
+
+
+JUDGE_PROMPT_TOKENS = 400
+"""A judge prompt's own text around the case (sizes estimate)."""
+JUDGE_ANSWER_TOKENS = 60
+
+
+def estimate_cost(
+    loaded: LoadedAgent, history: History | None, prompt_version: str, body: str, trials: int
+) -> CostEstimate:
+    """The run's expected spend: measured per case in the newest recorded run of this prompt
+    version with costs (cases it lacks at the mean of the others), else from sizes."""
+    cases = loaded.agent.cases
+    recorded = history is not None and (not isinstance(history, Path) or history.is_file())
+    measured = _measured(loaded, history, prompt_version) if history and recorded else None
+    if measured is not None:
+        run_id, per_case, outside = measured
+        mean = _scaled(_summed(list(per_case.values())), 1 / max(len(per_case), 1))
+        parts = [per_case.get(case.id or "", mean) for case in cases]
+        headings = _summed([_scaled(_summed(parts), trials), outside])
+        return CostEstimate(prompt_version, len(cases), trials, f"run {run_id[:12]}", headings)
+    sizes = [_by_size(loaded, body, case) for case in cases]
+    headings = _scaled(_summed(sizes), trials)
+    return CostEstimate(prompt_version, len(cases), trials, "sizes", headings)
+
+
+Costs = dict[Heading, HeadingCost]
+
+
+def _summed(parts: list[Costs]) -> Costs:
+    total: Costs = {}
+    for part in parts:
+        for heading, cost in part.items():
+            total[heading] = total[heading] + cost if heading in total else cost
+    return total
+
+
+def _scaled(costs: Costs, factor: float) -> Costs:
+    return {
+        heading: HeadingCost(
+            calls=round(c.calls * factor),
+            prompt_tokens=round(c.prompt_tokens * factor),
+            completion_tokens=round(c.completion_tokens * factor),
+            usd=None if c.usd is None else c.usd * factor,
+            unpriced_calls=round(c.unpriced_calls * factor),
+        )
+        for heading, c in costs.items()
+    }
+
+
+def _measured(
+    loaded: LoadedAgent, history: History, prompt_version: str
+) -> tuple[str, dict[str, Costs], Costs] | None:
+    """(run id, per case one trial's spend, the run's spend outside cases)."""
+    from holodeck_core.history import store
+    from holodeck_core.naming import slugify
+
+    with store.reader(history) as con:
+        row = con.execute(
+            "SELECT r.run_id FROM eval_runs r JOIN run_costs USING (run_id) "
+            "WHERE r.agent_slug = ? AND r.prompt_version = ? AND EXISTS "
+            "(SELECT 1 FROM call_costs c WHERE c.run_id = r.run_id AND c.heading = 'agent') "
+            "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT 1",
+            [slugify(loaded.agent.name), prompt_version],
+        ).fetchone()
+        if row is None:
+            return None
+        run_id = str(row[0])
+        trials = dict(
+            con.execute(
+                "SELECT case_id, count(*) FROM case_trials WHERE run_id = ? GROUP BY case_id",
+                [run_id],
+            ).fetchall()
+        )
+        rows = con.execute(
+            "SELECT case_id, heading, calls, prompt_tokens, completion_tokens, cost_usd, "
+            "unpriced_calls FROM call_costs WHERE run_id = ?",
+            [run_id],
+        ).fetchall()
+    per_case: dict[str, Costs] = {}
+    outside: Costs = {}
+    for case_id, heading, calls, prompt, completion, usd, unpriced in rows:
+        cost = HeadingCost(
+            calls=calls,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            usd=usd,
+            unpriced_calls=unpriced,
+        )
+        if case_id == "":
+            outside[heading] = cost
+        else:
+            per_case.setdefault(case_id, {})[heading] = cost
+    return (
+        run_id,
+        {
+            case_id: _scaled(costs, 1 / int(trials.get(case_id, 1)))
+            for case_id, costs in per_case.items()
+        },
+        outside,
+    )
+
+
+def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
+    """One trial of ``case`` from sizes: a call per turn (the prompt, the conversation so far
+    and the tool schemas in; the expected answer, else a quarter of max_tokens, out) and a
+    call per judge metric."""
+    from holodeck_core.calls.ledger import estimate_tokens
+    from holodeck_core.calls.prices import load_price_table
+    from holodeck_core.config.project import Project
+    from holodeck_core.models import LLMProvider, TokenUsage
+    from holodeck_core.providers.table import provider_spec
+
+    agent = loaded.agent
+    prices = load_price_table(Project.discover(loaded.base_dir).settings.pricing)
+    tools = json.dumps([t.model_dump(mode="json") for t in agent.tools or []])
+
+    def priced(model: LLMProvider, calls: int, usage: TokenUsage) -> HeadingCost:
+        key = provider_spec(model.provider).prices_under
+        usd = prices.cost_usd(model.name, usage, key)
+        return HeadingCost(
+            calls=calls,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            usd=usd,
+            unpriced_calls=calls if usd is None else 0,
+        )
+
+    turns = [(t.input, t.ground_truth) for t in case.turns or []] or [
+        (case.input or "", case.ground_truth)
+    ]
+    answer = (agent.model.max_tokens or 400) // 4
+    prompt = completion = 0
+    seen: list[str] = []
+    for text, expected in turns:
+        seen.append(text)
+        prompt += estimate_tokens(body, tools, *seen)
+        completion += estimate_tokens(expected) if expected else answer
+        seen.append(expected or "")
+    usage = TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
+    out: Costs = {"agent": priced(agent.model, len(turns), usage)}
+    metrics = agent.evaluations.metrics if agent.evaluations else []
+    judged = [m for m in metrics if _is_judge(m)]
+    if judged:
+        judge = (agent.evaluations.model if agent.evaluations else None) or agent.model
+        asked = len(judged) * len(turns)
+        size = estimate_tokens(*(t for pair in turns for t in pair if t)) + JUDGE_PROMPT_TOKENS
+        usage = TokenUsage(
+            prompt_tokens=asked * size, completion_tokens=asked * JUDGE_ANSWER_TOKENS
+        )
+        out["judge"] = priced(judge, asked, usage)
+    return out
+
+
+def _is_judge(metric: object) -> bool:
+    from holodeck_core.models.evaluation import (
+        LEGACY_JUDGE_METRICS,
+        GEvalMetric,
+        RAGMetric,
+        StandardMetric,
+    )
+
+    if isinstance(metric, GEvalMetric | RAGMetric):
+        return True
+    return isinstance(metric, StandardMetric) and metric.metric in LEGACY_JUDGE_METRICS

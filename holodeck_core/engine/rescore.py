@@ -66,7 +66,10 @@ async def rescore_run(original: EvalRun, loaded: LoadedAgent, project: Project) 
         update={
             "results": results,
             "summary": ReportSummary.from_results(
-                results, wall_time_ms=original.report.summary.wall_time_ms, reducer=reducer
+                results,
+                wall_time_ms=original.report.summary.wall_time_ms,
+                reducer=reducer,
+                max_error_share=loaded.agent.max_error_share,
             ),
             "timestamp": now_iso(),
         }

@@ -16,6 +16,7 @@ from holodeck_core.errors import ExecutionError
 from holodeck_core.files import aprocess_files
 from holodeck_core.models import EvalRun, JudgeControlScore, ProcessedFileInput, TestResult
 from holodeck_core.models.base import StrictModel
+from holodeck_core.models.cost import CallCosts
 from holodeck_core.reports import write_eval_run
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
@@ -50,6 +51,7 @@ class AgentResponses(StrictModel):
     journal_key: str | None = Field(
         None, description="The journal the agent stage wrote (tool identities scope it)."
     )
+    costs: CallCosts = Field(default_factory=CallCosts, description="What the stage spent.")
 
     @property
     def transient_failures(self) -> list[str]:
@@ -65,6 +67,9 @@ class MetricResults(StrictModel):
         default_factory=dict, description="Judge prompt versions and fingerprints seen."
     )
     judge_control: list[JudgeControlScore] | None = None
+    costs: CallCosts = Field(
+        default_factory=CallCosts, description="The whole run's spend up to this stage."
+    )
 
 
 class RunReport(StrictModel):
@@ -101,11 +106,16 @@ async def run_agent_stage(suite: Suite) -> AgentResponses:
     finally:
         await suite.aclose()
     return AgentResponses(
-        started_at=started_at, runs=runs, scheduler=scheduler, journal_key=suite.journal_key
+        started_at=started_at,
+        runs=runs,
+        scheduler=scheduler,
+        journal_key=suite.journal_key,
+        costs=suite.costs(),
     )
 
 
 async def run_metric_stage(suite: Suite, responses: AgentResponses) -> MetricResults:
+    suite.costs_before = responses.costs  # one budget for the whole run
     try:
         results = await suite.evaluate_all(responses.runs)
         transient = suite.runtime.judges.stats.transient_failures
@@ -118,6 +128,7 @@ async def run_metric_stage(suite: Suite, responses: AgentResponses) -> MetricRes
         judge_transient_failures=transient,
         judges=judges,
         judge_control=control,
+        costs=responses.costs.merged(suite.costs()),
     )
 
 
@@ -134,6 +145,7 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
         scheduler=responses.scheduler,
         judges=metrics.judges,
         judge_control=metrics.judge_control,
+        costs=metrics.costs,
     )
     path = save_eval_run(run, suite)
     suite.finish(responses.journal_key)

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history.rows import derived_case_ids, sha256_hex, utc_naive
-from holodeck_core.models import EvalRun
+from holodeck_core.models import EvalRun, bounded_json
+from holodeck_core.models.bounded_json import BoundedJSONError
 from holodeck_core.models.evaluation import LEGACY_JUDGE_METRICS
 
 if TYPE_CHECKING:
@@ -186,7 +187,9 @@ def load_run_bytes(path: Location, data: bytes) -> LoadedRun:
     """:func:`load_run_file` for bytes already read from ``path``."""
     digest = sha256_hex(data)
     try:
-        raw = json.loads(data)
+        raw = bounded_json.loads(data)
+    except BoundedJSONError as exc:  # valid JSON we refuse to read: a problem in any folder
+        raise ConfigError([Problem(file=str(path), message=f"{exc}; not read")]) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NotAnEvalRun(f"not JSON: {exc}") from None
     if not (isinstance(raw, dict) and isinstance(raw.get("report"), dict)):

@@ -19,6 +19,7 @@ import duckdb
 
 from holodeck_core.errors import ConfigError, ExecutionError, Problem
 from holodeck_core.history import schema, store, tabular
+from holodeck_core.history.cost_rows import cost_tables
 from holodeck_core.history.holodeck_import import LoadedRun, NotAnEvalRun, load_run_bytes
 from holodeck_core.history.rows import (
     PromptInfo,
@@ -111,7 +112,9 @@ def prepare_run(
         file_sha256=file_sha256,
     )
     tables: dict[str, Rows] = {**build_tables(run, source, resolve_prompt(run, prompts_dir))}
-    tables.update(trial_tables(run, rid, derived_case_ids(run.report.results)))
+    case_ids = derived_case_ids(run.report.results)
+    tables.update(trial_tables(run, rid, case_ids))
+    tables.update(cost_tables(run, rid, case_ids))
     return PreparedRun(run_id=rid, tables=tables)
 
 

@@ -4,7 +4,8 @@ paired comparisons, and which of the shared cases are flaky.
 
 A case is listed as *flaky* rather than as a regression when its trials disagree in either
 run, or when the history before the later run already shows its status changing while its
-case fingerprint did not: it is known to flip without a cause."""
+case fingerprint did not: it is known to flip without a cause. ERROR is no verdict, and
+infrastructure failures are no history (DESIGN §8.7)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.defaults import ALPHA
 from holodeck_core.stats import PairedComparison, Verdict, paired_comparison
+from holodeck_core.stats.multiple import Adjustment
+from holodeck_core.stats.paired import adjust_family
 
 if TYPE_CHECKING:
     import duckdb
@@ -61,7 +64,7 @@ WITH head AS (SELECT agent_slug, finished_at FROM eval_runs WHERE run_id = $b),
 hist AS (
     SELECT e.run_id, e.finished_at, e.prompt_version, t.case_id, t.status,
            c.case_fingerprint, c.trials_disagree
-    FROM eval_runs e
+    FROM v_counted_runs e
     JOIN head h ON e.agent_slug = h.agent_slug
                AND (e.finished_at < h.finished_at OR e.run_id = $a)
     JOIN test_results t ON t.run_id = e.run_id
@@ -69,23 +72,31 @@ hist AS (
     WHERE e.run_id <> $b AND e.trigger IS DISTINCT FROM 'rescore'
 ),
 lagged AS (
-    SELECT *, lag(status) OVER w AS previous_status,
-           lag(case_fingerprint) OVER w AS previous_fingerprint
+    SELECT *, lag(CASE WHEN status <> 'ERROR'
+                       THEN {'status': status, 'fingerprint': case_fingerprint} END
+                  IGNORE NULLS) OVER w AS previous
     FROM hist
     WINDOW w AS (PARTITION BY prompt_version, case_id ORDER BY finished_at, run_id)
 )
 SELECT DISTINCT case_id FROM lagged
 WHERE trials_disagree
-   OR (previous_status IS NOT NULL AND previous_status <> status
-       AND previous_fingerprint IS NOT DISTINCT FROM case_fingerprint)
+   OR (status <> 'ERROR' AND previous IS NOT NULL AND previous.status <> status
+       AND previous.fingerprint IS NOT DISTINCT FROM case_fingerprint)
 UNION
 SELECT case_id FROM v_case_trials WHERE run_id = $b AND trials_disagree
 """
 
 
 def compare_paired(
-    con: duckdb.DuckDBPyConnection, run_a: str, run_b: str, *, alpha: float = ALPHA
+    con: duckdb.DuckDBPyConnection,
+    run_a: str,
+    run_b: str,
+    *,
+    alpha: float = ALPHA,
+    adjustment: Adjustment = Adjustment.BH,
 ) -> PairedRuns:
+    """The pass fraction and every shared metric compared, their p-values adjusted together
+    (one family, DESIGN §8.7)."""
     a, b = _fractions(con, run_a), _fractions(con, run_b)
     shared = a.keys() & b.keys()
     binary = all(a[k][1] == 1 and b[k][1] == 1 for k in shared)
@@ -106,8 +117,10 @@ def compare_paired(
     flaky = sorted(
         str(r[0]) for r in con.execute(FLAKY_BEFORE, {"a": run_a, "b": run_b}).fetchall()
     )
+    names = list(metrics)
+    pass_fraction, *adjusted = adjust_family([pass_fraction, *metrics.values()], adjustment)
     return PairedRuns(
         pass_fraction=pass_fraction,
-        metrics=metrics,
+        metrics=dict(zip(names, adjusted, strict=True)),
         flaky=[case for case in flaky if case in shared],
     )

@@ -1,7 +1,7 @@
 """Read-side queries: run lookup, run listings, ``compare`` and the guarded ``sql`` command.
 
-Every function takes an open (read-only) connection except :func:`run_select`, which opens
-its own safe one after the statement has passed :func:`check_select`.
+Every function takes an open (read-only) connection (a user's own SQL is
+:func:`holodeck_core.history.sql.run_select`'s).
 """
 
 from __future__ import annotations
@@ -11,16 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import ConfigError
-from holodeck_core.history import store
+from holodeck_core.history.health import refuse_failed
 from holodeck_core.history.paired import PairedRuns, compare_paired
-from holodeck_core.history.sql import (
-    DEFAULT_MAX_ROWS,
-    DEFAULT_TIMEOUT_S,
-    QueryResult,
-    check_bounds,
-    run_bounded,
-)
 from holodeck_core.stats import Verdict
+from holodeck_core.stats.multiple import Adjustment
 
 if TYPE_CHECKING:
     import duckdb
@@ -281,9 +275,14 @@ def compare_runs(
     max_drop: float = 0.0,
     strict: bool = False,
     alpha: float = ALPHA,
+    include_failed: bool = False,
+    adjustment: Adjustment = Adjustment.BH,
 ) -> Comparison:
     """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A, and
-    the paired comparison that decides a regression (unless ``strict``)."""
+    the paired comparison that decides a regression (unless ``strict``). An infrastructure
+    failure on either side is refused unless ``include_failed`` (DESIGN §8.7)."""
+    if not include_failed:
+        refuse_failed(con, run_a, run_b)
     sides = {
         row["run_id"]: row
         for row in _dicts(
@@ -373,54 +372,6 @@ def compare_runs(
         tokens_common_a=sum(tokens_a) if tokens_a else None,
         tokens_common_b=sum(tokens_b) if tokens_b else None,
         warnings=warnings,
-        paired=compare_paired(con, run_a, run_b, alpha=alpha),
+        paired=compare_paired(con, run_a, run_b, alpha=alpha, adjustment=adjustment),
         strict=strict,
     )
-
-
-# --------------------------------------------------------------------------- sql
-
-
-def check_select(sql: str) -> str:
-    """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Parsed by DuckDB
-    itself, before any database is opened, so a refused statement cannot touch it."""
-    import duckdb
-
-    text = sql.strip()
-    if not text:
-        raise ConfigError("history sql: the query is empty")
-    try:
-        statements = duckdb.extract_statements(text)
-    except duckdb.Error as exc:
-        raise ConfigError(
-            f"history sql: the query does not parse: {' '.join(str(exc).split())}"
-        ) from None
-    if len(statements) != 1:
-        raise ConfigError(
-            f"history sql runs exactly one SELECT (or WITH ... SELECT) statement; got "
-            f"{len(statements)}. Nothing was run"
-        )
-    statement = statements[0]
-    if statement.type != duckdb.StatementType.SELECT:
-        kind = getattr(statement.type, "name", str(statement.type))
-        raise ConfigError(
-            "history sql only runs read-only queries (SELECT or WITH ... SELECT); refused a "
-            f"statement of type {kind}. The database was not opened"
-        )
-    return statement.query
-
-
-def run_select(
-    db_path: store.History,
-    sql: str,
-    *,
-    lock_timeout: float | None = None,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-) -> QueryResult:
-    """Run one checked SELECT on a read-only connection with external access disabled,
-    bounded in rows and time (see :mod:`holodeck_core.history.sql`)."""
-    query = check_select(sql)
-    check_bounds(max_rows, timeout_s)
-    with store.reader(db_path, timeout_s=lock_timeout, safe=True) as con:
-        return run_bounded(con, query, max_rows=max_rows, timeout_s=timeout_s)

@@ -159,6 +159,15 @@ TOOL_COLUMNS = (
 """The order of the tuples :func:`build_tables` makes; types and table order come from the DDL."""
 
 
+def _tool_calls(result: TestResult) -> list[tuple[int | None, ToolInvocation]]:
+    """Each tool call once, with its turn: a multi-turn case lists its turns' calls again at
+    the case level (the roll-up HoloDeck's readers expect), and those are not new calls."""
+    turns = [(turn.turn_index, t) for turn in result.turns or [] for t in turn.tool_invocations]
+    in_turns = [t for _, t in turns]
+    rolled_up = [t for t in result.tool_invocations if t not in in_turns]
+    return [*turns, *((None, t) for t in rolled_up)]
+
+
 def _case_rows(
     run_id: str,
     index: int,
@@ -168,12 +177,9 @@ def _case_rows(
 ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]], float | None]:
     """One case's ``test_results`` row, its metric and tool rows, and its cost."""
     case_metrics: list[tuple[int | None, MetricResult]] = [(None, m) for m in result.metric_results]
-    case_tools: list[tuple[int | None, ToolInvocation]] = [
-        (None, t) for t in result.tool_invocations
-    ]
     for turn in result.turns or []:
         case_metrics.extend((turn.turn_index, m) for m in turn.metric_results)
-        case_tools.extend((turn.turn_index, t) for t in turn.tool_invocations)
+    case_tools = _tool_calls(result)
     cost = _case_cost([m for _, m in case_metrics])
     prompt_t, completion_t, total_t = tokens
     status = result.status
@@ -314,6 +320,7 @@ def build_tables(
         "source_path": source.source_path,
         "file_sha256": source.file_sha256,
         "ingested_at": ingested_at,
+        "max_error_share": meta.agent_config.max_error_share,
     }
     pv = meta.prompt_version
     prompt_row = {

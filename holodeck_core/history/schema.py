@@ -14,7 +14,13 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history import migration_v2_views, migration_v4_stats
+from holodeck_core.history import (
+    migration_v2_views,
+    migration_v4_stats,
+    migration_v5_verdicts,
+    migration_v6_labels,
+    migration_v7_cost,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -204,6 +210,16 @@ MIGRATIONS += (
         "the DESIGN 7.6 rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
         migration_v4_stats.VIEWS_V4,
     ),
+    Migration(5, migration_v5_verdicts.DESCRIPTION_V5, migration_v5_verdicts.VIEWS_V5),
+    Migration(6, migration_v6_labels.DESCRIPTION_V6, migration_v6_labels.VIEWS_V6),
+)
+MIGRATIONS += (
+    Migration(
+        7,
+        "tables call_costs (per run, case and heading), run_costs (price table, budget "
+        "verdict); views v_cost_by_run, v_cost_by_case",
+        migration_v7_cost.STATEMENTS_V7,
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -214,6 +230,7 @@ TABLES = (
     "tool_invocations",
     "prompt_versions",
     *migration_v4_stats.TABLES_V4,
+    *migration_v7_cost.TABLES_V7,
 )
 """Tables that hold one run's rows, in insert order (``prompt_versions`` is upserted)."""
 

@@ -1,6 +1,8 @@
-"""Running a user's checked SELECT within bounds: at most ``max_rows`` rows are fetched (the
-result streams, so ``SELECT * FROM range(10000000000)`` costs ``max_rows`` rows, not 17 GB) and
-the statement is interrupted after ``timeout_s`` seconds."""
+"""A user's SQL (``holodeck history sql``): one read-only statement, checked before any
+database is opened (:func:`check_select`), then run within bounds (:func:`run_select`): at
+most ``max_rows`` rows are fetched (the result streams, so ``SELECT * FROM
+range(10000000000)`` costs ``max_rows`` rows, not 17 GB) and the statement is interrupted
+after ``timeout_s`` seconds."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from holodeck_core.errors import ConfigError
 
 if TYPE_CHECKING:
     import duckdb
+
+    from holodeck_core.history.store import History
 
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_TIMEOUT_S = 60.0
@@ -92,3 +96,50 @@ def run_bounded(
     if interrupted.is_set():
         raise KeyboardInterrupt
     return QueryResult(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)
+
+
+def check_select(sql: str) -> str:
+    """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Parsed by DuckDB
+    itself, before any database is opened, so a refused statement cannot touch it."""
+    import duckdb
+
+    text = sql.strip()
+    if not text:
+        raise ConfigError("history sql: the query is empty")
+    try:
+        statements = duckdb.extract_statements(text)
+    except duckdb.Error as exc:
+        raise ConfigError(
+            f"history sql: the query does not parse: {' '.join(str(exc).split())}"
+        ) from None
+    if len(statements) != 1:
+        raise ConfigError(
+            f"history sql runs exactly one SELECT (or WITH ... SELECT) statement; got "
+            f"{len(statements)}. Nothing was run"
+        )
+    statement = statements[0]
+    if statement.type != duckdb.StatementType.SELECT:
+        kind = getattr(statement.type, "name", str(statement.type))
+        raise ConfigError(
+            "history sql only runs read-only queries (SELECT or WITH ... SELECT); refused a "
+            f"statement of type {kind}. The database was not opened"
+        )
+    return statement.query
+
+
+def run_select(
+    db_path: History,
+    sql: str,
+    *,
+    lock_timeout: float | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> QueryResult:
+    """Run one checked SELECT on a read-only connection with external access disabled,
+    bounded in rows and time (see :mod:`holodeck_core.history.sql`)."""
+    query = check_select(sql)
+    check_bounds(max_rows, timeout_s)
+    from holodeck_core.history import store
+
+    with store.reader(db_path, timeout_s=lock_timeout, safe=True) as con:
+        return run_bounded(con, query, max_rows=max_rows, timeout_s=timeout_s)

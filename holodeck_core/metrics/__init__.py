@@ -10,6 +10,7 @@ rouge-score, nltk, jsonschema, rapidfuzz, the model SDKs) load on first use. Jud
 :class:`~holodeck_core.metrics.judge.JudgeServices` in the evaluation context.
 """
 
+from holodeck_core.calls.prices import PriceTable, load_price_table
 from holodeck_core.metrics import code_graders, matching, operational, text, tool_matching
 from holodeck_core.metrics.base import (
     EvalContext,
@@ -25,7 +26,6 @@ from holodeck_core.metrics.code_graders import (
     load_grader,
 )
 from holodeck_core.metrics.judge_metrics import register_judge_metrics
-from holodeck_core.metrics.operational import PriceTable, load_price_table
 from holodeck_core.metrics.registry import (
     REGISTRY,
     AnyMetric,

@@ -55,11 +55,13 @@ from holodeck_core.metrics.judge_answer import (
     JudgeAnswer,
     JudgeCallError,
     JudgeStats,
+    read_reply,
 )
 from holodeck_core.metrics.judge_cache import JudgeCache, judge_cache_key
-from holodeck_core.metrics.judge_parse import first_json_object, number_tokens
+from holodeck_core.metrics.judge_parse import number_tokens
 from holodeck_core.metrics.judge_prompts import RenderedPrompt, load_prompt, render_text
 from holodeck_core.models import LLMProvider
+from holodeck_core.providers.charges import chat_charge
 from holodeck_core.providers.messages import Message, ModelReply
 from holodeck_core.providers.table import provider_spec
 
@@ -307,7 +309,7 @@ class JudgeServices:
         client = self.client(model)
         messages = [Message(role="user", text=prompt.user)]
         reply, attempts = await self._send(client, prompt.system, messages, retries, timeout, top)
-        data, problem = _read(reply.text, check)
+        data, problem = read_reply(reply.text, check)
         requests, reasked = attempts, False
         if problem is not None:
             self.stats.invalid_replies += 1
@@ -325,7 +327,7 @@ class JudgeServices:
                 exc.retries += attempts - 1
                 raise
             requests, reasked = requests + more, True
-            data, problem = _read(reply.text, check)
+            data, problem = read_reply(reply.text, check)
             if problem is not None:
                 raise JudgeCallError(
                     f"the judge's reply is unusable after one repair request: {problem}",
@@ -360,7 +362,11 @@ class JudgeServices:
         )
         try:
             done = await self.scheduler.run(
-                call, endpoint=endpoint_key(client.model), timeout=timeout, attempts=retries + 1
+                call,
+                endpoint=endpoint_key(client.model),
+                timeout=timeout,
+                attempts=retries + 1,
+                charge=chat_charge("judge", client.model, system, messages),
             )
         except ModelCallError as error:
             self._count(error.attempts)
@@ -376,15 +382,6 @@ class JudgeServices:
     def _count(self, attempts: int) -> None:
         self.stats.requests += attempts
         self.stats.retries += attempts - 1
-
-
-def _read(text: str, check: Check | None) -> tuple[dict[str, Any] | None, str | None]:
-    data = first_json_object(text)
-    if data is None:
-        snippet = " ".join(text.split())[:120]
-        return None, f"it holds no JSON object (it began: {snippet!r})"
-    problem = check(data) if check is not None else None
-    return data, problem
 
 
 def judge_services(ctx: EvalContext) -> JudgeServices:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from holodeck_core.metrics.base import MetricError
-from holodeck_core.metrics.judge_parse import NumberToken
+from holodeck_core.metrics.judge_parse import NumberToken, first_json_object
 
 Check = Callable[[dict[str, Any]], str | None]
 """A metric's check of a parsed reply: ``None`` if usable, else the problem (sent back to
@@ -80,3 +80,14 @@ class JudgeMetricError(MetricError):
     ) -> None:
         super().__init__(message, retry_count=retry_count, model_used=model_used)
         self.transient = transient
+
+
+def read_reply(text: str, check: Check | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object of a judge's reply and what ``check`` finds wrong with it, or why
+    there is none (the start of what came instead)."""
+    data = first_json_object(text)
+    if data is None:
+        snippet = " ".join(text.split())[:120]
+        return None, f"it holds no JSON object (it began: {snippet!r})"
+    problem = check(data) if check is not None else None
+    return data, problem

@@ -119,9 +119,7 @@ async def faithfulness(metric: RAGMetric, inputs: MetricInput, ctx: EvalContext)
         if verdict_of(v) == "no"
     ]
     supported = len(claims) - len(contradicted)
-    reasoning = f"{supported} of {len(claims)} claims are not contradicted by the retrieval context"
-    if contradicted:
-        reasoning += f"; contradicted: {_examples(contradicted)}"
+    reasoning = _faithfulness_reasoning(len(claims), contradicted)
     details = {
         "claims": claims,
         "verdicts": [
@@ -130,6 +128,22 @@ async def faithfulness(metric: RAGMetric, inputs: MetricInput, ctx: EvalContext)
         ],
     }
     return _finish(session, metric, supported / len(claims), reasoning, details)
+
+
+def _faithfulness_reasoning(claims: int, contradicted: list[tuple[str, str]]) -> str:
+    """ "the claim is contradicted by the retrieval context: …", "2 of 5 claims are …",
+    "none of the 5 claims is contradicted …": the count that matters first, then examples."""
+    where = "contradicted by the retrieval context"
+    if not contradicted:
+        return (
+            f"the claim is not {where}"
+            if claims == 1
+            else f"none of the {claims} claims is {where}"
+        )
+    if claims == 1:
+        return f"the claim is {where}: {_examples(contradicted)}"
+    verb = "is" if len(contradicted) == 1 else "are"
+    return f"{len(contradicted)} of {claims} claims {verb} {where}: {_examples(contradicted)}"
 
 
 async def answer_relevancy(metric: RAGMetric, inputs: MetricInput, ctx: EvalContext) -> Score:

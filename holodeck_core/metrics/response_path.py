@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 from holodeck_core.metrics.base import MetricError, ResponseRejected
+from holodeck_core.models.base import JSON_PATH
 
-_SEGMENT = r"[A-Za-z_][\w-]*(?:\[\d+\])*"
-PATH_RE = re.compile(rf"^{_SEGMENT}(?:\.{_SEGMENT})*$")
+PATH_RE = JSON_PATH
 _TOKEN_RE = re.compile(r"([A-Za-z_][\w-]*)|\[(\d+)\]")
 
 

@@ -14,14 +14,13 @@ from holodeck_core.models.evaluation import (
     StandardMetric,
 )
 from holodeck_core.models.llm import LLMProvider, ProviderEnum
+from holodeck_core.models.report import JudgeControlScore, TestReport
 from holodeck_core.models.results import (
-    JudgeControlScore,
     MetricResult,
     ProcessedFileInput,
     ReportSummary,
     RetrievedChunk,
     Status,
-    TestReport,
     TestResult,
     TokenUsage,
     ToolInvocation,

@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from holodeck_core import defaults
 from holodeck_core.models.base import StrictModel
+from holodeck_core.models.cost import Budget
 from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.models.llm import LLMProvider
 from holodeck_core.models.test_case import TestCaseModel
@@ -59,6 +60,9 @@ class ExecutionConfig(StrictModel):
     )
     reducer: Reducer | None = Field(
         None, description="A case's status from its trials: all (default), majority, any."
+    )
+    budget: Budget | None = Field(
+        None, description="A hard stop on the run's spend: {usd, tokens} (DESIGN §8.5)."
     )
 
 
@@ -141,3 +145,8 @@ class Agent(StrictModel):
     def parallel_test_cases(self) -> int:
         configured = self.execution.parallel_test_cases if self.execution else None
         return configured or defaults.PARALLEL_TEST_CASES
+
+    @property
+    def max_error_share(self) -> float | None:
+        """``evaluations.max_error_share`` (None: the default, DESIGN §8.7)."""
+        return self.evaluations.max_error_share if self.evaluations else None

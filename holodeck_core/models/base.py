@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, SecretStr
 
 from holodeck_core.redaction import REDACTED
+
+_SEGMENT = r"[A-Za-z_][\w-]*(?:\[\d+\])*"
+JSON_PATH = re.compile(rf"^{_SEGMENT}(?:\.{_SEGMENT})*$")
+"""A path into JSON: keys and non-negative ``[index]``, no JSONPath operators
+(``answer``, ``items[0].score``, ``choices[0].message.content``)."""
 
 
 class StrictModel(BaseModel):

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from holodeck_core.models.agent import Agent
 from holodeck_core.models.base import StrictModel
-from holodeck_core.models.results import TestReport
+from holodeck_core.models.report import TestReport
 
 
 class PromptVersion(StrictModel):

@@ -259,6 +259,20 @@ class EvaluationConfig(StrictModel):
     judge_drift_max: float | None = Field(
         None, gt=0.0, le=1.0, description="Mean score change that makes the drift check warn."
     )
+    min_judge_kappa: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="The judge_agreement check warns when a judge's Cohen's kappa against "
+        "the human labels (holodeck labels import) is below this.",
+    )
+    max_error_share: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="A run with more than this share of its cases ERROR is an infrastructure "
+        "failure, kept out of trends, baselines and comparisons (default 0.5).",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvaluationConfig:

@@ -1,4 +1,5 @@
-"""What a run produces: processed files, tool invocations, metric and test results, reports.
+"""What a run produces: processed files, tool invocations, metric and test results and the
+run's summary (the report that holds them is :mod:`.report`).
 
 Shapes follow seed 000 and seed 003 (HoloDeck 0.7.1) and extend them per seed 004 and DESIGN
 §6.2/§6.11. Where HoloDeck 0.7.1's own files differ from the seeds, the files win (§6.1):
@@ -19,12 +20,13 @@ from pydantic import (
 )
 
 from holodeck_core.models.base import StrictModel, json_bytes
+from holodeck_core.models.cost import Heading, HeadingCost, RunCost
 from holodeck_core.models.evaluation import Direction
 from holodeck_core.models.test_case import ExpectedToolSpec, FileInput
 from holodeck_core.stats import CaseOutcome, Reducer, RunStatistics, run_statistics
 
 
-def _iso8601(value: str) -> str:
+def iso8601(value: str) -> str:
     try:
         datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -186,10 +188,11 @@ class TestResult(StrictModel):
     timestamp: str
     token_usage: TokenUsage | None = None
     turns: list[TurnResult] | None = None
-    error_source: Literal["execution", "evaluation"] | None = Field(
+    error_source: Literal["execution", "evaluation", "budget"] | None = Field(
         None,
         description="Why an ERROR case could not be evaluated: the agent, a tool, a file or "
-        "the infrastructure (execution), or only a fail_on_error metric (evaluation).",
+        "the infrastructure (execution), only a fail_on_error metric (evaluation), or the "
+        "run's budget, which stopped a call it needed (budget).",
     )
     model_time_ms: int | None = Field(
         None, ge=0, description="The agent's model time: queueing and backoff excluded."
@@ -202,13 +205,17 @@ class TestResult(StrictModel):
         description="With execution.trials K > 1: each trial's own result. The case's status "
         "is the reducer's verdict over them and its scores are their means (DESIGN §7.6).",
     )
+    cost: dict[Heading, HeadingCost] | None = Field(
+        None, description="What this run paid for the case, per heading (all its trials)."
+    )
 
-    _ts = field_validator("timestamp")(_iso8601)
+    _ts = field_validator("timestamp")(iso8601)
 
     @model_serializer(mode="wrap")
     def _without_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """One trial per case writes exactly the shape it always had (no ``trials`` key)."""
-        return _omit_if_none(self, handler, "trials")
+        """One trial per case writes exactly the shape it always had (no ``trials`` key);
+        so does a run that booked no costs."""
+        return omit_if_none(self, handler, "trials", "cost")
 
     @model_validator(mode="before")
     @classmethod
@@ -253,15 +260,22 @@ class TestResult(StrictModel):
     def outcome(self) -> CaseOutcome:
         """The case as the run statistics see it: passes of K, mean score per metric."""
         scores: dict[str, list[float]] = {}
+        units: set[str] = set()
         for metric in all_metric_results(self):
             value = metric.score if metric.score is not None else metric.raw_score
             if metric.error is None and value is not None:
                 scores.setdefault(metric.metric_name, []).append(value)
+                if metric.unit is not None:
+                    units.add(metric.metric_name)
         return CaseOutcome(
             case_id=self.test_id or self.test_name or self.test_input,
             passes=self.trial_passes,
             trials=self.trial_count,
             scores={name: sum(v) / len(v) for name, v in scores.items()},
+            units=frozenset(units),
+            errors=sum(1 for t in self.trials or () if t.status is Status.ERROR)
+            if self.trials
+            else int(self.status is Status.ERROR),
         )
 
 
@@ -280,7 +294,12 @@ class ReportSummary(StrictModel):
     average_scores: dict[str, float] = Field(default_factory=dict)
     metric_pass_rates: dict[str, float] = Field(default_factory=dict)
     token_usage: TokenUsage | None = None
-    cost_usd: float | None = Field(None, ge=0.0)
+    cost_usd: float | None = Field(
+        None, ge=0.0, description="Every heading's spend; None when a price is unknown."
+    )
+    cost: RunCost | None = Field(
+        None, description="Spend per heading, the price table and the budget verdict."
+    )
     statistics: RunStatistics | None = Field(
         None, description="Intervals, pass@k and flaky cases (DESIGN §7.7)."
     )
@@ -301,6 +320,7 @@ class ReportSummary(StrictModel):
         *,
         wall_time_ms: int | None = None,
         reducer: Reducer = Reducer.ALL,
+        max_error_share: float | None = None,
     ) -> ReportSummary:
         """Aggregate per DESIGN §6.2: ERROR counts in the denominator, averages include zero
         scores, errored metrics are counted apart and excluded from averages."""
@@ -347,18 +367,21 @@ class ReportSummary(StrictModel):
                 [r.outcome() for r in results],
                 trials=max((r.trial_count for r in results), default=1),
                 reducer=reducer,
+                errored=by_status[Status.ERROR],
+                max_error_share=max_error_share,
             ),
         )
 
 
-def _omit_if_none(
-    model: StrictModel, handler: SerializerFunctionWrapHandler, name: str
+def omit_if_none(
+    model: StrictModel, handler: SerializerFunctionWrapHandler, *names: str
 ) -> dict[str, Any]:
-    """Serialize without ``name`` when it is None: an optional addition leaves the files of
+    """Serialize without ``names`` that are None: an optional addition leaves the files of
     runs that do not use it exactly as they were."""
     data: dict[str, Any] = handler(model)
-    if getattr(model, name) is None:
-        data.pop(name, None)
+    for name in names:
+        if getattr(model, name) is None:
+            data.pop(name, None)
     return data
 
 
@@ -368,43 +391,3 @@ def all_metric_results(result: TestResult) -> list[MetricResult]:
     for turn in result.turns or []:
         found.extend(turn.metric_results)
     return found
-
-
-class JudgeControlScore(StrictModel):
-    """A judge's score of one fixed judge-control row on this run (judge drift, uncached)."""
-
-    control_id: str
-    metric_name: str
-    judge_model: str | None = None
-    score: float | None = None
-    error: str | None = None
-
-
-class TestReport(StrictModel):
-    __test__ = False
-
-    agent_name: str = Field(min_length=1)
-    agent_config_path: str
-    results: list[TestResult] = Field(min_length=1)
-    summary: ReportSummary
-    timestamp: str
-    holodeck_version: str
-    environment: dict[str, Any] = Field(default_factory=dict)
-    judge_control: list[JudgeControlScore] | None = Field(
-        None, description="evaluations.judge_control re-scored by this run's judges."
-    )
-
-    _ts = field_validator("timestamp")(_iso8601)
-
-    @model_serializer(mode="wrap")
-    def _without_control(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_if_none(self, handler, "judge_control")
-
-    @model_validator(mode="after")
-    def _totals(self) -> TestReport:
-        if self.summary.total_tests != len(self.results):
-            raise ValueError(
-                f"summary.total_tests ({self.summary.total_tests}) must equal the number of "
-                f"results ({len(self.results)})"
-            )
-        return self

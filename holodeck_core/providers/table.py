@@ -74,6 +74,7 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
             logprobs=True,
             default_api_version="2024-10-21",
             default_embedding_model="text-embedding-3-small",
+            price_key="openai",  # Azure's list prices are OpenAI's
         ),
         ProviderSpec(
             ProviderEnum.ANTHROPIC,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from holodeck_core.models import EvalRun, ExpectedTool, MetricResult, Status, TestResult
+from holodeck_core.reports.cost import cost_lines
 from holodeck_core.reports.statistics import statistics_lines
 from holodeck_core.reports.units import format_average, metric_units
 from holodeck_core.terminal import one_line
@@ -45,6 +46,9 @@ def render_markdown(run: EvalRun) -> str:
     if summary.statistics is not None:
         lines += ["", "## Statistics", ""]
         lines += [f"- {line}" for line in statistics_lines(summary.statistics)]
+    if summary.cost is not None:
+        lines += ["", "## Cost", ""]
+        lines += [f"- {line}" for line in cost_lines(summary.cost)]
     lines += ["", "## Test Results", ""]
     for number, result in enumerate(report.results, start=1):
         lines += _result(number, result)

@@ -9,12 +9,19 @@ MAX_FLAKY_SHOWN = 10
 
 
 def statistics_lines(stats: RunStatistics) -> list[str]:
-    method = {"wilson": "Wilson", "clustered": "clustered by case", "t": "t"}
     rate = stats.pass_rate
     what = "pass rate" if stats.trials == 1 else f"pass fraction over {stats.trials} trials"
-    lines = [f"{what} ({method[rate.method]}): {rate.render(percent=True)}"]
+    lines = [f"{what}: {rate.render(percent=True)}"]
     if stats.trials > 1:
         lines[0] += f"; cases decided by reducer '{stats.reducer.value}'"
+    if stats.infrastructure_failure:
+        lines.insert(
+            0,
+            f"infrastructure failure: {stats.errored_cases} of {stats.cases} cases ERROR (more "
+            f"than evaluations.max_error_share {stats.max_error_share:g}); not evidence about "
+            "the prompt: kept out of trends, baselines and comparisons (--include-failed "
+            "keeps it)",
+        )
     if stats.pass_at_k and stats.pass_hat_k:
         k = stats.trials
         lines.append(
@@ -42,6 +49,7 @@ def statistics_properties(stats: RunStatistics) -> dict[str, float | int]:
         for k, value in (values or {}).items():
             out[f"{label}.{k}"] = value
     out["flaky_cases"] = len(stats.flaky_cases)
+    out["infrastructure_failure"] = int(stats.infrastructure_failure)
     return out
 
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from holodeck_core.models import ProcessedFileInput, TokenUsage, ToolInvocation
 from holodeck_core.models.base import StrictModel
 
-ErrorKind = Literal["model", "model_transient", "tool_loop", "file", "config", "skipped"]
+ErrorKind = Literal["model", "model_transient", "budget", "tool_loop", "file", "config", "skipped"]
 
 
 class TurnRun(StrictModel):
@@ -45,8 +45,13 @@ class CaseRun(StrictModel):
 
     @property
     def transient(self) -> bool:
-        """Failed only for reasons that may pass on a retry (429, 5xx, timeouts...)."""
-        return any(t.error_kind == "model_transient" for t in self.turns)
+        """Failed only for reasons that may pass on a retry (429, 5xx, timeouts..., or a
+        larger budget)."""
+        return any(t.error_kind in ("model_transient", "budget") for t in self.turns)
+
+    @property
+    def budget_stopped(self) -> bool:
+        return any(t.error_kind == "budget" for t in self.turns)
 
     @property
     def usage(self) -> TokenUsage:

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from holodeck_core.agents.loop import AgentRunner, TurnInput, TurnOutcome
+from holodeck_core.agents.loop import Conversation, TurnInput, TurnOutcome
 from holodeck_core.calls.errors import ModelCallError
+from holodeck_core.calls.ledger import BudgetStop
 from holodeck_core.files import FileLimits, aprocess_files, load_image
 from holodeck_core.models import FileInput, ProcessedFileInput, TestCaseModel
 from holodeck_core.providers.messages import Image
@@ -21,7 +22,7 @@ def now_iso() -> str:
 
 @dataclass(frozen=True)
 class CaseExecutor:
-    agent: AgentRunner
+    agent: Conversation
     base_dir: Path
     cache_dir: Path | None
     limits: FileLimits
@@ -78,7 +79,7 @@ class CaseExecutor:
                     f"Attached file {number}: {name} ({item.original.type})\n"
                     f"{item.markdown_content.strip()}"
                 )
-        return TurnInput("\n\n".join(parts), images)
+        return TurnInput("\n\n".join(parts), images, message=text, files=processed)
 
 
 def _record(turn: TurnRun, outcome: TurnOutcome) -> None:
@@ -92,6 +93,8 @@ def _record(turn: TurnRun, outcome: TurnOutcome) -> None:
     turn.error = str(outcome.error)
     if outcome.skipped:
         turn.error_kind = "skipped"
+    elif isinstance(outcome.error, BudgetStop):
+        turn.error_kind = "budget"
     elif isinstance(outcome.error, ModelCallError):
         turn.error_kind = "model_transient" if outcome.error.transient else "model"
     else:

@@ -1,6 +1,6 @@
 """Fingerprints that decide what a journal or cache entry may be reused for (DESIGN §6.9).
 
-suite = prompt body + model config (no endpoint, no key) + test-set hash;
+suite = prompt body + model config (no endpoint, no key) + test-set hash (+ the target);
 case  = suite + the case's input or turns + file content hashes + tool code and mock results
         + response_format."""
 
@@ -21,8 +21,10 @@ def dataset_hash(cases: list[TestCaseModel]) -> str:
 
 
 def config_hash(loaded: LoadedAgent) -> str:
-    """The whole agent config, redacted: equal configs give equal hashes on every machine."""
-    return digest(redact(loaded.agent.model_dump(mode="json")))
+    """The whole agent config (and its target), redacted: equal configs give equal hashes on
+    every machine."""
+    config = redact(loaded.agent.model_dump(mode="json"))
+    return digest(config if loaded.target is None else [config, loaded.target.snapshot()])
 
 
 def _file_hash(path: Path) -> str:
@@ -33,13 +35,14 @@ def _file_hash(path: Path) -> str:
 
 
 def suite_fingerprint(loaded: LoadedAgent, body_hash: str, cases: list[TestCaseModel]) -> str:
-    return digest(
-        {
-            "prompt": body_hash,
-            "model": loaded.agent.model.fingerprint_fields(),
-            "dataset": dataset_hash(cases),
-        }
-    )[:24]
+    identity: dict[str, Any] = {
+        "prompt": body_hash,
+        "model": loaded.agent.model.fingerprint_fields(),
+        "dataset": dataset_hash(cases),
+    }
+    if loaded.target is not None:  # another target answers differently: its own journal
+        identity["target"] = loaded.target.identity()
+    return digest(identity)[:24]
 
 
 def tools_fingerprint(loaded: LoadedAgent) -> str:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from holodeck_core.agents.loop import AgentRunner
+from holodeck_core.agents.loop import AgentRunner, Conversation
+from holodeck_core.agents.targets import make_target
+from holodeck_core.agents.targets.base import TargetClient
+from holodeck_core.calls.ledger import Ledger
+from holodeck_core.calls.prices import load_price_table
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.metrics.judge import JudgeServices
@@ -34,10 +38,54 @@ class SuiteRuntime:
     """The live half of a suite: built from its plan, closed once with :meth:`aclose`."""
 
     def __init__(self, suite: Suite) -> None:
-        loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
+        loaded, agent = suite.loaded, suite.loaded.agent
         self._keys = suite.options.api_keys
         client = self.client_for
-        self.scheduler = CallScheduler(suite.parallel, RetryPolicy(timeout=suite.timeout))
+        before = suite.costs_before.budget if suite.costs_before else None
+        self.ledger = Ledger(
+            load_price_table(suite.project.settings.pricing),
+            agent.execution.budget if agent.execution else None,
+            spent_usd=before.spent_usd if before else 0.0,
+            spent_tokens=before.spent_tokens if before else 0,
+            stopped_by=before.stopped_by if before else None,
+        )
+        self.scheduler = CallScheduler(
+            suite.parallel, RetryPolicy(timeout=suite.timeout), ledger=self.ledger
+        )
+        self.toolbox: ToolBox | None = None
+        self.client: ModelClient | None = None
+        self.target: TargetClient | None = None
+        conversation: Conversation
+        if loaded.target is not None:  # the agent runs elsewhere, with its own tools
+            conversation, self.target = make_target(
+                loaded.target, loaded, self.scheduler, timeout=suite.timeout
+            )
+        else:
+            conversation = self._in_process(suite)
+        self.executor = CaseExecutor(
+            agent=conversation,
+            base_dir=loaded.base_dir,
+            cache_dir=suite.file_cache_dir,
+            limits=suite.file_limits,
+        )
+        self.judges = JudgeServices.for_agent(
+            agent,
+            self.scheduler,
+            project=suite.project,
+            client_factory=lambda model: client(model, "judge"),
+        )
+        self.evaluator = CaseEvaluator(
+            agent.evaluations.metrics if agent.evaluations else None,
+            agent.model.name,
+            self.judges.context(base_dir=loaded.base_dir),
+            retrieval_tools=retrieval_tool_names(agent.tools or []),
+        )
+        self._tools_open = False
+
+    def _in_process(self, suite: Suite) -> AgentRunner:
+        """The agent run here from ``agent.yaml``: its SDK client, tool box and tool loop."""
+        loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
+        client = self.client_for
         self.toolbox = (
             ToolBox(
                 agent.tools,
@@ -59,7 +107,7 @@ class SuiteRuntime:
             else None
         )
         self.client = client(agent.model, "model")
-        runner = AgentRunner(
+        return AgentRunner(
             client=self.client,
             scheduler=self.scheduler,
             system=suite.prompt.body,
@@ -68,25 +116,6 @@ class SuiteRuntime:
             max_tool_turns=(execution.max_tool_turns if execution else None) or MAX_TOOL_TURNS,
             timeout=suite.timeout,
         )
-        self.executor = CaseExecutor(
-            agent=runner,
-            base_dir=loaded.base_dir,
-            cache_dir=suite.file_cache_dir,
-            limits=suite.file_limits,
-        )
-        self.judges = JudgeServices.for_agent(
-            agent,
-            self.scheduler,
-            project=suite.project,
-            client_factory=lambda model: client(model, "judge"),
-        )
-        self.evaluator = CaseEvaluator(
-            agent.evaluations.metrics if agent.evaluations else None,
-            agent.model.name,
-            self.judges.context(base_dir=loaded.base_dir),
-            retrieval_tools=retrieval_tool_names(agent.tools or []),
-        )
-        self._tools_open = False
 
     async def open_tools(self) -> bool:
         """Start the tool runtimes (MCP servers, indexes) once; True when this call did."""
@@ -105,6 +134,7 @@ class SuiteRuntime:
         stats = self.scheduler.stats
         return {
             "calls": stats.calls,
+            "answered": stats.answered,
             "attempts": stats.attempts,
             "retries": stats.retries,
             "rate_limited": stats.rate_limited,
@@ -114,7 +144,10 @@ class SuiteRuntime:
     async def aclose(self) -> None:
         if self.toolbox is not None:
             await self.toolbox.aclose()
-        await self.client.aclose()
+        if self.client is not None:
+            await self.client.aclose()
+        if self.target is not None:
+            await self.target.aclose()
         await self.judges.aclose()
 
 

@@ -13,91 +13,39 @@ end with :meth:`Suite.eval_run`. Nothing here aborts the suite for one bad case.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from holodeck_core import __version__
+from holodeck_core.calls.ledger import charged_to
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
-from holodeck_core.config.prompts import Prompt, PromptStore
-from holodeck_core.defaults import REDUCER
+from holodeck_core.defaults import LLM_TIMEOUT_S, REDUCER
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge_control import load_control, score_control
-from holodeck_core.metrics.operational import run_cost_usd
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
     JudgeControlScore,
-    ProviderEnum,
     ReportSummary,
     TestCaseModel,
     TestReport,
     TestResult,
-    Trigger,
 )
 from holodeck_core.models.base import digest
+from holodeck_core.models.cost import CallCosts
 from holodeck_core.redaction import redact, redact_argv
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
+from holodeck_core.runner.options import CaseCallback, git_commit, resolve_prompt, select_cases
+from holodeck_core.runner.options import SuiteOptions as SuiteOptions
 from holodeck_core.runner.runtime import SuiteRuntime
+from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
-
-DEFAULT_LLM_TIMEOUT = 60.0
-
-
-@dataclass
-class SuiteOptions:
-    parallel: int | None = None
-    timeout: float | None = None
-    limit: int | None = None
-    filter: str | None = None
-    fresh: bool = False
-    prompt_key: str | None = None
-    trigger: Trigger = Trigger.CLI
-    cli_args: list[str] = field(default_factory=list)
-    dagster_run_id: str | None = None
-    partition_key: str | None = None
-    api_keys: dict[ProviderEnum, str] = field(default_factory=dict)
-    trials: int | None = None
-
-
-CaseCallback = Callable[[TestResult, bool], None]
-
-
-def select_cases(cases: list[TestCaseModel], options: SuiteOptions) -> list[TestCaseModel]:
-    """``--filter`` matches a tag exactly or a name / id as a case-insensitive substring."""
-    chosen = cases
-    if options.filter:
-        needle = options.filter.lower()
-        chosen = [
-            c
-            for c in chosen
-            if options.filter in c.tags
-            or needle in (c.name or "").lower()
-            or needle in (c.id or "").lower()
-        ]
-    if options.limit is not None:
-        chosen = chosen[: options.limit]
-    return chosen
-
-
-def resolve_prompt(loaded: LoadedAgent, project: Project, key: str | None) -> tuple[Prompt, str]:
-    """The prompt to evaluate and its registered key. The current prompt is registered on the
-    way (idempotent), so every run refers to a stored snapshot."""
-    store = PromptStore(project.prompts_dir, loaded.agent.name)
-    if key is not None:
-        snapshot = store.require(key)
-        return Prompt(version=snapshot.prompt_version, body=snapshot.body), snapshot.key
-    for variant in loaded.variants:
-        store.register(variant)
-    return loaded.prompt, store.register(loaded.prompt).key
 
 
 class Suite:
@@ -123,7 +71,7 @@ class Suite:
         execution = agent.execution
         self.parallel = self.options.parallel or agent.parallel_test_cases
         timeout = self.options.timeout or (execution.llm_timeout if execution else None)
-        self.timeout = float(timeout or DEFAULT_LLM_TIMEOUT)
+        self.timeout = float(timeout or LLM_TIMEOUT_S)
         self.file_cache_dir = (
             self.project.file_cache_dir
             if not execution or execution.cache_enabled is not False
@@ -147,6 +95,10 @@ class Suite:
         self._journaled: dict[tuple[str, int], CaseRun] | None = None
         self._runtime: SuiteRuntime | None = None
         self.runs: dict[tuple[str, int], CaseRun] = {}
+        self.costs_before: CallCosts | None = None
+        """What an earlier stage of this run spent (the budget covers the whole run)."""
+        self._costs = CallCosts()
+        self._budget_stopped = False
         self.started_at = now_iso()
         self._clock = time.perf_counter()
 
@@ -226,7 +178,8 @@ class Suite:
             async with self.journal.claim(fingerprint, trial):
                 cached = await self.journal.lookup(fingerprint, trial)
                 if cached is None:
-                    run = await runtime.executor.run(case, fingerprint)
+                    with charged_to(case.id or ""):
+                        run = await runtime.executor.run(case, fingerprint)
                     run.trial = trial
                     await self.journal.write(run)
         if cached is not None:
@@ -264,11 +217,10 @@ class Suite:
                 "stage again (re-materialize the whole partition)"
             )
         limit = asyncio.Semaphore(self.parallel)
-        evaluator = self.runtime.evaluator
 
         async def one(case: TestCaseModel, trial: int) -> TestResult:
             async with limit:
-                return await evaluator.evaluate(case, by_id[(case.id or "", trial)])
+                return await self.evaluate(case, by_id[(case.id or "", trial)])
 
         async def trials(case: TestCaseModel) -> TestResult:
             results = await asyncio.gather(*(one(case, t) for t in range(self.trials)))
@@ -281,12 +233,11 @@ class Suite:
         order."""
         await self.open_tools()
         limit = asyncio.Semaphore(self.parallel)
-        evaluator = self.runtime.evaluator
 
         async def one(case: TestCaseModel, trial: int) -> tuple[TestResult, bool]:
             async with limit:
                 run = await self.execute(case, trial)
-                return await evaluator.evaluate(case, run), run.resumed
+                return await self.evaluate(case, run), run.resumed
 
         async def trials(case: TestCaseModel) -> TestResult:
             done = await asyncio.gather(*(one(case, t) for t in range(self.trials)))
@@ -296,6 +247,21 @@ class Suite:
             return result
 
         return list(await asyncio.gather(*map(trials, self.cases)))
+
+    async def evaluate(self, case: TestCaseModel, run: CaseRun) -> TestResult:
+        """Score one trial; its judge calls are charged to the case. A trial the budget
+        stopped (its agent or a judge call was not sent) is ERROR with ``error_source:
+        budget``: a rerun with a larger budget resumes it."""
+        runtime = self.runtime
+        with charged_to(case.id or ""):
+            result = await runtime.evaluator.evaluate(case, run)
+        return budget_verdict(result, run, runtime.ledger.refused_cases)
+
+    def costs(self) -> CallCosts:
+        """What this suite's runtimes spent so far (the open one included)."""
+        if self._runtime is None:
+            return self._costs
+        return self._costs.merged(self._runtime.ledger.snapshot())
 
     def transient_failures(self) -> list[str]:
         """Cases that failed for reasons a rerun may fix (429, 5xx, timeouts, drops)."""
@@ -307,7 +273,7 @@ class Suite:
         the rerun resumes."""
         if journal_key is not None:
             self.journal_key = journal_key
-        if not self.transient_failures():
+        if not self.transient_failures() and not self._budget_stopped:
             self.journal.close()
 
     def eval_run(
@@ -320,6 +286,7 @@ class Suite:
         scheduler: dict[str, object] | None = None,
         judges: dict[str, object] | None = None,
         judge_control: list[JudgeControlScore] | None = None,
+        costs: CallCosts | None = None,
     ) -> EvalRun:
         """The redacted EvalRun of this suite. A pipeline that ran the stages in separate
         steps passes the stage outputs (``runs``, the ``scheduler`` and ``judges``
@@ -328,15 +295,22 @@ class Suite:
             self.runs = {(run.case_id, run.trial): run for run in runs}
         if wall_ms is None:
             wall_ms = int((time.perf_counter() - self._clock) * 1000)
-        agent = self.loaded.agent
+        agent, target = self.loaded.agent, self.loaded.target
+        costs = costs if costs is not None else self.costs()
+        results = with_case_costs(results, costs)
+        self._budget_stopped = any(r.error_source == "budget" for r in results)
         report = TestReport(
             agent_name=agent.name,
             agent_config_path=self.loaded.display,
             results=results,
-            summary=self._summary(results, wall_ms),
+            summary=self._summary(results, wall_ms, costs),
             timestamp=now_iso(),
             holodeck_version=__version__,
-            environment={"parallel": self.parallel, "llm_timeout_s": self.timeout},
+            environment={
+                "parallel": self.parallel,
+                "llm_timeout_s": self.timeout,
+                **({"target": target.label} if target else {}),
+            },
             judge_control=judge_control,
         )
         fingerprints = sorted(
@@ -368,14 +342,20 @@ class Suite:
                 "case_fingerprints": self.case_fingerprints,
                 **(judges if judges is not None else self.judge_provenance()),
                 **self.tool_provenance(),
+                **({"target": target.snapshot()} if target else {}),
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
 
-    def _summary(self, results: list[TestResult], wall_ms: int) -> ReportSummary:
-        summary = ReportSummary.from_results(results, wall_time_ms=wall_ms, reducer=self.reducer)
-        model = self.loaded.agent.model.name
-        return summary.model_copy(update={"cost_usd": run_cost_usd(model, summary.token_usage)})
+    def _summary(self, results: list[TestResult], wall_ms: int, costs: CallCosts) -> ReportSummary:
+        summary = ReportSummary.from_results(
+            results,
+            wall_time_ms=wall_ms,
+            reducer=self.reducer,
+            max_error_share=self.loaded.agent.max_error_share,
+        )
+        cost = run_cost(costs, self.project.settings.pricing)
+        return summary.model_copy(update={"cost_usd": cost.total_usd, "cost": cost})
 
     def scheduler_stats(self) -> dict[str, object]:
         return self._runtime.scheduler_stats() if self._runtime is not None else {}
@@ -392,21 +372,5 @@ class Suite:
         """Close the runtime, if a stage opened one (a later stage may open a new one)."""
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
+            self._costs = self._costs.merged(runtime.ledger.snapshot())
             await runtime.aclose()
-
-
-def git_commit(folder: object) -> str | None:
-    """Best effort ``git rev-parse HEAD`` (seed 003), bounded to 2 s."""
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=str(folder),
-            capture_output=True,
-            text=True,
-            timeout=2,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = proc.stdout.strip()
-    return commit if proc.returncode == 0 and commit else None

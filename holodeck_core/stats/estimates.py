@@ -4,8 +4,9 @@ pass@k and pass^k.
 The unit of analysis is the case: with K trials per case, the case's pass fraction
 xᵢ = passesᵢ / K (or its mean score) is one observation, and the standard error is the
 cluster-robust one with the case as the cluster (Miller 2024, eq. 4 for equal cluster
-sizes): SE = sqrt(Σ(xᵢ - x̄)² / (n(n - 1))). With K = 1 the pass rate gets a Wilson interval,
-which behaves at 0% and 100% where the normal one does not."""
+sizes): SE = sqrt(Σ(xᵢ - x̄)² / (n(n - 1))). Intervals stay on their scale (DESIGN §8.7,
+:mod:`holodeck_core.stats.intervals`): the pass rate and 0-1 scores get Wilson's interval with
+continuity correction on their effective n, means in a unit Student's t truncated at 0."""
 
 from __future__ import annotations
 
@@ -17,8 +18,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from holodeck_core.defaults import CONFIDENCE
+from holodeck_core.defaults import CONFIDENCE, MAX_ERROR_SHARE
 from holodeck_core.defaults import T975 as T975_TABLE
+from holodeck_core.stats.health import infrastructure_failure
+from holodeck_core.stats.intervals import (
+    METHOD_NAMES,
+    T_NONNEGATIVE,
+    WILSON_CC,
+    WILSON_CC_EFFECTIVE,
+    effective_n,
+    wilson_cc,
+    z_value,
+)
 from holodeck_core.stats.trials import Reducer, is_flaky
 
 
@@ -56,29 +67,46 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+IntervalMethod = Literal[
+    "wilson_cc", "wilson_cc_effective_n", "t_truncated_at_0", "wilson", "clustered", "t"
+]
+"""The first three are this release's (:mod:`holodeck_core.stats.intervals`); the others are
+read from runs recorded before it."""
+
+
 class Estimate(_Frozen):
-    """A mean with its standard error and confidence interval (None with fewer than two
-    observations: no spread can be measured)."""
+    """A mean with its standard error and confidence interval (None without observations, or
+    for a mean in a unit with fewer than two: no spread can be measured)."""
 
     mean: float
     se: float | None = None
     low: float | None = None
     high: float | None = None
     n: int = Field(ge=0)
-    method: Literal["wilson", "clustered", "t"]
+    method: IntervalMethod
+    n_effective: float | None = Field(
+        None, description="The effective sample size the Wilson interval was computed on."
+    )
     confidence: float = CONFIDENCE
 
+    @property
+    def method_name(self) -> str:
+        return METHOD_NAMES[self.method]
+
     def render(self, *, percent: bool = False) -> str:
-        """``0.600 (95% CI 0.412 to 0.788, SE 0.096, n=25)``."""
+        """``0.600 (95% CI 0.412 to 0.788, SE 0.096; n = 25, interval method: …)``."""
 
         def f(v: float) -> str:
             return f"{v:.1%}" if percent else f"{v:.3f}"
 
         text = f(self.mean)
         if self.low is not None and self.high is not None:
-            text += f" (95% CI {f(self.low)} to {f(self.high)}"
+            text += f" ({self.confidence:.0%} CI {f(self.low)} to {f(self.high)}"
             text += f", SE {f(self.se)}" if self.se is not None else ""
-            text += f", n={self.n})"
+            text += f"; n = {self.n}, interval method: {self.method_name}"
+            if self.method == WILSON_CC_EFFECTIVE and self.n_effective is not None:
+                text += f" ({self.n_effective:.1f})"
+            text += ")"
         return text
 
 
@@ -95,8 +123,16 @@ class RunStatistics(_Frozen):
     pass_at_k: dict[int, float] | None = Field(None, description="k → pass@k (K > 1).")
     pass_hat_k: dict[int, float] | None = Field(None, description="k → pass^k (K > 1).")
     flaky_cases: list[str] = Field(
-        default_factory=list, description="Cases whose trials disagree (0 < passes < K)."
+        default_factory=list,
+        description="Cases whose trials that ran disagree (0 < passes < K - errors).",
     )
+    errored_cases: int = Field(0, ge=0, description="Cases whose status is ERROR.")
+    infrastructure_failure: bool = Field(
+        False,
+        description="More than evaluations.max_error_share of the cases ERROR (DESIGN §8.7): "
+        "kept out of trends, baselines and comparisons.",
+    )
+    max_error_share: float = MAX_ERROR_SHARE
 
 
 @dataclass(frozen=True)
@@ -108,6 +144,10 @@ class CaseOutcome:
     trials: int
     scores: Mapping[str, float] = field(default_factory=dict)
     """The case's mean score per metric, over its trials (and turns)."""
+    units: frozenset[str] = frozenset()
+    """The metrics whose scores are in a unit (ms, USD: ≥ 0, unbounded), not 0-1."""
+    errors: int = 0
+    """Trials that ERROR (after retries)."""
 
     @property
     def pass_fraction(self) -> float:
@@ -115,22 +155,20 @@ class CaseOutcome:
 
 
 def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> Estimate:
-    """The Wilson score interval of a proportion, in closed form (equal to scipy's
-    ``binomtest(...).proportion_ci(method="wilson")``, tested): a K = 1 run needs no scipy."""
+    """A proportion of n independent trials: Wilson with continuity correction (equal to
+    scipy's ``binomtest(...).proportion_ci(method="wilsoncc")``, tested)."""
     if n == 0:
-        return Estimate(mean=0.0, n=0, method="wilson", confidence=confidence)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        return Estimate(mean=0.0, n=0, method=WILSON_CC, confidence=confidence)
     p = successes / n
-    denominator = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    low, high = wilson_cc(p, n, z_value(confidence))
     return Estimate(
         mean=p,
         se=math.sqrt(p * (1 - p) / n),
-        low=max(0.0, center - half),
-        high=min(1.0, center + half),
+        low=low,
+        high=high,
         n=n,
-        method="wilson",
+        method=WILSON_CC,
+        n_effective=float(n),
         confidence=confidence,
     )
 
@@ -143,34 +181,67 @@ def clustered_se(values: Sequence[float]) -> float:
 
 
 def mean_estimate(
-    values: Sequence[float], *, clustered: bool = False, confidence: float = CONFIDENCE
+    values: Sequence[float],
+    *,
+    bounded: bool = True,
+    trials: int | None = None,
+    confidence: float = CONFIDENCE,
 ) -> Estimate:
-    """Mean ± t(1 - alpha/2, n - 1)·SE of per-case values."""
+    """The mean of per-case values with its clustered SE. ``bounded``: the values lie in
+    [0, 1] (pass fractions of ``trials`` trials, or normalized scores: ``trials`` None) and
+    the interval is Wilson's on the effective n; else (a unit, ≥ 0) Student's t truncated
+    at 0."""
     n = len(values)
-    method: Literal["clustered", "t"] = "clustered" if clustered else "t"
+    method = WILSON_CC_EFFECTIVE if bounded else T_NONNEGATIVE
     if n == 0:
         return Estimate(mean=0.0, n=0, method=method, confidence=confidence)
     mean = sum(values) / n
     if n < 2:
-        return Estimate(mean=mean, n=n, method=method, confidence=confidence)
+        if not bounded:
+            return Estimate(mean=mean, n=n, method=method, confidence=confidence)
+        low, high = wilson_cc(mean, n, z_value(confidence))
+        return Estimate(
+            mean=mean,
+            low=low,
+            high=high,
+            n=n,
+            method=method,
+            n_effective=float(n),
+            confidence=confidence,
+        )
     se = clustered_se(values)
-    half = t_quantile(confidence, n - 1) * se
+    t = t_quantile(confidence, n - 1)
+    if not bounded:
+        return Estimate(
+            mean=mean,
+            se=se,
+            low=max(0.0, mean - t * se),
+            high=mean + t * se,
+            n=n,
+            method=method,
+            confidence=confidence,
+        )
+    z = z_value(confidence)
+    n_eff = effective_n(mean, se, n, None if trials is None else float(n * trials), t, z)
+    low, high = wilson_cc(mean, n_eff, z)
     return Estimate(
         mean=mean,
         se=se,
-        low=mean - half,
-        high=mean + half,
+        low=low,
+        high=high,
         n=n,
         method=method,
+        n_effective=n_eff,
         confidence=confidence,
     )
 
 
 def pass_rate_estimate(cases: Sequence[CaseOutcome]) -> Estimate:
-    """Wilson when every case ran once; else the clustered interval of the pass fractions."""
+    """Wilson (continuity-corrected) on n when every case ran once; else on the effective n
+    of the clustered SE of the pass fractions."""
     if all(c.trials == 1 for c in cases):
         return wilson(sum(c.passes for c in cases), len(cases))
-    return mean_estimate([c.pass_fraction for c in cases], clustered=True)
+    return mean_estimate([c.pass_fraction for c in cases], trials=max(c.trials for c in cases))
 
 
 def pass_at_k(passes: int, trials: int, k: int) -> float:
@@ -184,14 +255,20 @@ def pass_hat_k(passes: int, trials: int, k: int) -> float:
 
 
 def run_statistics(
-    cases: Sequence[CaseOutcome], *, trials: int = 1, reducer: Reducer = Reducer.ALL
+    cases: Sequence[CaseOutcome],
+    *,
+    trials: int = 1,
+    reducer: Reducer = Reducer.ALL,
+    errored: int = 0,
+    max_error_share: float | None = None,
 ) -> RunStatistics:
-    """§7.7 for one run."""
+    """§7.7 for one run; ``errored`` of its cases are ERROR (§8.7)."""
     clustered = trials > 1
     names = sorted({name for case in cases for name in case.scores})
+    in_units = {name for case in cases for name in case.units}
     metrics = {
         name: mean_estimate(
-            [c.scores[name] for c in cases if name in c.scores], clustered=clustered
+            [c.scores[name] for c in cases if name in c.scores], bounded=name not in in_units
         )
         for name in names
     }
@@ -208,7 +285,10 @@ def run_statistics(
         metrics=metrics,
         pass_at_k=at_k,
         pass_hat_k=hat_k,
-        flaky_cases=[c.case_id for c in cases if is_flaky(c.passes, c.trials)],
+        flaky_cases=[c.case_id for c in cases if is_flaky(c.passes, c.trials, c.errors)],
+        errored_cases=errored,
+        infrastructure_failure=infrastructure_failure(errored, len(cases), max_error_share),
+        max_error_share=MAX_ERROR_SHARE if max_error_share is None else max_error_share,
     )
 
 

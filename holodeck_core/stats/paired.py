@@ -2,15 +2,19 @@
 
 dᵢ = xᵢᴮ - xᵢᴬ per shared case (pass fractions, or one metric's per-case mean scores); the
 mean difference, SE = sd(d)/√n, a t(n - 1) interval and the paired t-test's p-value. When
-both runs made one trial per case and the outcome is pass/fail, the exact McNemar test on
-the discordant pairs gives the p-value instead (the t-test is poor on 0/±1 differences of
-few discordant cases). Pairing removes the case-to-case spread in difficulty, so it detects
-a change with far fewer cases than comparing two independent pass rates."""
+both runs made one trial per case and the outcome is pass/fail, McNemar's test on the
+discordant pairs gives the p-value instead (the t-test is poor on 0/±1 differences of few
+discordant cases), in its **mid-p** version (DESIGN §8.7; Fagerland, Lydersen & Laake 2013):
+the exact binomial p-value less half the probability of the observed count, which keeps the
+exact test's validity in practice without its conservatism at few discordant pairs.
+:func:`adjust_family` adjusts the p-values of several comparisons together
+(:mod:`holodeck_core.stats.multiple`). Pairing removes the case-to-case spread in difficulty,
+so it detects a change with far fewer cases than comparing two independent pass rates."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Literal
 
@@ -21,16 +25,19 @@ from holodeck_core.stats.estimates import (
     clustered_se,
     t_quantile,
 )
+from holodeck_core.stats.multiple import ADJUSTMENT_NAMES, Adjustment, adjust_pvalues
 
 
-def mcnemar_exact(only_a: int, only_b: int) -> float:
-    """The two-sided exact McNemar p-value on the discordant pairs, in closed form: scipy's
-    ``binomtest(min, only_a + only_b, 0.5)`` and the SQL macro ``holodeck_mcnemar_p``."""
+def mcnemar_midp(only_a: int, only_b: int) -> float:
+    """The two-sided McNemar mid-p value on the discordant pairs, in closed form: 2·(P(X <
+    b) + P(X = b)/2) for X ~ Binomial(b + c, 1/2), b = min(b, c) (the SQL macro
+    ``holodeck_mcnemar_midp``)."""
     n = only_a + only_b
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / (1 << n)
-    return min(1.0, 2 * tail)
+    low = min(only_a, only_b)
+    below = sum(math.comb(n, i) for i in range(low))
+    return min(1.0, (2 * below + math.comb(n, low)) / (1 << n))
 
 
 class Verdict(StrEnum):
@@ -48,12 +55,21 @@ class PairedComparison(_Frozen):
     low: float | None
     high: float | None
     p_value: float | None
-    test: Literal["mcnemar_exact", "paired_t", "none"]
+    test: Literal["mcnemar_midp", "paired_t", "none"]
     alpha: float = ALPHA
     higher_is_better: bool = True
     discordant: tuple[int, int] | None = None
     """McNemar: (passed in A only, passed in B only)."""
+    p_adjusted: float | None = None
+    """The p-value adjusted over the comparison's family (None: decided alone)."""
+    adjustment: Adjustment = Adjustment.NONE
+    family_size: int = 1
     verdict: Verdict = Verdict.NO_CHANGE
+
+    @property
+    def p_decisive(self) -> float | None:
+        """The p-value the verdict compares with alpha."""
+        return self.p_value if self.p_adjusted is None else self.p_adjusted
 
     def render(self, *, percent: bool = True) -> str:
         def f(v: float | None, sign: str = "") -> str:
@@ -65,8 +81,13 @@ class PairedComparison(_Frozen):
         if self.low is not None and self.high is not None:
             text += f" (95% CI {f(self.low, '+')} to {f(self.high, '+')})"
         if self.p_value is not None:
-            name = "exact McNemar" if self.test == "mcnemar_exact" else "paired t"
+            name = "McNemar mid-p" if self.test == "mcnemar_midp" else "paired t"
             text += f", p = {self.p_value:.3g} ({name}, n = {self.n})"
+        if self.p_adjusted is not None:
+            text += (
+                f", {ADJUSTMENT_NAMES[self.adjustment]}-adjusted p = {self.p_adjusted:.3g} "
+                f"over {self.family_size} comparison(s)"
+            )
         return f"{text}: {self.verdict.value}"
 
 
@@ -102,7 +123,7 @@ def paired_comparison(
     mean = sum(d) / n
     se = low = high = p = None
     discordant = None
-    test: Literal["mcnemar_exact", "paired_t", "none"] = "none"
+    test: Literal["mcnemar_midp", "paired_t", "none"] = "none"
     if n >= 2:
         se = clustered_se(d)
         half = t_quantile(CONFIDENCE, n - 1) * se
@@ -111,16 +132,12 @@ def paired_comparison(
         only_a = sum(1 for x, y in zip(xa, xb, strict=True) if x > y)
         only_b = sum(1 for x, y in zip(xa, xb, strict=True) if y > x)
         discordant = (only_a, only_b)
-        test = "mcnemar_exact"
-        p = mcnemar_exact(only_a, only_b)
+        test = "mcnemar_midp"
+        p = mcnemar_midp(only_a, only_b)
     elif se is not None:
         test = "paired_t"
         # se = 0: every case moved by exactly the same amount (t is 0 or infinite)
         p = float(_scipy_stats().ttest_rel(xb, xa).pvalue) if se else float(mean == 0.0)
-    verdict = Verdict.NO_CHANGE
-    if p is not None and p < alpha and mean != 0.0 and not math.isnan(p):
-        better = mean > 0 if higher_is_better else mean < 0
-        verdict = Verdict.IMPROVEMENT if better else Verdict.REGRESSION
     return PairedComparison(
         n=n,
         mean_a=sum(xa) / n,
@@ -134,5 +151,33 @@ def paired_comparison(
         alpha=alpha,
         higher_is_better=higher_is_better,
         discordant=discordant,
-        verdict=verdict,
+        verdict=decide(mean, p, alpha, higher_is_better),
     )
+
+
+def decide(mean: float, p: float | None, alpha: float, higher_is_better: bool) -> Verdict:
+    if p is None or math.isnan(p) or p >= alpha or mean == 0.0:
+        return Verdict.NO_CHANGE
+    better = mean > 0 if higher_is_better else mean < 0
+    return Verdict.IMPROVEMENT if better else Verdict.REGRESSION
+
+
+def adjust_family(
+    comparisons: Sequence[PairedComparison], method: Adjustment = Adjustment.BH
+) -> list[PairedComparison]:
+    """The comparisons with their p-values adjusted together and their verdicts decided on
+    the adjusted p (those without a p-value stay as they are and do not count)."""
+    tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
+    adjusted = adjust_pvalues([comparisons[i].p_value or 0.0 for i in tested], method)
+    out = list(comparisons)
+    for i, p in zip(tested, adjusted, strict=True):
+        c = comparisons[i]
+        out[i] = c.model_copy(
+            update={
+                "p_adjusted": p,
+                "adjustment": method,
+                "family_size": len(tested),
+                "verdict": decide(c.mean_diff or 0.0, p, c.alpha, c.higher_is_better),
+            }
+        )
+    return out

@@ -33,6 +33,6 @@ def reduce_status(statuses: Sequence[str], reducer: Reducer = Reducer.ALL) -> st
     return PASS if passes >= needed else FAIL
 
 
-def is_flaky(passes: int, trials: int) -> bool:
-    """Within a run: the trials disagree."""
-    return 0 < passes < trials
+def is_flaky(passes: int, trials: int, errors: int = 0) -> bool:
+    """Within a run: the trials that ran disagree (an ERROR trial is no verdict, §8.7)."""
+    return 0 < passes < trials - errors

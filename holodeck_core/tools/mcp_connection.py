@@ -32,11 +32,15 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from holodeck_core.defaults import MAX_SCHEMA_DEPTH, MAX_SERVER_TOOLS, MAX_TOOL_PAGES
+from holodeck_core.models.bounded_json import depth
 from holodeck_core.models.tools import TransportType
 from holodeck_core.redaction import redact_text
 from holodeck_core.tools.mcp_config import ServerParams
 
 STDERR_TAIL_BYTES = 2000
+STDERR_KEEP_BYTES = 64 * 1024
+"""What is kept of a server's stderr: whole lines, redacted before the tail is cut."""
 STOP_TIMEOUT = 10.0
 """Seconds :meth:`Connection.stop` waits for the SDK's shutdown (stdin close, 2 s grace,
 SIGTERM, SIGKILL of the process group) before it cancels the owner task."""
@@ -65,17 +69,24 @@ class StderrTail:
         with os.fdopen(fd, "rb", buffering=0) as pipe:
             while chunk := pipe.read(4096):
                 self._tail += chunk
-                del self._tail[:-STDERR_TAIL_BYTES]
+                if len(self._tail) > STDERR_KEEP_BYTES:  # from a line's start: no half secret
+                    del self._tail[: len(self._tail) - STDERR_KEEP_BYTES]
+                    del self._tail[: self._tail.find(b"\n") + 1]
 
     def close(self) -> None:
         """Close our end; the thread ends once the server's copies are closed too."""
         self.file.close()
 
     def text(self, secrets: frozenset[str]) -> str:
-        """The redacted tail, after waiting briefly for the server's last writes."""
+        """The redacted tail, after waiting briefly for the server's last writes: redacted
+        whole lines first, then cut to its last lines within :data:`STDERR_TAIL_BYTES`."""
         self.close()
         self._thread.join(timeout=1.0)
-        return redact_text(bytes(self._tail).decode("utf-8", "replace").strip(), secrets)
+        text = redact_text(bytes(self._tail).decode("utf-8", "replace").strip(), secrets)
+        if len(text) > STDERR_TAIL_BYTES:
+            text = text[-STDERR_TAIL_BYTES:]
+            text = text[text.find("\n") + 1 :]
+        return text
 
 
 class Connection:
@@ -86,6 +97,9 @@ class Connection:
         self.stderr = StderrTail() if params.transport is TransportType.STDIO else None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.ended = asyncio.Event()
+        """Set once the session is over (stopped, or the transport died): a call still in
+        flight then has no answer coming."""
 
     async def start(self) -> Connected:
         """Connect, handshake and list the tools within ``params.connect_timeout``."""
@@ -99,6 +113,7 @@ class Connection:
 
     async def stop(self) -> None:
         self._stop.set()
+        self.ended.set()
         task, self._task = self._task, None
         if task is not None:
             try:
@@ -114,7 +129,9 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(stack))
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._unreadable(ready))
+                )
                 with anyio.fail_after(self.params.connect_timeout):
                     init = await session.initialize()
                     tools = await _list_tools(session)
@@ -125,6 +142,27 @@ class Connection:
                 ready.set_exception(leaf(exc))
             if isinstance(exc, asyncio.CancelledError):
                 raise
+        finally:
+            self.ended.set()
+
+    def _unreadable(self, ready: asyncio.Future[Connected]) -> Any:
+        """The session's handler of incoming messages, which sees the ones the SDK could not
+        parse. A stray line is only logged; a message nested too deep for the parser was an
+        answer (a tool list with a 120-level schema) that is lost: the session is over, so the
+        start fails now and calls in flight crash, none waits for its timeout."""
+
+        async def handle(message: Any) -> None:
+            if isinstance(message, Exception) and "recursion limit exceeded" in str(message):
+                if not ready.done():
+                    ready.set_exception(
+                        ServerLimitError(
+                            "the server sent a message nested too deeply to read (a tool "
+                            f"schema deeper than {MAX_SCHEMA_DEPTH} levels?)"
+                        )
+                    )
+                self.ended.set()
+
+        return handle
 
     def _transport(self, stack: AsyncExitStack) -> contextlib.AbstractAsyncContextManager[Any]:
         p = self.params
@@ -164,15 +202,34 @@ async def _streamable_http(
         yield read, write
 
 
+class ServerLimitError(Exception):
+    """A server's tool list past our bounds (issue 25): it cannot start, exit 3."""
+
+
 async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    """Every page of the tool list, within :data:`MAX_TOOL_PAGES` pages, and
+    :data:`MAX_SERVER_TOOLS` tools whose schemas nest at most :data:`MAX_SCHEMA_DEPTH`."""
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
-    while True:
+    for _ in range(MAX_TOOL_PAGES):
         page = await session.list_tools(params=mcp_types.PaginatedRequestParams(cursor=cursor))
         tools.extend(page.tools)
+        if len(tools) > MAX_SERVER_TOOLS:
+            raise ServerLimitError(f"the server lists more than {MAX_SERVER_TOOLS:,} tools")
         cursor = page.nextCursor
         if not cursor:
-            return tools
+            break
+    else:
+        raise ServerLimitError(
+            f"its tool list did not end within {MAX_TOOL_PAGES} pages (every page had a nextCursor)"
+        )
+    for tool in tools:
+        if depth(tool.inputSchema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+            raise ServerLimitError(
+                f"tool {tool.name[:100]!r}: its input schema nests deeper than "
+                f"{MAX_SCHEMA_DEPTH} levels"
+            )
+    return tools
 
 
 def leaf(exc: BaseException) -> BaseException:

@@ -10,9 +10,11 @@ transient (§7.3)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Coroutine
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -27,6 +29,7 @@ from holodeck_core.tools.mcp_config import ServerParams, server_params
 from holodeck_core.tools.mcp_connection import Connected, Connection
 from holodeck_core.tools.runtime import ToolContext, ToolCrashedError, ToolOutput, ToolStartError
 
+T = TypeVar("T")
 _DISCONNECTED = (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx.TransportError)
 
 
@@ -66,16 +69,24 @@ class MCPRuntime:
         return self._identity
 
     async def call(self, function: str, arguments: dict[str, Any]) -> ToolOutput:
-        connected, generation = self._connected, self._generation
-        if connected is None:
+        connected, connection, generation = self._connected, self._connection, self._generation
+        if connected is None or connection is None:
             raise ToolCrashedError(
                 f"{self._where}: the MCP server is down (it died and was restarted once already)"
             )
         timeout = self.params.request_timeout
         try:
-            result = await connected.session.call_tool(
-                function, arguments, read_timeout_seconds=timedelta(seconds=timeout)
+            result = await _unless_ended(
+                connected.session.call_tool(
+                    function, arguments, read_timeout_seconds=timedelta(seconds=timeout)
+                ),
+                connection.ended,
             )
+        except _Ended:
+            await self._restart(generation)
+            raise ToolCrashedError(
+                f"{self._where}: the connection to the MCP server ended with the call in flight"
+            ) from None
         except McpError as exc:
             if exc.error.code == mcp_types.CONNECTION_CLOSED:
                 await self._restart(generation)
@@ -136,6 +147,28 @@ class MCPRuntime:
         if tail:
             message += "\n  its stderr ended with:\n    " + "\n    ".join(tail.splitlines()[-15:])
         return redact_text(message, self._secrets)
+
+
+class _Ended(Exception):
+    """The session ended before the call's answer came."""
+
+
+async def _unless_ended(call: Coroutine[Any, Any, T], ended: asyncio.Event) -> T:
+    """``call``'s result, or :class:`_Ended` as soon as ``ended`` is set: when a server dies
+    with calls in flight, each of them is a crash (transient), none waits for its timeout."""
+    task = asyncio.ensure_future(call)
+    watcher = asyncio.ensure_future(ended.wait())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    if task.cancelled():
+        raise _Ended
+    return task.result()
 
 
 def tool_output(result: mcp_types.CallToolResult, *, retrieval: bool) -> ToolOutput:

@@ -10,19 +10,20 @@ the system prompt of the call."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from typing import Any
 
-import pybars
 from pydantic import ValidationError
 
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.calls.scheduler import endpoint_key
+from holodeck_core.defaults import TEMPLATE_RENDER_S
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import LLMProvider, PromptTool
 from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.charges import chat_charge
 from holodeck_core.providers.messages import Message, ToolSpec
 from holodeck_core.tools.runtime import ToolContext, ToolOutput
+from holodeck_core.tools.templates import compile_template, render_off_loop
 
 
 class PromptRuntime:
@@ -39,11 +40,8 @@ class PromptRuntime:
                 raise ConfigError(f"{where}.file: cannot read {path}: {exc}") from None
         assert source is not None  # the model requires template or file
         self._source = source
-        try:
-            self._render: Callable[[Any], str] = pybars.Compiler().compile(source)
-        except Exception as exc:  # pybars raises its own and PyMeta parse errors
-            field = "file" if tool.file else "template"
-            raise ConfigError(f"{where}.{field}: not a valid Handlebars template: {exc}") from None
+        field = "file" if tool.file else "template"
+        self._render = compile_template(source, tool.parameters, where=f"{where}.{field}")
         self.model = _model(tool, context.agent_model, where)
         self._client: ModelClient | None = None
         required = [name for name, spec in tool.parameters.items() if "default" not in spec]
@@ -65,7 +63,9 @@ class PromptRuntime:
         client = self._client
         assert client is not None, "open() first"
         try:
-            text = str(self._render(_verbatim(arguments)))
+            text = await render_off_loop(self._render, arguments)
+        except TimeoutError:
+            return ToolOutput(error=f"rendering the template took over {TEMPLATE_RENDER_S:g} s")
         except Exception as exc:
             return ToolOutput(error=f"rendering the template failed: {type(exc).__name__}: {exc}")
         timeout = self._context.timeout
@@ -76,6 +76,9 @@ class PromptRuntime:
                 ),
                 endpoint=endpoint_key(client.model),
                 timeout=timeout,
+                charge=chat_charge(
+                    "prompt_tool", client.model, self._system, [Message(role="user", text=text)]
+                ),
             )
         except ModelCallError as exc:
             return ToolOutput(error=f"the prompt tool's model call failed: {exc}")
@@ -102,14 +105,3 @@ def _model(tool: PromptTool, agent_model: LLMProvider, where: str) -> LLMProvide
             f"{'.'.join(map(str, e['loc'])) or 'model'}: {e['msg']}" for e in exc.errors()
         )
         raise ConfigError(f"{where}.model: {problems}") from None
-
-
-def _verbatim(value: Any) -> Any:
-    """Mark strings as already safe, so pybars inserts them without HTML escaping."""
-    if isinstance(value, str):
-        return pybars.strlist([value]) if value else value
-    if isinstance(value, dict):
-        return {key: _verbatim(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_verbatim(item) for item in value]
-    return value

@@ -19,6 +19,7 @@ from typing import Any
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import FunctionTool, Tool, ToolInvocation
 from holodeck_core.providers.messages import Message, ToolCall, ToolSpec
+from holodeck_core.tools import untrusted
 from holodeck_core.tools.registry import runtime_for
 from holodeck_core.tools.runtime import ToolContext, ToolOutput, ToolRuntime
 
@@ -168,10 +169,11 @@ class ToolBox:
 
         def done(result: Any = None, error: str | None = None) -> ToolInvocation:
             elapsed = int((time.perf_counter() - started) * 1000)
+            result, error = untrusted.bounded(result, error)
             return ToolInvocation.of(
-                call.name,
+                untrusted.shown_name(call.name),
                 call.arguments or {},
-                None if error else result,
+                result,
                 duration_ms=elapsed,
                 error=error,
                 call_id=call.id,
@@ -191,23 +193,24 @@ class ToolBox:
                 }
             )
         tool = self._tools.get(call.name)
-        if tool is None:
-            available = ", ".join(spec.name for spec in self.specs)
-            return done(error=f"unknown tool {call.name!r}; available: {available}")
-        if tool.mock is not None:
+        if tool is not None and tool.mock is not None:
             return done(tool.mock.result, tool.mock.error)
-        function = self._functions[call.name]
+        function = self._functions.get(call.name)
+        if function is None:  # a name the model invented, or a runtime tool's config name
+            return done(error=untrusted.unknown_tool(call.name, (s.name for s in self.specs)))
         arguments = call.arguments or {}
         try:
             async with asyncio.timeout(self.timeout):  # not wait_for: see CallScheduler.run
                 if inspect.iscoroutinefunction(function):
                     result = await function(**arguments)
                 else:
-                    result = await asyncio.to_thread(function, **arguments)
+                    result = await untrusted.in_daemon_thread(function, arguments)
         except TimeoutError:
             return done(error=f"tool timed out after {self.timeout:g} s")
-        except Exception as exc:
-            return done(error=f"{type(exc).__name__}: {exc}")
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # SystemExit from a tool is the tool's error, too
+            return done(error=untrusted.crashed(exc))
         return done(result)
 
 

@@ -1,7 +1,7 @@
 """Embeddings through the provider's own API (the official ``openai`` SDK serves OpenAI,
 Azure OpenAI and Ollama's OpenAI-compatible route), batched, every request through the one
-call scheduler, every vector cached on disk per text (DESIGN §7.5): key = provider kind +
-model + dimensions + sha256(text)."""
+call scheduler, every vector checked (finite, one width) and cached on disk per text
+(DESIGN §7.5): key = provider kind + endpoint + model + dimensions + sha256(text)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import TokenUsage
+from holodeck_core.providers.charges import embedding_charge
 from holodeck_core.tools.retrieval.settings import EmbeddingSpec
 from holodeck_core.tools.retrieval.store import KeyValueStore
 
@@ -127,29 +128,56 @@ class Embedder:
         if self.spec.dimensions is not None:
             request["dimensions"] = self.spec.dimensions
 
-        async def call() -> Any:
+        async def call() -> tuple[Any, list[Vectors]]:
             try:
-                return await self._client.embeddings.create(**request, timeout=self._timeout)
+                response = await self._client.embeddings.create(**request, timeout=self._timeout)
             except Exception as exc:
                 raise classify(exc) from exc
+            return response, self._vectors(response, len(batch))  # retried when malformed
 
-        response = await self._scheduler.call(
-            call, endpoint=endpoint_key(self.spec.endpoint), timeout=self._timeout
+        model = self.spec.endpoint.model_copy(update={"name": self.spec.model})
+        response, vectors = await self._scheduler.call(
+            call,
+            endpoint=endpoint_key(self.spec.endpoint),
+            timeout=self._timeout,
+            charge=embedding_charge(model, batch, usage=_usage),
         )
-        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
-        if len(data) != len(batch):
-            raise ModelCallError(
-                CallErrorKind.MALFORMED,
-                f"the embeddings response holds {len(data)} vectors for {len(batch)} texts",
-            )
-        usage = getattr(response, "usage", None)
         stats.requests += 1
         stats.texts += len(batch)
-        stats.usage = stats.usage + TokenUsage(
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            total_tokens=getattr(usage, "total_tokens", 0) or 0,
-        )
-        return [np.asarray(item.embedding, dtype=np.float32) for item in data]
+        stats.usage = stats.usage + _usage(response)
+        return vectors
+
+    def _vectors(self, response: Any, expected: int) -> list[Vectors]:
+        """The response's vectors, each checked before anything caches it (issue 25): one per
+        text, numbers, finite, not empty, all of one width."""
+        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        if len(data) != expected:
+            raise ModelCallError(
+                CallErrorKind.MALFORMED,
+                f"the embeddings response holds {len(data)} vectors for {expected} texts",
+            )
+        try:
+            vectors = [np.asarray(item.embedding, dtype=np.float32) for item in data]
+        except (TypeError, ValueError) as exc:
+            raise ModelCallError(
+                CallErrorKind.MALFORMED, f"the embeddings of {self.spec.model} are not numbers"
+            ) from exc
+        for vector in vectors:
+            if vector.ndim != 1 or vector.size == 0 or not np.isfinite(vector).all():
+                raise ModelCallError(
+                    CallErrorKind.MALFORMED,
+                    f"the embeddings of {self.spec.model} hold an empty vector or values that "
+                    "are not finite (NaN or infinity); nothing was cached",
+                )
+        return vectors
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _usage(response: Any) -> TokenUsage:
+    usage = getattr(response, "usage", None)
+    return TokenUsage(
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        total_tokens=getattr(usage, "total_tokens", 0) or 0,
+    )

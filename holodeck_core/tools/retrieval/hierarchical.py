@@ -96,6 +96,7 @@ class HierarchicalRuntime(RetrievalRuntime):
                 self.context.client_factory(model),
                 self.context.scheduler,
                 self._steps,
+                "reranker" if model_field == "reranker_model" else "embedding",
                 timeout=self.context.timeout,
             )
             self._llm[model_field] = step

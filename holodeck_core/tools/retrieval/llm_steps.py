@@ -15,7 +15,9 @@ from typing import Any
 
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import LLMProvider, TokenUsage
+from holodeck_core.models.cost import Heading
 from holodeck_core.providers.base import ModelClient
+from holodeck_core.providers.charges import chat_charge
 from holodeck_core.providers.messages import Message
 from holodeck_core.tools.retrieval.chunking import count_tokens
 from holodeck_core.tools.retrieval.store import KeyValueStore
@@ -44,6 +46,9 @@ class LLMStep:
     client: ModelClient
     scheduler: CallScheduler
     store: KeyValueStore
+    heading: Heading
+    """Where its spend is booked: ``reranker``, or ``embedding`` for contextual summaries
+    (they are part of making the embeddings)."""
     timeout: float | None = None
     usage: TokenUsage = field(default_factory=TokenUsage)
     calls: int = 0
@@ -60,6 +65,9 @@ class LLMStep:
             ),
             endpoint=endpoint_key(self.client.model),
             timeout=self.timeout,
+            charge=chat_charge(
+                self.heading, self.client.model, system, [Message(role="user", text=prompt)]
+            ),
         )
         self.calls += 1
         self.usage = self.usage + reply.usage

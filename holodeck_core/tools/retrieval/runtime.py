@@ -53,6 +53,7 @@ class RetrievalRuntime(ABC):
         self.index: Index | None = None
         self.build = EmbedStats()
         self.built = False
+        self.fingerprint_key: str | None = None
         self._store: KeyValueStore | None = None
         self._embedder: Embedder | None = None
 
@@ -107,14 +108,14 @@ class RetrievalRuntime(ABC):
             self.context.resolve,
             where=self.where,
         )
-        key = index_key(
-            {
-                "type": self.tool.type,
-                "sources": [(f.display, f.sha256) for f in files],
-                "embeddings": self.spec.identity(),
-                **self.options(),
-            }
-        )
+        what = {
+            "type": self.tool.type,
+            "sources": [(f.display, f.sha256) for f in files],
+            "embeddings": self.spec.identity(),
+            **self.options(),
+        }
+        self.fingerprint_key = index_key(what)  # the case fingerprint's: no endpoint (§6.9)
+        key = index_key({**what, "vector_space": self.spec.namespace})  # where vectors came from
         root = cache / "indexes"
         index = await asyncio.to_thread(Index.load, root, key)
         if index is None:
@@ -137,7 +138,7 @@ class RetrievalRuntime(ABC):
         """Build what searching needs besides the vectors (a keyword index); in a thread."""
 
     def identity(self) -> dict[str, Any]:
-        return {"type": self.tool.type, "index": self.index.key if self.index else None}
+        return {"type": self.tool.type, "index": self.fingerprint_key if self.index else None}
 
     def provenance(self) -> dict[str, Any]:
         """What opening cost, for the EvalRun: whether the index was built and the

@@ -39,9 +39,11 @@ class EmbeddingSpec:
 
     @property
     def namespace(self) -> str:
-        """The part of every cache key that names the vector space (§7.5)."""
+        """The part of every cache key that names the vector space (§7.5), and where it came
+        from (issue 25): vectors of one model name at another endpoint are not the same."""
         dims = self.dimensions if self.dimensions is not None else "default"
-        return f"{self.endpoint.provider.value}|{self.model}|{dims}"
+        where = self.endpoint.endpoint or "default endpoint"
+        return f"{self.endpoint.provider.value}|{where}|{self.model}|{dims}"
 
     def identity(self) -> dict[str, object]:
         return {

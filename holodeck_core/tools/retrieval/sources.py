@@ -19,7 +19,7 @@ from typing import Any
 
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import process_files
-from holodeck_core.models import FileInput, VectorstoreTool
+from holodeck_core.models import FileInput, VectorstoreTool, bounded_json
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".json", ".jsonl", ".csv"})
 CONVERTED_SUFFIXES = {
@@ -169,8 +169,8 @@ def _raw_records(file: SourceFile, tool: VectorstoreTool, *, where: str) -> list
                 return list(csv.DictReader(handle, delimiter=delimiter))
         if suffix == ".jsonl":
             lines = file.path.read_text(encoding="utf-8").splitlines()
-            return [json.loads(line) for line in lines if line.strip()]
-        data = json.loads(file.path.read_text(encoding="utf-8"))
+            return [bounded_json.loads(line) for line in lines if line.strip()]
+        data = bounded_json.loads(file.path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}.source: {file.display} cannot be read: {exc}") from None
     if tool.record_path:

@@ -1,0 +1,194 @@
+"""What model calls cost, and the budget that stops them (DESIGN §8.5).
+
+The scheduler asks the :class:`Ledger` before it sends a call that carries a :class:`Charge`:
+the call's worst case (its input estimate at the input price plus its ``max_tokens`` at the
+output price) is reserved, and a call whose worst case would pass the budget is not sent
+(:class:`BudgetStop`); from then on no new call starts. After the call its actual usage
+settles the reservation, under the case it was made for (:func:`charged_to`) and its heading.
+So concurrent calls never overshoot a budget by more than what their estimates missed."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.prices import PriceTable
+from holodeck_core.models import LLMProvider, TokenUsage
+from holodeck_core.models.cost import (
+    Budget,
+    BudgetLimit,
+    BudgetVerdict,
+    CallCosts,
+    Heading,
+    HeadingCost,
+)
+
+NOT_SENT = "the call was not sent"
+"""In every budget refusal's message: a case that got one (maybe through a result another
+case's call shared, such as G-Eval's steps) was stopped by the budget."""
+_CASE: ContextVar[str | None] = ContextVar("holodeck_charged_case", default=None)
+
+
+@contextlib.contextmanager
+def charged_to(case_id: str) -> Iterator[None]:
+    """Model calls made inside (and in tasks started inside) are charged to ``case_id``."""
+    token = _CASE.set(case_id)
+    try:
+        yield
+    finally:
+        _CASE.reset(token)
+
+
+def estimate_tokens(*texts: str) -> int:
+    """A generous estimate of a request's input tokens (one per 3 characters, plus 8 per
+    message for the framing): a reservation should not come in under the bill."""
+    return sum(len(text) // 3 + 8 for text in texts)
+
+
+def reply_usage(reply: Any) -> TokenUsage:
+    """The usage of a :class:`~holodeck_core.providers.messages.ModelReply`."""
+    usage = getattr(reply, "usage", None)
+    return usage if isinstance(usage, TokenUsage) else TokenUsage()
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What a call may cost: its heading, model, input estimate and output ceiling."""
+
+    heading: Heading
+    model: LLMProvider
+    price_key: str
+    """The model's provider's rows in the price table (the provider table's ``price_key``)."""
+    input_tokens: int
+    embedding: bool = False
+    usage: Callable[[Any], TokenUsage] = reply_usage
+    """Reads the actual usage off the call's value."""
+
+    @property
+    def max_output_tokens(self) -> int:
+        return 0 if self.embedding else (self.model.max_tokens or 4096)
+
+
+class BudgetStop(ModelCallError):
+    """A call not sent: its worst case would pass the run's budget."""
+
+    def __init__(self, message: str, limit: BudgetLimit | None) -> None:
+        super().__init__(CallErrorKind.BUDGET, message)
+        self.limit = limit
+
+
+@dataclass
+class _Hold:
+    usd: float
+    tokens: int
+
+
+@dataclass
+class Ledger:
+    prices: PriceTable
+    budget: Budget | None = None
+    spent_usd: float = 0.0
+    """What earlier stages of the same run spent (a budget covers the whole run)."""
+    spent_tokens: int = 0
+    held_usd: float = 0.0
+    held_tokens: int = 0
+    stopped_by: BudgetLimit | None = None
+    refused: int = 0
+    refused_cases: set[str] = field(default_factory=set)
+    """Cases a call was refused for: they are ERROR (budget) whatever else they got."""
+    costs: CallCosts = field(default_factory=CallCosts)
+
+    def _usd(self, charge: Charge, usage: TokenUsage) -> float | None:
+        if charge.embedding:
+            rate = self.prices.embedding_price(charge.model.name, charge.price_key)
+            return None if rate is None else usage.prompt_tokens * rate / self.prices.per_tokens
+        return self.prices.cost_usd(charge.model.name, usage, charge.price_key)
+
+    def reserve(self, charge: Charge) -> _Hold:
+        """Hold the call's worst case, or refuse it (:class:`BudgetStop`)."""
+        tokens = charge.input_tokens + charge.max_output_tokens
+        worst = TokenUsage(
+            prompt_tokens=charge.input_tokens, completion_tokens=charge.max_output_tokens
+        )
+        usd = self._usd(charge, worst)
+        budget = self.budget
+        if budget is not None:
+            if self.stopped_by is not None:
+                limit = _limit(budget, self.stopped_by)
+                self._refuse(f"the run's {limit} budget is spent: {NOT_SENT}", None)
+            if budget.usd is not None and usd is None:
+                self._refuse(
+                    f"no price for {charge.model.provider.value} model {charge.model.name!r} "
+                    f"in price table {self.prices.version}, and the run has a budget in USD: "
+                    f"add its price under pricing: in holodeck.yaml ({NOT_SENT})",
+                    None,
+                )
+            if budget.usd is not None and self.spent_usd + self.held_usd + (usd or 0) > budget.usd:
+                self._refuse(self._over(budget, "usd"), "usd")
+            if budget.tokens is not None and (
+                self.spent_tokens + self.held_tokens + tokens > budget.tokens
+            ):
+                self._refuse(self._over(budget, "tokens"), "tokens")
+        hold = _Hold(usd or 0.0, tokens)
+        self.held_usd += hold.usd
+        self.held_tokens += hold.tokens
+        return hold
+
+    def _over(self, budget: Budget, limit: BudgetLimit) -> str:
+        spent = f"{self.spent_usd:.4f} USD" if limit == "usd" else f"{self.spent_tokens} tokens"
+        return (
+            f"the run's {_limit(budget, limit)} budget would be passed (spent {spent}, calls in "
+            f"flight hold the rest): {NOT_SENT}; a rerun with a larger budget resumes"
+        )
+
+    def _refuse(self, message: str, limit: BudgetLimit | None) -> None:
+        self.refused += 1
+        case_id = _CASE.get()
+        if case_id is not None:
+            self.refused_cases.add(case_id)
+        if limit is not None:
+            self.stopped_by = limit
+        raise BudgetStop(message, limit)
+
+    def settle(self, hold: _Hold, charge: Charge, usage: TokenUsage | None) -> None:
+        """Release the hold and book the actual ``usage`` (None: the call failed)."""
+        self.held_usd -= hold.usd
+        self.held_tokens -= hold.tokens
+        if usage is None:
+            return
+        usd = self._usd(charge, usage)
+        self.spent_usd += usd or 0.0
+        self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
+        cost = HeadingCost(
+            calls=1,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            usd=usd,
+            unpriced_calls=1 if usd is None else 0,
+        )
+        case_id = _CASE.get()
+        booked = self.costs.outside if case_id is None else self.costs.cases.setdefault(case_id, {})
+        before = booked.get(charge.heading)
+        booked[charge.heading] = cost if before is None else before + cost
+
+    def snapshot(self) -> CallCosts:
+        """The costs booked so far, with the budget verdict."""
+        verdict = None
+        if self.budget is not None:
+            verdict = BudgetVerdict(
+                usd=self.budget.usd,
+                tokens=self.budget.tokens,
+                spent_usd=self.spent_usd,
+                spent_tokens=self.spent_tokens,
+                stopped_by=self.stopped_by,
+                refused_calls=self.refused,
+            )
+        return self.costs.model_copy(update={"budget": verdict}, deep=True)
+
+
+def _limit(budget: Budget, limit: BudgetLimit) -> str:
+    return f"{budget.usd:g} USD" if limit == "usd" else f"{budget.tokens} token"

@@ -1,0 +1,77 @@
+"""The pull-request gate around ``holodeck test``: ``--baseline REF`` (a paired comparison with
+a prompt version's newest run or a run id), ``--summary FILE`` (Markdown for a PR comment),
+and, when GitHub Actions' variables are set, the job summary (``GITHUB_STEP_SUMMARY``) and one
+``::error`` annotation per failing case (``GITHUB_ACTIONS=true``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from holodeck_core.defaults import ALPHA
+from holodeck_core.errors import ExitCode
+
+if TYPE_CHECKING:
+    from holodeck_core.models import EvalRun
+    from holodeck_core.runner.suite import Suite
+
+
+def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    gate = parser.add_argument_group("pull-request gate")
+    gate.add_argument(
+        "--baseline",
+        metavar="VERSION|RUN",
+        help="compare with this prompt version's newest run (or a run id) with the paired "
+        "test of `history compare`; a significant regression fails the run (exit 1)",
+    )
+    gate.add_argument(
+        "--strict", action="store_true", help="with --baseline: any case that passed there fails"
+    )
+    gate.add_argument(
+        "--summary", type=Path, metavar="FILE", help="write a Markdown summary for a PR comment"
+    )
+
+
+def apply_gate(
+    args: argparse.Namespace, run: EvalRun, suite: Suite, agent_file: str, code: int
+) -> int:
+    """Compare, print the verdict, write the summaries and annotations; the exit code with a
+    regression folded in (DESIGN §6.7: 1 unless something worse already happened)."""
+    from holodeck_core.engine.baseline import compare_with_baseline
+    from holodeck_core.history.backend import project_history
+    from holodeck_core.reports.github import error_annotations
+    from holodeck_core.reports.pr_summary import render_pr_summary
+
+    comparison = None
+    if args.baseline:
+        evaluations = suite.loaded.agent.evaluations
+        comparison = compare_with_baseline(
+            project_history(suite.project),
+            run.metadata.run_id or "",
+            args.baseline,
+            strict=args.strict,
+            alpha=(evaluations.alpha if evaluations else None) or ALPHA,
+        )
+        verdict = comparison.paired.pass_fraction.render() if comparison.paired else "no pairs"
+        print(f"against baseline {args.baseline}: {verdict}")
+        for reason in comparison.reasons:
+            print(f"regression: {reason}", file=sys.stderr)
+        if comparison.is_regression:
+            code = ExitCode.worst(ExitCode(code), ExitCode.FAILED)
+    wants_summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
+    if wants_summary:
+        text = render_pr_summary(run, comparison, baseline=args.baseline, passed_gate=code == 0)
+        if args.summary:
+            args.summary.parent.mkdir(parents=True, exist_ok=True)
+            args.summary.write_text(text, encoding="utf-8")
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary:
+            with Path(step_summary).open("a", encoding="utf-8") as out:
+                out.write(text)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in error_annotations(run, file=agent_file):
+            print(line)
+    return code

@@ -1,0 +1,49 @@
+"""``holodeck labels import FILE.csv|FILE.jsonl``: people's verdicts on a run's responses into
+the history's ``human_labels`` (:mod:`holodeck_core.history.labels`), then how far each judge
+agrees with them (``v_judge_agreement``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from holodeck_core.cli.history_option import add_history_arguments
+
+
+def add_labels_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    labels = commands.add_parser(
+        "labels", help="human labels of judged cases: import them, see judge agreement"
+    )
+    actions = labels.add_subparsers(dest="labels_command", required=True, metavar="ACTION")
+    imported = actions.add_parser(
+        "import",
+        help="import a filled-in labelling sheet (.csv or .jsonl; the dashboard's Judges page "
+        "offers each run's sheet) and print the judges' agreement with people",
+    )
+    imported.add_argument("file", type=Path, metavar="FILE", help="a .csv or .jsonl file")
+    imported.add_argument(
+        "--labeler", metavar="NAME", help="who labelled the rows that leave 'labeler' empty"
+    )
+    add_history_arguments(imported)
+    imported.set_defaults(handler=run_import_command)
+
+
+def run_import_command(args: argparse.Namespace) -> int:
+    from holodeck_core.cli.history_option import history_from
+    from holodeck_core.errors import ConfigError
+    from holodeck_core.history import store
+    from holodeck_core.history.labels import agreement, import_labels, render_agreement
+
+    history = history_from(args)
+    if not isinstance(history, Path):
+        raise ConfigError("human labels live in the DuckDB history file: pass --db, not --lake")
+    with store.writer(history) as con:
+        done = import_labels(con, args.file, labeler=args.labeler)
+        rows = agreement(con)
+    print(
+        f"imported {done.labels} label(s) of {done.runs} run(s) into {history}"
+        + (f"; {done.skipped} row(s) left blank were skipped" if done.skipped else "")
+    )
+    for row in rows:
+        print(f"  {row['agent_slug']}: {render_agreement(row)}")
+    return 0

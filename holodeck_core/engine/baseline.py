@@ -1,0 +1,51 @@
+"""``holodeck test --baseline REF``: the recorded run compared with a baseline (a run id or
+prefix, or a prompt version's newest run of the agent), decided as ``history compare`` and
+the Dagster ``no_regression`` check decide (DESIGN §7.8)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from holodeck_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from holodeck_core.history.queries import Comparison
+    from holodeck_core.history.store import History
+
+NEWEST_OF_VERSION = """
+SELECT base.run_id
+FROM eval_runs cur
+JOIN eval_runs base
+  ON base.agent_slug = cur.agent_slug
+ AND (base.prompt_version = ? OR base.prompt_label = ?)
+ AND base.run_id <> cur.run_id
+ AND base.trigger IS DISTINCT FROM 'rescore'
+WHERE cur.run_id = ?
+ORDER BY base.finished_at DESC, base.run_id DESC
+LIMIT 1
+"""
+
+
+def compare_with_baseline(
+    history: History, run_id: str, baseline: str, *, strict: bool, alpha: float
+) -> Comparison:
+    """``run_id`` (B) against the baseline (A). A prompt version wins over a run prefix that
+    happens to read the same; a baseline with no run is a ConfigError saying what exists."""
+    from holodeck_core.history.queries import compare_runs, resolve_run
+    from holodeck_core.history.store import reader
+
+    with reader(history) as con:
+        row = con.execute(NEWEST_OF_VERSION, [baseline, baseline, run_id]).fetchone()
+        if row is not None:
+            base = str(row[0])
+        else:
+            try:
+                base = resolve_run(con, baseline)
+            except ConfigError:
+                raise ConfigError(
+                    f"--baseline {baseline}: no run of that prompt version and no run with "
+                    f"that id in {history}; `holodeck history runs` lists them"
+                ) from None
+        if base == run_id:
+            raise ConfigError(f"--baseline {baseline} is the run just recorded: pick another")
+        return compare_runs(con, base, run_id, strict=strict, alpha=alpha)

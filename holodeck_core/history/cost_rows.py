@@ -1,0 +1,54 @@
+"""A run's ``call_costs`` rows (per case and heading) and its ``run_costs`` row (the price
+table and the budget verdict), schema version 6. Runs without cost data (HoloDeck's files,
+runs before issue 23) have none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holodeck_core.history.tabular import TableRows
+from holodeck_core.models import EvalRun
+from holodeck_core.models.cost import HeadingCost
+
+
+def cost_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, TableRows]:
+    cost = run.report.summary.cost
+    calls: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    if cost is not None:
+        results = run.report.results
+        per_case = [(cid, r.cost or {}) for cid, r in zip(case_ids, results, strict=True)]
+        for case_id, headings in [*per_case, ("", cost.outside)]:
+            calls += [_row(run_id, case_id, h, c) for h, c in headings.items() if c.calls]
+        budget = cost.budget
+        runs.append(
+            {
+                "run_id": run_id,
+                "price_table": cost.price_table,
+                "prices_taken": cost.prices_taken,
+                "total_usd": cost.total_usd,
+                "budget_usd": budget.usd if budget else None,
+                "budget_tokens": budget.tokens if budget else None,
+                "spent_usd": budget.spent_usd if budget else None,
+                "spent_tokens": budget.spent_tokens if budget else None,
+                "budget_stopped_by": budget.stopped_by if budget else None,
+                "refused_calls": budget.refused_calls if budget else None,
+            }
+        )
+    return {
+        "call_costs": TableRows.of_dicts("call_costs", calls),
+        "run_costs": TableRows.of_dicts("run_costs", runs),
+    }
+
+
+def _row(run_id: str, case_id: str, heading: str, cost: HeadingCost) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "case_id": case_id,
+        "heading": heading,
+        "calls": cost.calls,
+        "prompt_tokens": cost.prompt_tokens,
+        "completion_tokens": cost.completion_tokens,
+        "cost_usd": cost.usd,
+        "unpriced_calls": cost.unpriced_calls,
+    }

@@ -1,0 +1,123 @@
+"""Money (DESIGN §8.5): a budget, and what a run or a case spent under each heading."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from holodeck_core.models.base import StrictModel
+
+Heading = Literal["agent", "judge", "prompt_tool", "embedding", "reranker"]
+HEADINGS: tuple[Heading, ...] = ("agent", "judge", "prompt_tool", "embedding", "reranker")
+BudgetLimit = Literal["usd", "tokens"]
+
+
+class Budget(StrictModel):
+    """``execution.budget``: a hard stop on what one run may spend."""
+
+    usd: float | None = Field(None, gt=0.0, description="US dollars, at the price table.")
+    tokens: int | None = Field(None, gt=0, description="Tokens, input plus output.")
+
+    @model_validator(mode="after")
+    def _something(self) -> Budget:
+        if self.usd is None and self.tokens is None:
+            raise ValueError("set usd, tokens or both")
+        return self
+
+
+class HeadingCost(StrictModel):
+    """The model calls of one heading: how many, their tokens and their price."""
+
+    calls: int = Field(0, ge=0)
+    prompt_tokens: int = Field(0, ge=0)
+    completion_tokens: int = Field(0, ge=0)
+    usd: float | None = Field(0.0, ge=0.0, description="None: a call had no known price.")
+    unpriced_calls: int = Field(0, ge=0, description="Calls of models the table lacks.")
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: HeadingCost) -> HeadingCost:
+        usd = None if self.usd is None or other.usd is None else self.usd + other.usd
+        return HeadingCost(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            usd=usd,
+            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+        )
+
+
+def total_usd(headings: Mapping[Heading, HeadingCost]) -> float | None:
+    """The sum over headings; unknown when any heading's is."""
+    values = [h.usd for h in headings.values()]
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+class BudgetVerdict(StrictModel):
+    """The budget a run ran under, what it spent and whether it stopped the run."""
+
+    usd: float | None = None
+    tokens: int | None = None
+    spent_usd: float = Field(0.0, ge=0.0)
+    spent_tokens: int = Field(0, ge=0)
+    stopped_by: BudgetLimit | None = Field(None, description="The limit that stopped the run.")
+    refused_calls: int = Field(0, ge=0, description="Calls not sent because of the budget.")
+
+
+class RunCost(StrictModel):
+    """A run's spend per heading (cases and run-level calls such as index builds)."""
+
+    price_table: str = Field(description="The price table's version.")
+    prices_taken: str | None = None
+    headings: dict[Heading, HeadingCost] = Field(default_factory=dict)
+    outside: dict[Heading, HeadingCost] = Field(
+        default_factory=dict, description="The part of it made outside any case (index builds)."
+    )
+    total_usd: float | None = None
+    budget: BudgetVerdict | None = None
+
+
+def _add(into: dict[Heading, HeadingCost], other: dict[Heading, HeadingCost]) -> None:
+    for heading, cost in other.items():
+        into[heading] = into[heading] + cost if heading in into else cost
+
+
+class CallCosts(StrictModel):
+    """What the call layer spent in one process: per case (and outside any case, such as
+    index builds) and per heading, and the budget it kept. Stages that run apart pass it on."""
+
+    cases: dict[str, dict[Heading, HeadingCost]] = Field(default_factory=dict)
+    outside: dict[Heading, HeadingCost] = Field(default_factory=dict)
+    budget: BudgetVerdict | None = None
+
+    def merged(self, other: CallCosts) -> CallCosts:
+        cases = {k: dict(v) for k, v in self.cases.items()}
+        for case_id, headings in other.cases.items():
+            _add(cases.setdefault(case_id, {}), headings)
+        outside = dict(self.outside)
+        _add(outside, other.outside)
+        return CallCosts(cases=cases, outside=outside, budget=_later(self.budget, other.budget))
+
+    def headings(self) -> dict[Heading, HeadingCost]:
+        """The whole run's spend per heading."""
+        total: dict[Heading, HeadingCost] = {}
+        for headings in (*self.cases.values(), self.outside):
+            _add(total, headings)
+        return total
+
+
+def _later(a: BudgetVerdict | None, b: BudgetVerdict | None) -> BudgetVerdict | None:
+    """Two stages' budget verdicts as one (``b`` started from ``a``'s spend, so its spend is
+    the run's): the first stop wins, refusals add up."""
+    if a is None or b is None:
+        return b or a
+    return b.model_copy(
+        update={
+            "stopped_by": a.stopped_by or b.stopped_by,
+            "refused_calls": a.refused_calls + b.refused_calls,
+        }
+    )

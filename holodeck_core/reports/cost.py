@@ -1,0 +1,64 @@
+"""A run's money for people and for CI: one line per heading, the total and the budget
+verdict (console and Markdown), and flat properties (JUnit). An unknown price is shown as
+unknown, never as 0."""
+
+from __future__ import annotations
+
+from holodeck_core.models.cost import HeadingCost, RunCost
+
+
+def usd(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.6f} USD"
+
+
+def _heading(name: str, cost: HeadingCost) -> str:
+    unpriced = f", {cost.unpriced_calls} without a price" if cost.unpriced_calls else ""
+    calls = f"{cost.calls} call{'s' if cost.calls != 1 else ''}"
+    return f"{name} {usd(cost.usd)} ({calls}, {cost.tokens} tokens{unpriced})"
+
+
+def cost_lines(cost: RunCost) -> list[str]:
+    """``cost: …`` with its headings, then ``budget: …`` when the run had one."""
+    taken = f", taken {cost.prices_taken}" if cost.prices_taken else ""
+    parts = "; ".join(_heading(name, h) for name, h in cost.headings.items()) or "no model calls"
+    lines = [f"cost: {usd(cost.total_usd)}: {parts} (prices {cost.price_table}{taken})"]
+    budget = cost.budget
+    if budget is not None:
+        limits = " and ".join(
+            ([f"{budget.usd:g} USD"] if budget.usd is not None else [])
+            + ([f"{budget.tokens} tokens"] if budget.tokens is not None else [])
+        )
+        verdict = (
+            f"stopped the run at its {budget.stopped_by} limit, {budget.refused_calls} "
+            "call(s) not sent: rerun with a larger budget to resume"
+            if budget.stopped_by
+            else "within budget"
+            + (f" ({budget.refused_calls} call(s) refused)" if budget.refused_calls else "")
+        )
+        lines.append(
+            f"budget: {limits}: spent {usd(budget.spent_usd)} and "
+            f"{budget.spent_tokens} tokens, {verdict}"
+        )
+    return lines
+
+
+def cost_properties(cost: RunCost) -> dict[str, str]:
+    """``cost.total_usd``, ``cost.<heading>.usd|tokens|calls``, ``budget.*``."""
+    out = {"cost.total_usd": _number(cost.total_usd), "cost.price_table": cost.price_table}
+    for name, heading in cost.headings.items():
+        out[f"cost.{name}.usd"] = _number(heading.usd)
+        out[f"cost.{name}.tokens"] = str(heading.tokens)
+        out[f"cost.{name}.calls"] = str(heading.calls)
+    if cost.budget is not None:
+        out["budget.usd"] = _number(cost.budget.usd)
+        out["budget.tokens"] = "" if cost.budget.tokens is None else str(cost.budget.tokens)
+        out["budget.spent_usd"] = _number(cost.budget.spent_usd)
+        out["budget.spent_tokens"] = str(cost.budget.spent_tokens)
+        out["budget.verdict"] = (
+            f"stopped:{cost.budget.stopped_by}" if cost.budget.stopped_by else "ok"
+        )
+    return out
+
+
+def _number(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.6g}"

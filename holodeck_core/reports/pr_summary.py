@@ -1,0 +1,92 @@
+"""The Markdown a pull request gets (``holodeck test --summary FILE``, and the GitHub Actions
+job summary): the verdict first, then the pass rate with its interval, the paired delta against
+the baseline with its p-value, regressions, new failures, flaky cases and cost."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from holodeck_core.models import EvalRun, Status, TestResult
+from holodeck_core.terminal import one_line
+
+if TYPE_CHECKING:
+    from holodeck_core.history.queries import Comparison
+
+MAX_LISTED = 20
+
+
+def render_pr_summary(
+    run: EvalRun, comparison: Comparison | None, *, baseline: str | None, passed_gate: bool
+) -> str:
+    """``passed_gate``: the run's own verdict (exit code 0); a significant regression against
+    the baseline fails the gate too."""
+    report, summary = run.report, run.report.summary
+    regressed = comparison is not None and comparison.is_regression
+    ok = passed_gate and not regressed
+    version = run.metadata.prompt_version.version
+    lines = [
+        f"## {'✅' if ok else '❌'} {one_line(report.agent_name)} · prompt {one_line(version)}: "
+        f"{'gate passed' if ok else 'gate failed'}",
+        "",
+        f"**{summary.passed} passed, {summary.failed} failed, {summary.errored} errored** of "
+        f"{summary.total_tests}",
+    ]
+    stats = summary.statistics
+    if stats is not None:
+        lines.append(
+            f"- pass rate: {stats.pass_rate.render(percent=True)}, {stats.trials} trial(s)"
+        )
+    else:
+        lines.append(f"- pass rate: {summary.pass_rate:.1f}%")
+    if summary.cost_usd is not None:
+        delta = comparison.cost_delta if comparison is not None else None
+        change = f" ({delta:+.4f} vs the baseline)" if delta is not None else ""
+        lines.append(f"- cost: ${summary.cost_usd:.4f}{change}")
+    else:
+        lines.append("- cost: unknown (no price for this model)")
+    lines += _against(comparison, baseline)
+    failing = {r.test_id or "": r for r in report.results if r.status is not Status.PASS}
+    listed: list[str] = []
+    if comparison is not None:
+        regressions = [flip.case_id for flip in comparison.regressions]
+        new = [case for case in failing if case in comparison.only_in_b]
+        lines += _cases("Regressions (passed in the baseline)", regressions, failing)
+        lines += _cases("New failures (cases the baseline did not have)", new, failing)
+        listed = regressions + new
+    others = [case for case in failing if case not in listed]
+    lines += _cases("Failing" if not listed else "Other failing cases", others, failing)
+    flaky = {*(stats.flaky_cases if stats else []), *(comparison.flaky if comparison else [])}
+    lines += _cases("Flaky (trials or runs disagree)", sorted(flaky), failing)
+    return "\n".join(lines) + "\n"
+
+
+def _against(comparison: Comparison | None, baseline: str | None) -> list[str]:
+    if baseline is None:
+        return []
+    if comparison is None:
+        return [f"- baseline {one_line(baseline)}: no run to compare with"]
+    base = comparison.a
+    lines = [
+        f"- baseline: {one_line(str(base.get('prompt_version')))} run "
+        f"`{str(base.get('run_id'))[:12]}`, {comparison.common_cases} shared cases"
+    ]
+    if comparison.paired is not None:
+        lines.append(f"- paired: {comparison.paired.pass_fraction.render()}")
+    lines += [f"- **regression**: {one_line(reason)}" for reason in comparison.reasons]
+    return lines
+
+
+def _cases(title: str, cases: list[str], failing: dict[str, TestResult]) -> list[str]:
+    if not cases:
+        return []
+    lines = ["", f"### {title} ({len(cases)})", ""]
+    for case in cases[:MAX_LISTED]:
+        result = failing.get(case)
+        why = ""
+        if result is not None:
+            reason = result.errors[0][:200] if result.errors else "below threshold"
+            why = f" {result.status.value}: {one_line(reason)}"
+        lines.append(f"- `{one_line(case)}`{why}")
+    if len(cases) > MAX_LISTED:
+        lines.append(f"- … and {len(cases) - MAX_LISTED} more")
+    return lines

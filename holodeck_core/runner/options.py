@@ -1,0 +1,78 @@
+"""What a suite is asked to run: its options (the command line's or a Dagster run's), the
+cases they select, the prompt version they name, and the commit it runs at."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from holodeck_core.config.loader import LoadedAgent
+from holodeck_core.config.project import Project
+from holodeck_core.config.prompts import Prompt, PromptStore
+from holodeck_core.models import ProviderEnum, TestCaseModel, TestResult, Trigger
+
+
+@dataclass
+class SuiteOptions:
+    parallel: int | None = None
+    timeout: float | None = None
+    limit: int | None = None
+    filter: str | None = None
+    fresh: bool = False
+    prompt_key: str | None = None
+    trigger: Trigger = Trigger.CLI
+    cli_args: list[str] = field(default_factory=list)
+    dagster_run_id: str | None = None
+    partition_key: str | None = None
+    api_keys: dict[ProviderEnum, str] = field(default_factory=dict)
+    trials: int | None = None
+
+
+CaseCallback = Callable[[TestResult, bool], None]
+
+
+def select_cases(cases: list[TestCaseModel], options: SuiteOptions) -> list[TestCaseModel]:
+    """``--filter`` matches a tag exactly or a name / id as a case-insensitive substring."""
+    chosen = cases
+    if options.filter:
+        needle = options.filter.lower()
+        chosen = [
+            c
+            for c in chosen
+            if options.filter in c.tags
+            or needle in (c.name or "").lower()
+            or needle in (c.id or "").lower()
+        ]
+    if options.limit is not None:
+        chosen = chosen[: options.limit]
+    return chosen
+
+
+def resolve_prompt(loaded: LoadedAgent, project: Project, key: str | None) -> tuple[Prompt, str]:
+    """The prompt to evaluate and its registered key. The current prompt is registered on the
+    way (idempotent), so every run refers to a stored snapshot."""
+    store = PromptStore(project.prompts_dir, loaded.agent.name)
+    if key is not None:
+        snapshot = store.require(key)
+        return Prompt(version=snapshot.prompt_version, body=snapshot.body), snapshot.key
+    for variant in loaded.variants:
+        store.register(variant)
+    return loaded.prompt, store.register(loaded.prompt).key
+
+
+def git_commit(folder: object) -> str | None:
+    """Best effort ``git rev-parse HEAD`` (seed 003), bounded to 2 s."""
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=str(folder),
+            capture_output=True,
+            text=True,
+            timeout=2,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = proc.stdout.strip()
+    return commit if proc.returncode == 0 and commit else None

@@ -1,0 +1,55 @@
+"""A suite's money (DESIGN §8.5): which trials the budget stopped, and the run's spend per
+heading with the price table it was priced at and the budget's verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holodeck_core.calls.ledger import NOT_SENT
+from holodeck_core.calls.prices import load_price_table
+from holodeck_core.models import Status, TestResult
+from holodeck_core.models.cost import CallCosts, RunCost, total_usd
+from holodeck_core.models.results import all_metric_results
+from holodeck_core.runner.case_run import CaseRun
+
+BUDGET_STOPPED = (
+    "budget: the run's budget stopped a model call this case needed; rerun with a larger "
+    "execution.budget to resume it (finished cases are not paid for again)"
+)
+
+
+def budget_verdict(result: TestResult, run: CaseRun, refused: set[str]) -> TestResult:
+    """``result``, or ERROR with ``error_source: budget`` when the budget refused a call of
+    the trial's agent, one made for its case, or one it waited on (G-Eval's shared steps)."""
+    stopped = run.budget_stopped or (result.test_id or "") in refused
+    stopped = stopped or (
+        result.status is Status.ERROR
+        and any(NOT_SENT in (m.error or "") for m in all_metric_results(result))
+    )
+    if not stopped:
+        return result
+    return result.model_copy(
+        update={
+            "passed": False,
+            "status": Status.ERROR,
+            "error_source": "budget",
+            "errors": [BUDGET_STOPPED, *result.errors],
+        }
+    )
+
+
+def with_case_costs(results: list[TestResult], costs: CallCosts) -> list[TestResult]:
+    return [r.model_copy(update={"cost": costs.cases.get(r.test_id or "")}) for r in results]
+
+
+def run_cost(costs: CallCosts, pricing: dict[str, Any] | None) -> RunCost:
+    prices = load_price_table(pricing)
+    headings = costs.headings()
+    return RunCost(
+        price_table=prices.version,
+        prices_taken=prices.taken,
+        headings=headings,
+        outside=costs.outside,
+        total_usd=total_usd(headings),
+        budget=costs.budget,
+    )

@@ -1,0 +1,85 @@
+"""How a failed step reads in the Dagster UI: its headline names the reason (which cases, why,
+what to do), not Dagster's "Exceeded max_retries of 2"; the cases are a table beside it."""
+
+import re
+from collections import Counter
+from typing import Any
+
+import dagster as dg
+
+from holodeck_core.models import TestResult
+from holodeck_core.models.results import all_metric_results
+from holodeck_core.redaction import redact_text
+
+MAX_FAILING_ROWS = 50
+# "connection_error after 4 attempts: " / "server_error 503: ": the kind, said again per case
+_KIND_PREFIX = re.compile(r"^[a-z_]+(?: \d{3})?(?: after \d+ attempts)?: ")
+
+
+def headline(count: int, what: str, reasons: list[str]) -> str:
+    """``"6 cases hit transient errors: cannot connect to …: connection refused; rerun
+    resumes (…)"``: the most common reason, and how many others there were."""
+    tally = Counter(_KIND_PREFIX.sub("", reason, count=1) or reason for reason in reasons)
+    common = tally.most_common(1)[0][0] if tally else "no reason given"
+    others = len(tally) - 1
+    more = f" (and {others} other reason{'s' if others > 1 else ''})" if others else ""
+    return (
+        f"{count} {what} hit transient errors: {redact_text(common)[:200]}{more}; rerun the "
+        "partition to resume (finished work is kept)"
+    )
+
+
+def stage_failure(
+    context: dg.AssetExecutionContext,
+    what: str,
+    failing: list[tuple[str, str]],
+    metadata: dict[str, Any],
+    *,
+    count: int | None = None,
+    retries: int = 0,
+) -> dg.Failure:
+    """A step failure that says which cases failed and why, where the partition and backfill
+    pages show it (the description, whose first line is the headline) and as a table (the
+    metadata). On the step's last attempt (``retries`` used up) it is not retried, so the
+    step's headline is this description, not Dagster's "Exceeded max_retries"."""
+    title = headline(len(failing) if count is None else count, what, [w for _, w in failing])
+    lines = [f"- {case}: {redact_text(why)[:200]}" for case, why in failing[:10]]
+    more = [f"- … and {len(failing) - 10} more"] if len(failing) > 10 else []
+    return dg.Failure(
+        description="\n".join([f"prompt version {context.partition_key}: {title}", *lines, *more]),
+        metadata={
+            **metadata,
+            "partition": context.partition_key,
+            "failing_cases": case_table(
+                [(case, "ERROR", why) for case, why in failing[:MAX_FAILING_ROWS]]
+            ),
+        },
+        allow_retries=context.retry_number < retries,
+    )
+
+
+def metric_errors(results: list[TestResult]) -> list[tuple[str, str]]:
+    """Each case whose metrics could not all run, with the first metric error."""
+    found = []
+    for result in results:
+        errors = [f"{m.metric_name}: {m.error}" for m in all_metric_results(result) if m.error]
+        if errors:
+            found.append((result.test_id or "", errors[0]))
+    return found
+
+
+def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
+    """Cases as a (case, status, reason) table; reasons are redacted and cut to 200 chars."""
+    return dg.MetadataValue.table(
+        records=[
+            dg.TableRecord({"case": case, "status": status, "reason": redact_text(why)[:200]})
+            for case, status, why in rows
+        ],
+        schema=dg.TableSchema(
+            columns=[
+                dg.TableColumn("case", "string"),
+                dg.TableColumn("status", "string"),
+                dg.TableColumn("reason", "string"),
+            ]
+        ),
+    )

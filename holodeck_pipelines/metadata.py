@@ -1,0 +1,61 @@
+"""What a finished partition shows in the Dagster UI: the numbers its Plots tab draws across
+materializations (pass rate, costs, scores, statistics), the Markdown report, the failing
+cases and links into the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from holodeck_core.dashboard.links import dashboard_links
+from holodeck_core.models import EvalRun, Status
+from holodeck_core.reports import render_markdown
+from holodeck_core.reports.cost import cost_lines
+from holodeck_core.reports.statistics import statistics_properties
+from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
+
+
+def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
+    """Numbers the UI plots across materializations, the Markdown report, failing cases."""
+    summary = run.report.summary
+    metadata: dict[str, Any] = {"pass_rate": dg.MetadataValue.float(summary.pass_rate / 100)}
+    if summary.cost_usd is not None:
+        metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
+    if summary.cost is not None:
+        for heading, cost in summary.cost.headings.items():
+            if cost.usd is not None:
+                metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
+        metadata["cost"] = dg.MetadataValue.md("\n".join(cost_lines(summary.cost)))
+        if summary.cost.budget is not None:
+            stopped = summary.cost.budget.stopped_by
+            metadata["budget_verdict"] = f"stopped by {stopped}" if stopped else "within budget"
+    metadata |= {
+        "passed": summary.passed,
+        "failed": summary.failed,
+        "errored": summary.errored,
+        "wall_time_s": dg.MetadataValue.float((summary.wall_time_ms or 0) / 1000),
+        "total_tokens": summary.token_usage.total_tokens if summary.token_usage else 0,
+        "prompt_version": run.metadata.prompt_version.version,
+        "run_id": run.metadata.run_id or "",
+        "eval_run_path": dg.MetadataValue.path(path),
+        "report": dg.MetadataValue.md(render_markdown(run)),
+    }
+    if dashboard_url and run.metadata.run_id:
+        for key, url in dashboard_links(dashboard_url, run.metadata.run_id).items():
+            metadata[key] = dg.MetadataValue.url(url)
+    for metric, score in summary.average_scores.items():
+        metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
+    if summary.statistics is not None:
+        for key, value in statistics_properties(summary.statistics).items():
+            metadata[f"stats/{key}"] = (
+                dg.MetadataValue.float(value) if isinstance(value, float) else value
+            )
+    failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
+    metadata["failing_cases"] = case_table(
+        [
+            (r.test_id or "", r.status.value, r.errors[0] if r.errors else "below threshold")
+            for r in failing
+        ]
+    )
+    return metadata

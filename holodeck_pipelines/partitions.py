@@ -1,0 +1,37 @@
+"""Prompt versions as Dagster partitions, by hand: ``holodeck partitions`` does what the
+prompt-version sensor does on a tick (snapshot the active prompt files, add every registered
+version as a partition, remove the partitions no snapshot backs), so ``dagster asset
+materialize --partition v2`` works on a fresh ``DAGSTER_HOME`` without the daemon or the UI."""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from holodeck_core.config.project import Project
+from holodeck_pipelines.automation import partition_changes, register_versions
+from holodeck_pipelines.builder import build_pipelines
+from holodeck_pipelines.resources import HoloDeckProject
+
+
+def sync_partitions(root: Path) -> int:
+    """Bring every agent's partitions on the instance in ``DAGSTER_HOME`` (default: the project
+    root, DESIGN §6.15) in line with its registered prompt versions; prints what changed."""
+    os.environ.setdefault("DAGSTER_HOME", str(root))
+    project = Project.discover(root)
+    resource = HoloDeckProject(root=str(project.root))
+    with dg.DagsterInstance.get() as instance:
+        for pipeline in build_pipelines(project):
+            name = pipeline.partitions.name or ""
+            _, registered = register_versions(pipeline.agent_file, resource)
+            new, stale = partition_changes(instance.get_dynamic_partitions(name), registered)
+            if new:
+                instance.add_dynamic_partitions(name, new)
+            for key in stale:
+                instance.delete_dynamic_partition(name, key)
+            print(
+                f"{pipeline.name}: partitions {', '.join(registered) or '(none)'}"
+                + (f"; added {', '.join(new)}" if new else "")
+                + (f"; removed {', '.join(stale)} (no prompt snapshot)" if stale else "")
+            )
+    return 0

@@ -1,0 +1,54 @@
+"""`holodeck plan` plans from the newest run that ran the agent (never a rescore, whose trials
+and variance are another run's) and warns when that run cannot tell it much: one trial per
+case, or no variance at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from holodeck_core.cli.main import main
+from holodeck_core.models import EvalRun
+from holodeck_core.testing import run_model_server
+from tests.test_trials import agent_yaml
+
+RULES = {"rules": [{"match": {"user": "always"}, "reply": "Paris"}]}
+
+
+def newest_run(folder: Path) -> tuple[Path, str]:
+    path = max(folder.glob("results/*/*.json"), key=lambda p: p.stat().st_mtime_ns)
+    run_id = EvalRun.model_validate_json(path.read_text()).metadata.run_id
+    assert run_id is not None
+    return path, run_id
+
+
+def plan(agent: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    capsys.readouterr()
+    assert main(["plan", str(agent), "--detect", "0.1"]) == 0
+    out = capsys.readouterr()
+    return out.out, out.err
+
+
+def test_plan_skips_rescores_and_warns_about_one_trial_and_zero_variance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = tmp_path / "agent.yaml"
+    with run_model_server(RULES) as server:
+        agent.write_text(agent_yaml(server.openai_base_url, ["always Paris", "never"]))
+        assert main(["test", str(agent), "-q", "--trials", "3"]) == 1
+        path, tested = newest_run(tmp_path)
+        assert main(["rescore", str(path)]) == 1
+        _, rescored = newest_run(tmp_path)
+        assert rescored != tested
+        out, err = plan(agent, capsys)
+        assert f"\nfrom run {tested[:12]} " in "\n" + out and "2 cases x 3 trial(s)" in out
+        assert "warning" not in err  # three trials, cases that disagree: nothing to warn
+        assert main(["test", str(agent), "-q", "--limit", "1"]) == 0  # one trial, all pass
+        _, single = newest_run(tmp_path)
+        out, err = plan(agent, capsys)
+    assert f"\nfrom run {single[:12]} " in "\n" + out and "1 cases x 1 trial(s)" in out
+    warnings = err.splitlines()
+    assert len(warnings) == 2
+    assert warnings[0].startswith("warning: the run has 1 trial per case")
+    assert warnings[1].startswith("warning: every case of the run has pass fraction 100%")
