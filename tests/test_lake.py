@@ -39,6 +39,12 @@ def rows(target: store.History, sql: str) -> list[tuple[Any, ...]]:
         return con.execute(sql).fetchall()
 
 
+def _digits(value: Any) -> Any:
+    """A float to 12 significant digits: sums over rows in another order (a lake's files, the
+    file's row groups) differ in the last bits."""
+    return float(f"{value:.12g}") if isinstance(value, float) else value
+
+
 def snapshot(target: store.History) -> dict[str, Any]:
     """Every table (but the ingest clock) and view, sorted, with its column types."""
     found: dict[str, Any] = {}
@@ -50,7 +56,10 @@ def snapshot(target: store.History) -> dict[str, Any]:
                 else (f"SELECT * FROM {name}")
             )
             types = [row[:2] for row in con.execute(f"DESCRIBE {select}").fetchall()]
-            found[name] = (types, sorted(map(repr, con.execute(select).fetchall())))
+            found[name] = (
+                types,
+                sorted(repr(tuple(map(_digits, row))) for row in con.execute(select).fetchall()),
+            )
     return found
 
 
