@@ -1,9 +1,14 @@
 """Benchmark the run history: ingest N runs x M cases x 3 metrics, then time each view, in the
-DuckDB file and in a history lake (Parquet per run, DESIGN §7.10) side by side.
+DuckDB file and in a DuckLake (DESIGN §8.4) side by side.
 
     .venv/bin/python bench/history_bench.py              # 1,000 runs x 100 cases x 3 metrics
     .venv/bin/python bench/history_bench.py --runs 50    # a quick look
     .venv/bin/python bench/history_bench.py --no-lake    # the DuckDB file only
+    .venv/bin/python bench/history_bench.py --servers    # the lake on PostgreSQL + moto S3
+
+With ``--servers`` the lake's catalog is a PostgreSQL cluster and its data a moto S3 bucket,
+both started here on 127.0.0.1 (tests/services.py), and the S3 requests of one
+``holodeck history runs`` are counted (DuckDB's HTTP log).
 
 Runs are built with the real models (two agents, five prompt versions each, one run a day per
 prompt, statuses with per-case pass rates so flaky cases and flips exist), streamed in batches
@@ -14,6 +19,7 @@ to time the idempotent skip, and then every view is fully read. The last line su
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import random
@@ -30,7 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from holodeck_core.history import ingest, queries, store  # noqa: E402
-from holodeck_core.history.lake import Lake  # noqa: E402
+from holodeck_core.history.ducklake import DuckLake  # noqa: E402
 from holodeck_core.history.migration_v2_views import VIEWS  # noqa: E402
 from holodeck_core.models import (  # noqa: E402
     Agent,
@@ -194,18 +200,96 @@ def time_views(
     return view_times, t_open, t_compare
 
 
-def bench_lake(url: str, n_runs: int, n_cases: int) -> tuple[float, float]:
-    """Ingest into a lake one run per call, as each worker does; (prepare s, write s)."""
-    lake = Lake(url)
+def bench_lake(lake: DuckLake, n_runs: int, n_cases: int) -> tuple[float, float, float]:
+    """Ingest into a lake one run per call, as each worker does; (prepare s, write s, CPU s)."""
     t_prepare = t_write = cpu = 0.0
     for run in make_runs(n_runs, n_cases):
         t0, c0 = time.perf_counter(), time.process_time()
         prepared = ingest.prepare_run(run)
         t1 = time.perf_counter()
-        lake.write_run(prepared.run_id, prepared.tables)
+        ingest.write_batch(lake, [prepared])
         t_prepare, t_write = t_prepare + t1 - t0, t_write + time.perf_counter() - t1
         cpu += time.process_time() - c0
     return t_prepare, t_write, cpu
+
+
+def time_runs_command(history: store.History) -> tuple[float, int | None]:
+    """Wall seconds of one ``holodeck history runs`` in this process, and (a lake on S3) the
+    HTTP requests DuckDB made for it."""
+    import contextlib
+    import io
+
+    from holodeck_core.cli.main import main as cli
+
+    argv = ["history", "runs", "--format", "csv"]
+    argv += ["--lake", history.url] if isinstance(history, DuckLake) else ["--db", str(history)]
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli(argv)
+    seconds = time.perf_counter() - t0
+    if not isinstance(history, DuckLake) or not history.on_s3:
+        return seconds, None
+    with history.connect(read_only=True) as con:  # the same reads, logged
+        con.execute("CALL enable_logging('HTTP')")
+        queries.list_runs(con, limit=20)
+        (requests,) = con.execute(
+            "SELECT count(*) FROM duckdb_logs WHERE type = 'HTTP'"
+        ).fetchone() or (0,)
+    return seconds, int(requests)
+
+
+@contextlib.contextmanager
+def lake_on_servers() -> Iterator[DuckLake]:
+    """A DuckLake with its catalog in a fresh PostgreSQL and its data in a moto S3 bucket."""
+    from tests.services import postgres_server, s3_server
+
+    with postgres_server() as pg, s3_server() as s3:
+        os.environ.update({**s3.env(), "PGPASSWORD": pg.password})
+        s3.client().create_bucket(Bucket="holodeck-bench")
+        yield DuckLake.parse(
+            f"ducklake:postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.db_name}"
+            "?data=s3://holodeck-bench/history"
+        )
+
+
+def bench_lake_side(
+    lake: DuckLake,
+    args: argparse.Namespace,
+    view_times: dict[str, tuple[float, int]],
+    t_compare: float,
+    db: Path,
+) -> None:
+    l_prepare, l_write, l_cpu = bench_lake(lake, args.runs, args.cases)
+    lake_views, l_open, l_compare = time_views(lake)
+    lake_ingest = l_prepare + l_write
+    print(f"DuckLake {lake} (one run per write, as each worker writes):")
+    print(f"  flatten                     {l_prepare:8.2f} s")
+    print(f"  write (one transaction)     {l_write:8.2f} s")
+    print(
+        f"  ingest total                {lake_ingest:8.2f} s  "
+        f"{1000 * lake_ingest / args.runs:8.1f} ms/run  ({l_cpu:.2f} CPU s)"
+    )
+    print(f"  open a snapshot             {l_open[0]:8.3f} s  ({l_open[1]:.2f} CPU s)")
+    print(f"  {'view':<28}{'file':>8}  {'lake':>8}")
+    for view, (seconds, n) in lake_views.items():
+        assert n == view_times[view][1], (view, n, view_times[view][1])
+        print(f"  query {view:<22}{view_times[view][0]:8.3f}  {seconds:8.3f} s  {n:>9} rows")
+    print(f"  compare two runs            {t_compare:8.3f}  {l_compare:8.3f} s")
+    file_runs, _ = time_runs_command(db)
+    lake_runs, requests = time_runs_command(lake)
+    print(
+        f"  `history runs`              {file_runs:8.3f}  {lake_runs:8.3f} s"
+        + (f"  ({requests} S3 requests)" if requests is not None else "")
+    )
+    lake_slowest = max(lake_views, key=lambda v: lake_views[v][0])
+    print(
+        f"RESULT-LAKE runs={args.runs} ingest_s={lake_ingest:.2f} ingest_cpu_s={l_cpu:.2f} "
+        f"ms_per_run={1000 * lake_ingest / args.runs:.1f} open_s={l_open[0]:.3f} "
+        f"views_total_s={sum(t for t, _ in lake_views.values()):.3f} "
+        f"slowest_view={lake_slowest}:{lake_views[lake_slowest][0]:.3f}s "
+        f"compare_s={l_compare:.3f} runs_cmd_s={lake_runs:.3f} file_runs_cmd_s={file_runs:.3f} "
+        f"s3_requests={requests}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,8 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=ingest.DEFAULT_BATCH)
     parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary database")
-    parser.add_argument("--no-lake", action="store_true", help="skip the history lake")
+    parser.add_argument("--no-lake", action="store_true", help="skip the DuckLake")
     parser.add_argument("--lake", help="lake URL (default: a temporary folder)")
+    parser.add_argument(
+        "--servers", action="store_true", help="the lake on PostgreSQL + moto S3, started here"
+    )
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="history-bench-"))
@@ -293,32 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         f"db_mb={size_mb:.1f}"
     )
     if not args.no_lake:
-        url = args.lake or str(tmp / "lake")
-        l_prepare, l_write, l_cpu = bench_lake(url, args.runs, args.cases)
-        lake_views, l_open, l_compare = time_views(Lake(url))
-        lake_ingest = l_prepare + l_write
-        print(f"history lake {url} (one run per write, as each worker writes):")
-        print(f"  flatten to Arrow            {l_prepare:8.2f} s")
-        print(f"  write Parquet files         {l_write:8.2f} s")
-        print(
-            f"  ingest total                {lake_ingest:8.2f} s  "
-            f"{1000 * lake_ingest / args.runs:8.1f} ms/run  ({l_cpu:.2f} CPU s)"
-        )
-        print(f"  open a snapshot             {l_open[0]:8.3f} s  ({l_open[1]:.2f} CPU s)")
-        print(f"  {'view':<28}{'file':>8}  {'lake':>8}")
-        for view, (seconds, n) in lake_views.items():
-            assert n == view_times[view][1], (view, n, view_times[view][1])
-            print(f"  query {view:<22}{view_times[view][0]:8.3f}  {seconds:8.3f} s  {n:>9} rows")
-        print(f"  compare two runs            {t_compare:8.3f}  {l_compare:8.3f} s")
-        lake_slowest = max(lake_views, key=lambda v: lake_views[v][0])
-        print(
-            f"RESULT-LAKE runs={args.runs} ingest_s={lake_ingest:.2f} ingest_cpu_s={l_cpu:.2f} "
-            f"ms_per_run={1000 * lake_ingest / args.runs:.1f} open_s={l_open[0]:.3f} "
-            f"open_cpu_s={l_open[1]:.2f} "
-            f"views_total_s={sum(t for t, _ in lake_views.values()):.3f} "
-            f"slowest_view={lake_slowest}:{lake_views[lake_slowest][0]:.3f}s "
-            f"compare_s={l_compare:.3f}"
-        )
+        with contextlib.ExitStack() as stack:
+            lake = DuckLake.parse(args.lake or str(tmp / "lake"))
+            if args.servers:
+                lake = stack.enter_context(lake_on_servers())
+            bench_lake_side(lake, args, view_times, t_compare, db)
     if args.db is None and not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -18,6 +18,9 @@ from scipy import stats as sps
 from holodeck_core.cli.main import main
 from holodeck_core.dashboard import judges
 from holodeck_core.dashboard.app import create_app
+from holodeck_core.history import store
+from holodeck_core.history.ducklake import DuckLake
+from holodeck_core.history.transfer import copy_history
 from tests.history_helpers import day, ingest_runs, make_run, query
 
 CASES = tuple(f"case-{i:02d}" for i in range(40))
@@ -164,3 +167,29 @@ def test_the_judge_agreement_check_warns_below_min_judge_kappa(judged: Path) -> 
         below.description or ""
     )
     assert agreement_result(judged, "run-labelled", config(kappa - 0.1)).passed is True
+
+
+def test_labels_import_into_a_ducklake_replaces_without_keys(
+    judged: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DuckLake has no primary key to replace on: a label given again (in the same file or
+    a later one) replaces the earlier one all the same."""
+    lake = DuckLake.parse(str(tmp_path / "lake"))
+    copy_history(judged, lake)
+    path = tmp_path / "labels.jsonl"
+
+    def label(case: str, verdict: str) -> str:
+        return json.dumps(
+            {"run_id": "run-labelled", "case_id": case, "metric_name": "faithfulness",
+             "human_passed": verdict, "labeler": "di"}
+        )  # fmt: skip
+
+    path.write_text("\n".join([label("case-00", "fail"), label("case-01", "pass"),
+                               label("case-00", "pass")]) + "\n")  # fmt: skip
+    for _ in range(2):
+        assert main(["labels", "import", str(path), "--lake", lake.url]) == 0
+    assert "imported 3 label(s) of 1 run(s)" in capsys.readouterr().out
+    found = "SELECT case_id, human_passed FROM human_labels ORDER BY case_id"
+    with store.reader(lake) as con:
+        assert con.execute(found).fetchall() == [("case-00", True), ("case-01", True)]
+        assert con.execute("SELECT n FROM v_judge_agreement").fetchall() == [(2,)]

@@ -13,7 +13,7 @@ import pytest
 
 from holodeck_core.history import store
 from holodeck_core.history.backend import project_history
-from holodeck_core.history.lake import Lake
+from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.history_helpers import run_cli
@@ -51,7 +51,7 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
             settings
             + f"artifacts_url: s3://{BUCKET}/artifacts\n"
             + f"results_url: s3://{BUCKET}/results\n"
-            + f"history_url: s3://{BUCKET}/history\n"
+            + f"history_url: ducklake:{tmp_path}/catalog.ducklake?data=s3://{BUCKET}/history\n"
         )
         project = type(project).discover(tmp_path)
         defs = build_definitions(project)
@@ -81,7 +81,7 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
     assert "partition_key" not in json.loads(objects[holodeck_key])["metadata"]
     assert eval_run["metadata"]["partition_key"] == "v2"
     assert not (tmp_path / "agents" / "geo" / "results").exists()  # nothing on local disk
-    assert "history/eval_runs/run_id=" in " ".join(objects)  # the lake is in the bucket too
+    assert (tmp_path / "catalog.ducklake").is_file()  # the lake's catalog; its data: S3
     # credentials: from the environment only, never written anywhere
     for where, text in (
         *((key, value.decode(errors="ignore")) for key, value in objects.items()),
@@ -99,7 +99,7 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
             "SELECT source_path, partition_key FROM eval_runs"
         ).fetchall()
     assert source == f"s3://{BUCKET}/{eval_run_key}" and partition == "v2"
-    with store.reader(Lake(f"s3://{BUCKET}/history")) as con:
+    with store.reader(project_history(project)) as con:
         assert con.execute("SELECT count(*), min(partition_key) FROM v_runs").fetchall() == [
             (1, "v2")
         ]
@@ -119,27 +119,26 @@ def test_the_environment_sets_every_location(
     assert results_dir(agent_file, "Geo Agent") == tmp_path / "results" / "geo-agent"
     monkeypatch.setenv("HOLODECK_ARTIFACTS_URL", f"s3://{BUCKET}/artifacts")
     monkeypatch.setenv("HOLODECK_RESULTS_URL", f"s3://{BUCKET}/results")
-    monkeypatch.setenv("HOLODECK_HISTORY_URL", f"s3://{BUCKET}/history")
+    lake = f"ducklake:{tmp_path}/catalog.ducklake?data=s3://{BUCKET}/history"
+    monkeypatch.setenv("HOLODECK_HISTORY_URL", lake)
     project = Project.discover(tmp_path)
     assert project.artifacts_url == f"s3://{BUCKET}/artifacts"
     assert str(results_dir(agent_file, "Geo Agent")) == f"s3://{BUCKET}/results/geo-agent"
-    assert project_history(project) == Lake(f"s3://{BUCKET}/history")
+    assert project_history(project) == DuckLake.parse(lake)
+    assert DuckLake.parse(lake).data == f"s3://{BUCKET}/history/"
 
 
-def test_an_s3_lake_reader_sees_runs_other_writers_add(s3: S3) -> None:
+def test_a_lake_reader_on_s3_sees_the_runs_writers_commit(s3: S3, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     from tests.history_helpers import ingest_runs, make_run
 
-    url = f"s3://{BUCKET}/lake"
+    lake = DuckLake.parse(f"ducklake:{tmp_path}/catalog.ducklake?data=s3://{BUCKET}/lake")
     count = "SELECT count(*) FROM eval_runs"
     when = datetime(2026, 1, 1, tzinfo=UTC)
-    ingest_runs(Lake(url), [make_run("PPFP", when, run_id="first")])
-    reader = Lake(url)
-    with store.reader(reader) as con:
+    ingest_runs(lake, [make_run("PPFP", when, run_id="first")])
+    with store.reader(lake) as con:
         assert con.execute(count).fetchall() == [(1,)]
-    # another worker: its own S3 client, so this process's listing cache does not hear of it
-    elsewhere = Lake(url, storage_options={"skip_instance_cache": True})
-    ingest_runs(elsewhere, [make_run("PPPP", when, run_id="second")])
-    with store.reader(reader) as con:  # s3fs's listing cache must not hide it
+    ingest_runs(lake, [make_run("PPPP", when, run_id="second")])
+    with store.reader(lake) as con:
         assert con.execute(count).fetchall() == [(2,)]

@@ -178,8 +178,8 @@ def _cmd_sync(args: argparse.Namespace) -> int:
         return _copy(args)
     if args.results_dir is None:
         raise ConfigError(
-            "history sync needs RESULTS_DIR (a folder of EvalRuns), or --to-lake URL / "
-            "--from-lake URL to copy a history between the DuckDB file and a lake"
+            "history sync needs RESULTS_DIR (a folder of EvalRuns), or --to WHERE / "
+            "--from WHERE to copy a history between the DuckDB file and a DuckLake"
         )
     report = ingest.sync(
         _db(args),
@@ -191,24 +191,33 @@ def _cmd_sync(args: argparse.Namespace) -> int:
 
 
 def _copy(args: argparse.Namespace) -> int:
-    """``sync --to-lake URL``: the DuckDB file into the lake; ``--from-lake URL``: back."""
-    from holodeck_core.history.lake import Lake
+    """``sync --to WHERE``: this history (``--db``/``--lake``/the project's) into another;
+    ``--from WHERE``: another into this one. ``WHERE`` is a ``.duckdb`` file or a lake URL."""
+    from holodeck_core.history.backend import history_at
     from holodeck_core.history.transfer import copy_history
 
     if args.to_lake is not None and args.from_lake is not None:
-        raise ConfigError("history sync: give --to-lake or --from-lake, not both")
-    if args.results_dir is not None or args.lake is not None:
+        raise ConfigError("history sync: give --to or --from, not both")
+    if args.results_dir is not None:
         raise ConfigError(
-            "history sync --to-lake/--from-lake copies between the DuckDB file (--db) and the "
-            "lake URL; RESULTS_DIR and --lake do not apply"
+            "history sync --to/--from copies between two histories; RESULTS_DIR does not apply"
         )
-    args.lake = None
-    database = _db(args)
+    this = _db(args)
     if args.to_lake is not None:
-        report = copy_history(database, Lake(args.to_lake), lock_timeout=args.lock_timeout)
-        return _report_ingest(f"copied to {args.to_lake}:", report)
-    report = copy_history(Lake(args.from_lake), database, lock_timeout=args.lock_timeout)
-    return _report_ingest(f"copied from {args.from_lake}:", report)
+        report = copy_history(this, history_at(args.to_lake), lock_timeout=args.lock_timeout)
+        return _report_ingest(f"copied to {history_at(args.to_lake)}:", report)
+    other = history_at(args.from_lake)
+    report = copy_history(other, this, lock_timeout=args.lock_timeout)
+    return _report_ingest(f"copied from {other}:", report)
+
+
+def _cmd_maintain(args: argparse.Namespace) -> int:
+    from holodeck_core.cli import history_render as render
+    from holodeck_core.history.backend import maintain
+
+    done = maintain(_db(args), lock_timeout=args.lock_timeout)
+    render.err().print(f"maintained {done}", markup=False)
+    return ExitCode.OK
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -352,8 +361,27 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         prompts,
     )
     sync.add_argument("results_dir", metavar="RESULTS_DIR", nargs="?", type=_location)
-    sync.add_argument("--to-lake", metavar="URL", help="copy the DuckDB file's runs into a lake")
-    sync.add_argument("--from-lake", metavar="URL", help="copy a lake's runs into the DuckDB file")
+    sync.add_argument(
+        "--to",
+        "--to-lake",
+        dest="to_lake",
+        metavar="WHERE",
+        help="copy this history's runs into another (a .duckdb file or a lake URL)",
+    )
+    sync.add_argument(
+        "--from",
+        "--from-lake",
+        dest="from_lake",
+        metavar="WHERE",
+        help="copy another history's runs (a .duckdb file or a lake URL) into this one",
+    )
+    add(
+        "maintain",
+        _cmd_maintain,
+        "compact the history and remove what nothing references: a DuckLake's small files "
+        "merged, old snapshots expired, unreferenced (aborted writers') files deleted; the "
+        "DuckDB file checkpointed",
+    )
 
     imp = add(
         "import", _cmd_import, "ingest HoloDeck 0.7.1 (or our) EvalRun files or folders", prompts

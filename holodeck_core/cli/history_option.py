@@ -16,8 +16,9 @@ DB_HELP = (
     "else .holodeck/history.duckdb in the project root)"
 )
 LAKE_HELP = (
-    "a history lake (a folder or s3://bucket/prefix of Parquet files, one set per run) instead "
-    "of the DuckDB file (default: $HOLODECK_HISTORY_URL, else history_url in holodeck.yaml)"
+    "a DuckLake instead of the DuckDB file: FOLDER, ducklake:CATALOG_FILE[?data=DATA] or "
+    "ducklake:postgresql://USER@HOST:PORT/DB?data=s3://BUCKET/PREFIX (docs/history.md; "
+    "default: $HOLODECK_HISTORY_URL, else history_url in holodeck.yaml)"
 )
 
 

@@ -30,13 +30,10 @@ def add_labels_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 
 def run_import_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.history_option import history_from
-    from holodeck_core.errors import ConfigError
     from holodeck_core.history import store
     from holodeck_core.history.labels import agreement, import_labels, render_agreement
 
     history = history_from(args)
-    if not isinstance(history, Path):
-        raise ConfigError("human labels live in the DuckDB history file: pass --db, not --lake")
     with store.writer(history) as con:
         done = import_labels(con, args.file, labeler=args.labeler)
         rows = agreement(con)

@@ -48,7 +48,7 @@ class ProjectSettings(StrictModel):
     nightly_cron: str = Field("0 2 * * *", description="Nightly schedule, UTC.")
     history_db: str | None = None
     history_url: str | None = Field(
-        None, description="A history lake (folder or s3:// URL) instead of the DuckDB file."
+        None, description="A DuckLake URL (docs/history.md) instead of the DuckDB file."
     )
     artifacts_url: str | None = Field(None, description="IO manager base (a path or a URL).")
     results_url: str | None = Field(

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from holodeck_core.config.project import Project
-from holodeck_core.history.lake import Lake
-from holodeck_core.history.store import History
+from holodeck_core.history import ducklake
+from holodeck_core.history.ducklake import DuckLake
+from holodeck_core.history.store import History, writer
 
 
 def resolve_history(
@@ -22,13 +23,34 @@ def resolve_history(
     else ``.holodeck/history.duckdb``); ``project`` is found from the working directory
     when not given."""
     if lake:
-        return Lake(lake)
+        return DuckLake.parse(lake)
     if db is not None:
         return Path(db).expanduser()
     return project_history(project or Project.discover())
 
 
 def project_history(project: Project) -> History:
-    """The project's history: its lake when a URL is set, else its DuckDB file."""
+    """The project's history: its DuckLake when a URL is set, else its DuckDB file."""
     url = project.history_url
-    return Lake(url) if url else project.history_db
+    return DuckLake.parse(url) if url else project.history_db
+
+
+def history_at(where: str) -> History:
+    """A history named on the command line (``history sync --to/--from``): a ``.duckdb`` file,
+    else a DuckLake URL (:meth:`DuckLake.parse`)."""
+    if where.endswith(".duckdb"):
+        return Path(where).expanduser()
+    return DuckLake.parse(where)
+
+
+def maintain(history: History, *, lock_timeout: float | None = None) -> str:
+    """``holodeck history maintain``: what was done, in words."""
+    if isinstance(history, DuckLake):
+        done = ducklake.maintain(history)
+        return (
+            f"{history}: {done['merged']} file(s) merged, {done['deleted']} unreferenced "
+            "file(s) deleted"
+        )
+    with writer(history, timeout_s=lock_timeout) as con:
+        con.execute("CHECKPOINT")
+    return f"{history}: checkpointed"

@@ -3,11 +3,10 @@ outage, say): recorded so the history shows the gap, not silence."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
-from holodeck_core.history.lake import Lake
-from holodeck_core.history.schema import arrow_schema
 from holodeck_core.history.store import History, writer
+from holodeck_core.history.tabular import literal
 from holodeck_core.redaction import redact_text
 
 
@@ -23,23 +22,11 @@ def record_failed_run(
 ) -> None:
     """Idempotent by run id; the error text is redacted and truncated."""
     message = redact_text(error)[:2000] if error else None
-    if isinstance(db_path, Lake):
-        import pyarrow as pa
-
-        row = {
-            "dagster_run_id": dagster_run_id,
-            "job_name": job_name,
-            "partition_key": partition_key,
-            "trigger": trigger,
-            "failed_at": failed_at.astimezone(UTC).replace(tzinfo=None)
-            if failed_at.tzinfo
-            else failed_at,
-            "error": message,
-        }
-        db_path.write_failed_run(pa.Table.from_pylist([row], schema=arrow_schema("failed_runs")))
-        return
     with writer(db_path) as con:
+        values = [dagster_run_id, job_name, partition_key, trigger, failed_at, message]
+        # no ON CONFLICT: a DuckLake has no keys; the check and insert are one transaction
         con.execute(
-            "INSERT INTO failed_runs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [dagster_run_id, job_name, partition_key, trigger, failed_at, message],
+            f"INSERT INTO failed_runs SELECT {', '.join(map(literal, values))} "
+            f"WHERE NOT EXISTS (SELECT 1 FROM failed_runs WHERE dagster_run_id = "
+            f"{literal(dagster_run_id)})"
         )

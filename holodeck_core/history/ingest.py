@@ -1,5 +1,5 @@
 """Ingest EvalRuns: one transaction per run, idempotent by run id (DESIGN §3.6, §6.14), into
-the DuckDB file or a lake (one set of files per run, DESIGN §7.10).
+the DuckDB file or a DuckLake (DESIGN §8.4).
 
 The EvalRun JSON file is written first and stays the source of truth; the database is a
 copy that ``sync`` can always complete. Rows are built before a connection is opened, and the
@@ -22,7 +22,6 @@ from holodeck_core.errors import ConfigError, ExecutionError, Problem
 from holodeck_core.history import schema, store, tabular
 from holodeck_core.history.cost_rows import cost_tables
 from holodeck_core.history.holodeck_import import LoadedRun, NotAnEvalRun, load_run_bytes
-from holodeck_core.history.lake import Lake
 from holodeck_core.history.rows import (
     PromptInfo,
     RunSource,
@@ -130,29 +129,32 @@ def prepare_loaded(loaded: LoadedRun, prompts_dir: Path | None) -> PreparedRun:
     )
 
 
-_PROMPT_UPSERT = (
-    "INSERT INTO prompt_versions BY NAME {rows} "
-    "ON CONFLICT DO UPDATE SET "
-    "body = coalesce(prompt_versions.body, excluded.body), "
-    "snapshot_path = coalesce(prompt_versions.snapshot_path, excluded.snapshot_path), "
-    "registered_at = coalesce(prompt_versions.registered_at, excluded.registered_at)"
-)
-"""The first run that saw a prompt keeps ``first_*``; a body found later fills in."""
-
 PromptKey = tuple[str, str, str]
+
+_BODY_FIELDS = ("body", "snapshot_path", "registered_at")
 
 
 def _upsert_prompt(
     con: duckdb.DuckDBPyConnection, rows: Rows, known: dict[PromptKey, bool]
 ) -> None:
+    """The first run that saw a prompt keeps ``first_*``; a body found later fills in. An
+    insert or an update, never ``ON CONFLICT`` (a DuckLake has no keys)."""
     row = first_row(rows)
     if row is None:
         return  # a run copied from another history whose prompt an earlier run brought
     key = (row["agent_slug"], row["prompt_version"], row["body_hash"])
     has_body = row["body"] is not None
-    if key in known and (known[key] or not has_body):
-        return  # the upsert would change nothing
-    tabular.insert(con, _PROMPT_UPSERT, [rows])
+    if key not in known:
+        tabular.insert(con, "INSERT INTO prompt_versions BY NAME {rows}", [rows])
+    elif has_body and not known[key]:
+        fills = ", ".join(
+            f"{name} = coalesce({name}, {tabular.literal(row[name])})" for name in _BODY_FIELDS
+        )
+        where = " AND ".join(
+            f"{name} = {tabular.literal(value)}"
+            for name, value in zip(("agent_slug", "prompt_version", "body_hash"), key, strict=True)
+        )
+        con.execute(f"UPDATE prompt_versions SET {fills} WHERE {where}")
     known[key] = known.get(key, False) or has_body
 
 
@@ -183,7 +185,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
     present = {
         row[0]
         for row in con.execute(
-            "SELECT run_id FROM eval_runs WHERE list_contains(?, run_id)", [ids]
+            f"SELECT run_id FROM eval_runs WHERE list_contains({tabular.literal_list(ids)}, run_id)"
         ).fetchall()
     }
     known: dict[PromptKey, bool] = {
@@ -220,7 +222,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
             # are kept out by the file lock): then the run is present, which is success.
             con.execute("ROLLBACK")
             if not con.execute(
-                "SELECT 1 FROM eval_runs WHERE run_id = ?", [prepared.run_id]
+                f"SELECT 1 FROM eval_runs WHERE run_id = {tabular.literal(prepared.run_id)}"
             ).fetchall():
                 raise
             written.append(False)
@@ -238,7 +240,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
 def write_batch(
     db_path: store.History, batch: Sequence[PreparedRun], *, lock_timeout: float | None = None
 ) -> IngestReport:
-    """One short writer connection for a batch of prepared runs (a lake: their files)."""
+    """One short writer connection for a batch of prepared runs."""
     report = IngestReport()
     unique: dict[str, PreparedRun] = {}
     for prepared in batch:
@@ -250,11 +252,8 @@ def write_batch(
         return report
     runs = list(unique.values())
     try:
-        if isinstance(db_path, Lake):
-            written = db_path.write_runs([(run.run_id, run.tables) for run in runs])
-        else:
-            with store.writer(db_path, timeout_s=lock_timeout) as con:
-                written = write_prepared(con, runs)
+        with store.writer(db_path, timeout_s=lock_timeout) as con:
+            written = write_prepared(con, runs)
     except (duckdb.IOException, duckdb.FatalException, OSError) as exc:
         raise ExecutionError(
             f"cannot write to the history database {db_path}: {' '.join(str(exc).split())}"
@@ -325,12 +324,8 @@ def known_files(
     db_path: store.History, *, lock_timeout: float | None = None
 ) -> tuple[set[str], set[str]]:
     """File hashes and run ids already ingested (one brief connection)."""
-    if isinstance(db_path, Lake):
-        with db_path.reader() as con:
-            rows = con.execute("SELECT file_sha256, run_id FROM eval_runs").fetchall()
-    else:
-        with store.writer(db_path, timeout_s=lock_timeout) as con:
-            rows = con.execute("SELECT file_sha256, run_id FROM eval_runs").fetchall()
+    with store.writer(db_path, timeout_s=lock_timeout) as con:
+        rows = con.execute("SELECT file_sha256, run_id FROM eval_runs").fetchall()
     return {r[0] for r in rows if r[0]}, {r[1] for r in rows}
 
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from holodeck_core.errors import ConfigError, Problem
+from holodeck_core.history import tabular
+from holodeck_core.history.tabular import TableRows
 
 if TYPE_CHECKING:
     import duckdb
@@ -40,6 +42,13 @@ WHERE t.run_id = ? AND m.error IS NULL
 GROUP BY ALL
 ORDER BY any_value(t.case_index), m.metric_name
 """
+LABEL_COLUMNS = (
+    "run_id", "case_id", "metric_name", "labeler", "human_passed", "human_score", "note",
+    "source_file", "imported_at",
+)  # fmt: skip
+_REPLACED = "DELETE FROM human_labels h WHERE EXISTS (SELECT 1 FROM ({rows}) n WHERE " + (
+    " AND ".join(f"n.{c} = h.{c}" for c in LABEL_COLUMNS[:4]) + ")"
+)
 PASSED_WORDS = {
     **dict.fromkeys(("pass", "passed", "true", "yes", "1"), True),
     **dict.fromkeys(("fail", "failed", "false", "no", "0"), False),
@@ -173,20 +182,24 @@ def import_labels(
     if unknown:
         raise ConfigError(unknown)
     now = datetime.now(UTC).replace(tzinfo=None)
-    values = [
-        (r.run_id, r.case_id, r.metric_name, r.labeler, r.human_passed, r.human_score, r.note,
-         str(path), now)
+    latest = {  # a key given twice in the file: its last row wins
+        (r.run_id, r.case_id, r.metric_name, r.labeler): (r.human_passed, r.human_score, r.note)
         for _, r in rows
-    ]  # fmt: skip
+    }
+    labels = TableRows(
+        "human_labels",
+        LABEL_COLUMNS,
+        [(*key, *given, str(path), now) for key, given in latest.items()],
+    )
     con.execute("BEGIN TRANSACTION")
-    try:
-        con.executemany("INSERT OR REPLACE INTO human_labels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        values)  # fmt: skip
+    try:  # replace, then insert: no ON CONFLICT, a DuckLake has no keys
+        tabular.insert(con, _REPLACED, [labels])
+        tabular.insert(con, "INSERT INTO human_labels BY NAME {rows}", [labels])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return LabelImport(labels=len(values), runs=len({r.run_id for _, r in rows}), skipped=skipped)
+    return LabelImport(labels=len(rows), runs=len({r.run_id for _, r in rows}), skipped=skipped)
 
 
 def agreement(

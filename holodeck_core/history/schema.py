@@ -8,6 +8,7 @@ release (a version we do not know) is refused rather than guessed at.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -259,11 +260,14 @@ def migrate(
     *,
     target: int = LATEST_VERSION,
     db_label: str = "(database)",
+    translate: Callable[[str], str] = str,
 ) -> list[int]:
-    """Apply the pending migrations up to ``target`` on a read-write connection.
+    """Apply the pending migrations up to ``target`` on a read-write connection; each
+    statement goes through ``translate`` first (a backend's dialect: DuckLake's tables have
+    no keys, :func:`holodeck_core.history.ducklake.lake_ddl`).
 
     Returns the versions applied (empty when the schema is current)."""
-    con.execute(SCHEMA_VERSION_TABLE)
+    con.execute(translate(SCHEMA_VERSION_TABLE))
     version = current_version(con)
     check_known(version, db_label)
     applied: list[int] = []
@@ -273,10 +277,11 @@ def migrate(
         con.execute("BEGIN TRANSACTION")
         try:
             for statement in migration.statements:
-                con.execute(statement)
-            con.execute(
-                "INSERT INTO schema_version (version, description) VALUES (?, ?)",
-                [migration.version, migration.description],
+                con.execute(translate(statement))
+            description = migration.description.replace("'", "''")  # no bound parameter:
+            con.execute(  # DuckDB 1.5 imports pandas for one (tabular.literal)
+                "INSERT INTO schema_version (version, description) "
+                f"VALUES ({migration.version}, '{description}')"
             )
             con.execute("COMMIT")
         except BaseException:

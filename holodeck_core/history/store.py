@@ -22,25 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 from holodeck_core.errors import ConfigError, ExecutionError
 from holodeck_core.history import schema
-from holodeck_core.history.lake import Lake
+from holodeck_core.history.ducklake import DuckLake
+from holodeck_core.history.locking import LOCK_TEXTS, is_lock_error
 
 if TYPE_CHECKING:
     import duckdb
 
-History = Path | Lake
-"""Where a history lives: a DuckDB file (the embedded default) or a lake (DESIGN §7.10)."""
+History = Path | DuckLake
+"""Where a history lives: a DuckDB file (the embedded default) or a DuckLake (DESIGN §8.4)."""
 
 DEFAULT_LOCK_TIMEOUT_S = 30.0
 LOCK_TIMEOUT_ENV = "HOLODECK_HISTORY_LOCK_TIMEOUT"
 _FIRST_DELAY_S = 0.02
 _MAX_DELAY_S = 1.0
 
-_LOCK_TEXTS = (
-    "Could not set lock on file",
-    # The same file already open in this process with another configuration (a writer while
-    # we want a reader, e.g. two steps of an in-process executor): wait for it the same way.
-    "Can't open a connection to same database file with a different configuration",
-)
 _HOLDER = re.compile(
     r"Conflicting lock is held in (?P<process>.+?) \(PID (?P<pid>\d+)\)"
     r"(?: by user (?P<user>[^\s.]+(?:\.[^\s.]+)*))?"  # a user name, not the sentence's '.'
@@ -71,16 +66,12 @@ def parse_lock_holder(message: str) -> LockHolder:
     /usr/bin/python3 (PID 4242) by user ana``; unknown parts are None."""
     match = _HOLDER.search(message)
     if match is None:
-        if _LOCK_TEXTS[1] in message:
+        if LOCK_TEXTS[1] in message:
             return LockHolder(process="this process", pid=os.getpid())
         return LockHolder(process=None, pid=None)
     return LockHolder(
         process=match.group("process"), pid=int(match.group("pid")), user=match.group("user")
     )
-
-
-def is_lock_error(exc: BaseException) -> bool:
-    return any(text in str(exc) for text in _LOCK_TEXTS)
 
 
 def lock_timeout(value: float | None = None) -> float:
@@ -146,9 +137,13 @@ def connect_with_retry(
 
 
 @contextmanager
-def writer(path: Path, *, timeout_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+def writer(path: History, *, timeout_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection with the schema migrated to the latest version. Creates the
     database (and its folder) when missing. Keep the ``with`` block short."""
+    if isinstance(path, DuckLake):
+        with path.connect(read_only=False) as lake_con:
+            yield lake_con
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         _create(path)
@@ -203,10 +198,10 @@ def reader(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection. ``safe`` also disables external access (for user SQL).
 
-    A database at an older schema version is first upgraded through a brief writer. A lake
-    gives a snapshot of its committed runs with the same tables and views."""
-    if isinstance(path, Lake):
-        with path.reader(safe=safe) as lake_con:
+    A database at an older schema version is first upgraded through a brief writer. A
+    DuckLake gives one snapshot of its committed runs with the same tables and views."""
+    if isinstance(path, DuckLake):
+        with path.connect(read_only=True, safe=safe) as lake_con:
             yield lake_con
         return
     if not path.is_file():

@@ -2,16 +2,18 @@
 
 pyarrow imports pandas on its first conversion from Python objects (any ``pa.array``: it asks
 whether the input is a pandas object), ~0.5 s, which is most of what a one-case ``holodeck
-test`` spends writing its history. So a run's rows stay tuples: a small insert binds them as
-DuckDB list parameters (``unnest``; no pyarrow, no pandas), and only a bulk insert (a batch of
-runs, ``history sync``/``import``) or a lake's Parquet file builds an Arrow table, typed by the
-DDL (:func:`holodeck_core.history.schema.arrow_schema`).
+test`` spends writing its history; DuckDB 1.5 does the same for any bound Python parameter.
+So a run's rows stay tuples: a small insert writes them as SQL literals (``VALUES``; no
+pyarrow, no pandas), and only a bulk insert (a batch of runs, ``history sync``/``import``)
+builds an Arrow table, typed by the DDL (:func:`holodeck_core.history.schema.arrow_schema`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Union
 
 from holodeck_core.history import schema
@@ -21,9 +23,40 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 PARAMETER_INSERT_MAX_VALUES = 100_000
-"""Above this many values (rows times columns) an insert goes through Arrow: a bound parameter
-costs ~1 us a value, Arrow ~0.2 us after the one-off pandas import (~0.5 s); 100,000 values are
-a 2,000-case run with one metric."""
+"""Above this many values (rows times columns) an insert goes through Arrow: a literal costs
+~1 us a value, Arrow ~0.2 us after the one-off pandas import (~0.5 s); 100,000 values are a
+2,000-case run with one metric."""
+
+
+def literal(value: Any) -> str:
+    """``value`` as a DuckDB SQL literal: what binding it as a parameter would give, without
+    the pandas import DuckDB 1.5 makes for any bound Python value. Strings are quoted by
+    doubling ``'`` (DuckDB's strings have no backslash escapes); an aware datetime is written
+    in UTC."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"'{value}'::DOUBLE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(literal(item) for item in value) + "]"
+    raise TypeError(f"no SQL literal for a {type(value).__name__}")
+
+
+def literal_list(values: Sequence[Any]) -> str:
+    """A list literal for ``list_contains(<this>, column)`` (an empty list is VARCHAR[])."""
+    return literal(list(values)) if values else "[]::VARCHAR[]"
 
 
 @dataclass(frozen=True)
@@ -85,9 +118,9 @@ def insert(con: duckdb.DuckDBPyConnection, sql: str, parts: Sequence[Rows]) -> N
         columns = plain[0].columns
         tuples = [row for part in plain for row in part.rows]
         if len(tuples) * len(columns) <= PARAMETER_INSERT_MAX_VALUES:
-            select = ", ".join(f"unnest(${i}) AS {name}" for i, name in enumerate(columns, 1))
-            columnar = [list(values) for values in zip(*tuples, strict=True)]
-            con.execute(sql.format(rows=f"SELECT {select}"), columnar)
+            values = ", ".join("(" + ", ".join(map(literal, row)) + ")" for row in tuples)
+            select = f"SELECT * FROM (VALUES {values}) AS rows({', '.join(columns)})"
+            con.execute(sql.format(rows=select))
             return
     import pyarrow as pa
 

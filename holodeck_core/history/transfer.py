@@ -1,4 +1,4 @@
-"""``history sync --to-lake / --from-lake``: move a history between a DuckDB file and a lake.
+"""``history sync --to-lake / --from-lake``: move a history between a DuckDB file and a DuckLake.
 
 Runs are copied row for row (no EvalRun file is needed), in batches, each run through the
 destination's own idempotent write: a run already there is skipped, so a copy interrupted
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from holodeck_core.history import ingest, schema, store
-from holodeck_core.history.lake import FAILED_RUNS, Lake
+from holodeck_core.history import ingest, schema, store, tabular
+
+FAILED_RUNS = "failed_runs"
 
 BATCH = 50
 
@@ -33,7 +34,8 @@ def _runs(source: store.History, batch: int) -> Iterator[list[ingest.PreparedRun
             for table in schema.TABLES:
                 key = "first_run_id" if table == "prompt_versions" else "run_id"
                 tables[table] = con.sql(
-                    f"SELECT * FROM {table} WHERE list_contains(?, {key})", params=[chunk]
+                    f"SELECT * FROM {table} "
+                    f"WHERE list_contains({tabular.literal_list(chunk)}, {key})"
                 ).to_arrow_table()
             yield [
                 ingest.PreparedRun(
@@ -69,12 +71,10 @@ def copy_history(
     for prepared in _runs(source, batch):
         report.merge(ingest.write_batch(destination, prepared, lock_timeout=lock_timeout))
     failed = _failed_runs(source)
-    if isinstance(destination, Lake):
-        for index in range(failed.num_rows):
-            destination.write_failed_run(failed.slice(index, 1))
-    elif failed.num_rows:
+    if failed.num_rows:
         with store.writer(destination, timeout_s=lock_timeout) as con:
-            con.execute(
-                f"INSERT INTO {FAILED_RUNS} BY NAME SELECT * FROM failed ON CONFLICT DO NOTHING"
+            con.execute(  # no ON CONFLICT: a DuckLake has no keys
+                f"INSERT INTO {FAILED_RUNS} BY NAME SELECT * FROM failed f WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {FAILED_RUNS} d WHERE d.dagster_run_id = f.dagster_run_id)"
             )
     return report

@@ -59,12 +59,22 @@ def write_new_file(folder: Path, stem: str, text: str, *, also_free: Path | None
 def write_new_object(
     folder: UPath, stem: str, text: str, *, also_free: UPath | None = None
 ) -> UPath:
-    """:func:`write_new_file` on object storage: one PUT (atomic there) to a name not taken."""
-    target = folder / f"{stem}.json"
-    while target.exists() or (also_free is not None and (also_free / target.name).exists()):
-        target = folder / f"{stem}-{secrets.token_hex(2)}.json"
-    target.write_text(text, encoding="utf-8")
-    return target
+    """:func:`write_new_file` on object storage: one conditional PUT (``If-None-Match: *``,
+    which S3 honours atomically) to ``<stem>.json``; a name another writer holds already
+    (the PUT refused, ``FileExistsError``), here or in ``also_free``, gets a ``-<4 hex>``
+    suffix, so two writers of the same millisecond never overwrite each other."""
+    data = text.encode("utf-8")
+    name = f"{stem}.json"
+    while True:
+        target = folder / name
+        if also_free is None or not (also_free / name).exists():
+            try:
+                with target.fs.open(target.path, "xb") as handle:
+                    handle.write(data)
+                return target
+            except FileExistsError:
+                pass
+        name = f"{stem}-{secrets.token_hex(2)}.json"
 
 
 def holodeck_json(run: EvalRun) -> str:
