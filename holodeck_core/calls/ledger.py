@@ -217,10 +217,10 @@ class Ledger:
     def snapshot(self) -> CallCosts:
         """The costs booked so far, with the budget verdict."""
         verdict = None
-        if self.budget is not None:
-            verdict = BudgetVerdict(
-                usd=self.budget.usd,
-                tokens=self.budget.tokens,
+        if self.budget is not None or self.shared or self.stopped_by is not None:
+            verdict = BudgetVerdict(  # the run's own budget, if any; stopped_by names either
+                usd=self.budget.usd if self.budget else None,
+                tokens=self.budget.tokens if self.budget else None,
                 spent_usd=self.spent_usd,
                 spent_tokens=self.spent_tokens,
                 stopped_by=self.stopped_by,
