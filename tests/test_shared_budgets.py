@@ -23,9 +23,11 @@ import pytest
 from holodeck_core.calls.shared_budget import Amount, PoolRefused
 from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
-from holodeck_core.history.budget_ledger import HistoryPool
+from holodeck_core.errors import ConfigError
+from holodeck_core.history.budget_ledger import HistoryPool, shared_pools
+from holodeck_core.history.lake import Lake
 from holodeck_core.models import EvalRun, Status
-from holodeck_core.models.cost import Budget
+from holodeck_core.models.cost import Budget, SharedBudgets
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.target_servers import AgentState, agent_server
@@ -261,3 +263,38 @@ def test_a_targets_calls_stop_at_the_token_budget(
         assert cost.total_usd is None and cost.headings["agent"].unpriced_calls == 5
     else:
         assert cost.total_usd == pytest.approx((5 * 10 * 1 + 5 * 5 * 2) / 1e6)
+
+
+def test_a_backfills_budget_holds_its_runs_only(tmp_path: Path) -> None:
+    with run_model_server(GEO_RULES) as server, dg.instance_for_test() as instance:
+        project = geo_project(
+            tmp_path, server.openai_base_url, "budget: {backfill: {tokens: 40}}\n"
+        )
+        defs = build_definitions(project)
+        register(defs, instance)
+        assert materialize(defs, instance, "v1").success  # in no backfill: not held
+        unheld = server.stats()["total_calls"]
+        server.reset()
+        stopped = materialize(defs, instance, "v2", tags={"dagster/backfill": "bf-7"})
+        held = server.stats()["total_calls"]
+    assert unheld == PARTITION_CASES and 0 < held < PARTITION_CASES
+    assert not stopped.success
+    [failure] = [e for e in stopped.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "geo_agent__agent_responses"
+    assert not [e for e in stopped.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None and "backfill budget of 40 tokens (backfill bf-7)" in (
+        data.description or ""
+    )
+    rows = ledger_rows(project.history_db)
+    assert [(scope, key) for scope, key, *_ in rows] == [("backfill", "bf-7")]
+    assert rows[0][5] <= 40
+
+
+def test_shared_budgets_need_a_history_with_transactions(tmp_path: Path) -> None:
+    budgets = SharedBudgets(daily=Budget(usd=1.0))
+    with pytest.raises(ConfigError, match=r"the Parquet lake .* cannot"):
+        shared_pools(Lake(str(tmp_path / "lake")), budgets, backfill=None)
+    assert shared_pools(Lake(str(tmp_path / "lake")), SharedBudgets(), backfill="b") == []
+    [pool] = shared_pools(tmp_path / "h.duckdb", budgets, backfill="b", today="2026-12-01")
+    assert (pool.scope, pool.key) == ("daily", "2026-12-01")  # no backfill budget: no pool
