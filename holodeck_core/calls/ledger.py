@@ -18,6 +18,7 @@ from typing import Any
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.prices import PriceTable
 from holodeck_core.calls.shared_budget import Allowance, Amount, PoolRefused
+from holodeck_core.errors import HolodeckError
 from holodeck_core.models import LLMProvider, TokenUsage
 from holodeck_core.models.cost import (
     Budget,
@@ -159,6 +160,10 @@ class Ledger:
                 self.settle(hold, charge, None)
                 self.stop_message = f"{exc}: {NOT_SENT}"
                 self._refuse(self.stop_message, allowance.limit(exc.limit))
+            except HolodeckError as exc:  # e.g. the history stayed locked: never spend blind
+                self.settle(hold, charge, None)
+                scope = allowance.pool.scope
+                self._refuse(f"the {scope} budget could not be checked ({exc}): {NOT_SENT}", None)
             hold.shared.append(allowance)
         return hold
 
