@@ -104,9 +104,6 @@ def shared_budgets(backfill: str | None = None) -> SharedBudgetsFactory:
         from holodeck_core.history.budget_ledger import shared_pools
 
         budgets = project.settings.budget
-        if budgets is None:
-            return []
-        history = project_history(project)
-        return list(shared_pools(history, budgets, backfill=backfill, label=label))
+        return list(shared_pools(project_history(project), budgets, backfill=backfill, label=label))
 
     return pools
