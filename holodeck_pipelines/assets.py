@@ -17,6 +17,8 @@ from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
 from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.engine.plan import estimate_cost
+from holodeck_core.engine.run import shared_budgets
 from holodeck_core.engine.stages import (
     AgentResponses,
     MetricResults,
@@ -29,6 +31,7 @@ from holodeck_core.engine.stages import (
     write_report,
 )
 from holodeck_core.errors import ConfigError
+from holodeck_core.history.backend import project_history
 from holodeck_core.history.regression import regression_check
 from holodeck_core.models import Status, Trigger
 from holodeck_core.naming import dagster_name, partitions_def_name
@@ -37,7 +40,7 @@ from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
 from holodeck_pipelines.failures import metric_errors, stage_failure
-from holodeck_pipelines.metadata import report_metadata
+from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 from holodeck_pipelines.verdicts import agreement_result, drift_result, regression_result
 
@@ -47,6 +50,9 @@ TRIGGER_TAG = "holodeck/trigger"
 TRIALS_TAG = "holodeck/trials"
 AGENT_TAG = "holodeck/agent"
 AGENT_STEP_RETRIES = 2
+BACKFILL_TAG = "dagster/backfill"
+ESTIMATE_TAG = "holodeck/estimate_usd"
+BUDGET_TROUBLE = "were stopped by a budget"
 
 
 def trigger_of(tags: Mapping[str, str]) -> Trigger:
@@ -54,7 +60,7 @@ def trigger_of(tags: Mapping[str, str]) -> Trigger:
     (a backfill, a schedule, a sensor); a run launched by hand in the UI has none."""
     if TRIGGER_TAG in tags:
         return Trigger(tags[TRIGGER_TAG])
-    if "dagster/backfill" in tags:
+    if BACKFILL_TAG in tags:
         return Trigger.BACKFILL
     if "dagster/schedule_name" in tags:
         return Trigger.NIGHTLY
@@ -101,6 +107,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             cli_args=[f"dagster:{context.job_def.name}"],
             api_keys=keys.fallbacks() if keys else {},
             trials=trials_of(context),
+            shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
         )
         try:
             built = Suite(loaded_agent(agent_file), options, project=project.project())
@@ -127,9 +134,26 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     def processed_files(
         context: dg.AssetExecutionContext, project: HoloDeckProject
     ) -> ProcessedFiles:
-        result = asyncio.run(process_suite_files(suite(context, project)))
+        stage = suite(context, project)
+        estimate = estimate_cost(
+            stage.loaded,
+            project_history(stage.project),
+            stage.prompt_key,
+            stage.prompt.body,
+            stage.trials,
+        )
+        # before the agent step spends anything: on the run (its tags show in the backfill's
+        # runs) and on this first materialization of the run
+        label_run(context, {ESTIMATE_TAG: usd_text(estimate.total_usd)})
+        result = asyncio.run(process_suite_files(stage))
         errors = result.errors
-        context.add_output_metadata({"files": result.count, "cases_with_file_errors": len(errors)})
+        context.add_output_metadata(
+            {
+                "files": result.count,
+                "cases_with_file_errors": len(errors),
+                **estimate_metadata(estimate),
+            }
+        )
         for case_id, messages in errors.items():
             context.log.warning(redact_text(f"case {case_id}: {'; '.join(messages)}"))
         return result
@@ -165,6 +189,9 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             "model_call_attempts": int(str(result.scheduler.get("attempts", 0))),
         }
         failing = [(run.case_id, run.error or "") for run in result.runs if run.transient]
+        stopped = [(run.case_id, run.error or "") for run in result.runs if run.budget_stopped]
+        if stopped:  # a retry would be refused again: fail at once, naming the budget
+            raise stage_failure(context, "cases", stopped, metadata, trouble=BUDGET_TROUBLE)
         if failing:
             # §6.8: finished cases are journaled; fail so a retry or UI rerun resumes.
             raise stage_failure(context, "cases", failing, metadata, retries=AGENT_STEP_RETRIES)

@@ -16,7 +16,9 @@ MAX_FAILING_ROWS = 50
 _KIND_PREFIX = re.compile(r"^[a-z_]+(?: \d{3})?(?: after \d+ attempts)?: ")
 
 
-def headline(count: int, what: str, reasons: list[str]) -> str:
+def headline(
+    count: int, what: str, reasons: list[str], trouble: str = "hit transient errors"
+) -> str:
     """``"6 cases hit transient errors: cannot connect to …: connection refused; rerun
     resumes (…)"``: the most common reason, and how many others there were."""
     tally = Counter(_KIND_PREFIX.sub("", reason, count=1) or reason for reason in reasons)
@@ -24,7 +26,7 @@ def headline(count: int, what: str, reasons: list[str]) -> str:
     others = len(tally) - 1
     more = f" (and {others} other reason{'s' if others > 1 else ''})" if others else ""
     return (
-        f"{count} {what} hit transient errors: {redact_text(common)[:200]}{more}; rerun the "
+        f"{count} {what} {trouble}: {redact_text(common)[:200]}{more}; rerun the "
         "partition to resume (finished work is kept)"
     )
 
@@ -37,12 +39,14 @@ def stage_failure(
     *,
     count: int | None = None,
     retries: int = 0,
+    trouble: str = "hit transient errors",
 ) -> dg.Failure:
     """A step failure that says which cases failed and why, where the partition and backfill
     pages show it (the description, whose first line is the headline) and as a table (the
     metadata). On the step's last attempt (``retries`` used up) it is not retried, so the
     step's headline is this description, not Dagster's "Exceeded max_retries"."""
-    title = headline(len(failing) if count is None else count, what, [w for _, w in failing])
+    reasons = [w for _, w in failing]
+    title = headline(len(failing) if count is None else count, what, reasons, trouble)
     lines = [f"- {case}: {redact_text(why)[:200]}" for case, why in failing[:10]]
     more = [f"- … and {len(failing) - 10} more"] if len(failing) > 10 else []
     return dg.Failure(

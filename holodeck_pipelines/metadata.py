@@ -9,6 +9,7 @@ from typing import Any
 import dagster as dg
 
 from holodeck_core.dashboard.links import dashboard_links
+from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.reports import render_markdown
 from holodeck_core.reports.cost import cost_lines
@@ -57,5 +58,32 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
             (r.test_id or "", r.status.value, r.errors[0] if r.errors else "below threshold")
             for r in failing
         ]
+    )
+    return metadata
+
+
+def usd_text(usd: float | None) -> str:
+    return "unknown" if usd is None else f"{usd:.4f}"
+
+
+def estimate_metadata(estimate: CostEstimate) -> dict[str, Any]:
+    """``holodeck plan``'s estimate of the run (DESIGN §8.5), shown before any model call."""
+    headings = estimate.headings.values()
+    metadata: dict[str, Any] = {
+        "estimate/calls": sum(c.calls for c in headings),
+        "estimate/tokens": sum(c.tokens for c in headings),
+        "estimate/source": estimate.source,
+    }
+    if estimate.total_usd is not None:
+        metadata["estimate/usd"] = dg.MetadataValue.float(estimate.total_usd)
+    rows = [
+        f"| {heading} | {c.calls} | {c.tokens} | {usd_text(c.usd)} |"
+        for heading, c in estimate.headings.items()
+    ]
+    metadata["estimate"] = dg.MetadataValue.md(
+        f"Estimate of prompt {estimate.prompt_version}: {estimate.cases} cases x "
+        f"{estimate.trials} trial(s), from {estimate.source}; total "
+        f"{usd_text(estimate.total_usd)} USD\n\n| heading | calls | tokens | USD |\n"
+        "|---|---|---|---|\n" + "\n".join(rows)
     )
     return metadata

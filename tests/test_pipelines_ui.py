@@ -48,4 +48,6 @@ def test_a_model_server_that_is_down_fails_the_step_with_the_reason_as_its_headl
         "holodeck/agent": "geo_agent",
         "holodeck/trigger": "manual",
         "holodeck/trials": "1",
+        "holodeck/estimate_usd": "unknown",  # holodeck plan's, before the agent step (model m
+        # has no price)
     }

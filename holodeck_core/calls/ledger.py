@@ -17,6 +17,8 @@ from typing import Any
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.prices import PriceTable
+from holodeck_core.calls.shared_budget import Allowance, Amount, PoolRefused
+from holodeck_core.errors import HolodeckError
 from holodeck_core.models import LLMProvider, TokenUsage
 from holodeck_core.models.cost import (
     Budget,
@@ -85,6 +87,13 @@ class BudgetStop(ModelCallError):
 class _Hold:
     usd: float
     tokens: int
+    priced: bool = True
+    shared: list[Allowance] = field(default_factory=list)
+    """The shared budgets that hold the call's worst case too."""
+
+    @property
+    def amount(self) -> Amount:
+        return Amount(self.usd, self.tokens)
 
 
 @dataclass
@@ -101,6 +110,9 @@ class Ledger:
     refused_cases: set[str] = field(default_factory=set)
     """Cases a call was refused for: they are ERROR (budget) whatever else they got."""
     costs: CallCosts = field(default_factory=CallCosts)
+    shared: list[Allowance] = field(default_factory=list)
+    """The budgets this run shares with others (``holodeck.yaml`` ``budget:``)."""
+    stop_message: str | None = None
 
     def _usd(self, charge: Charge, usage: TokenUsage) -> float | None:
         if charge.embedding:
@@ -115,11 +127,10 @@ class Ledger:
             prompt_tokens=charge.input_tokens, completion_tokens=charge.max_output_tokens
         )
         usd = self._usd(charge, worst)
+        if self.stopped_by is not None:
+            self._refuse(self.stop_message or self._spent(self.stopped_by), None)
         budget = self.budget
         if budget is not None:
-            if self.stopped_by is not None:
-                limit = _limit(budget, self.stopped_by)
-                self._refuse(f"the run's {limit} budget is spent: {NOT_SENT}", None)
             if budget.usd is not None and usd is None:
                 self._refuse(
                     f"no price for {charge.model.provider.value} model {charge.model.name!r} "
@@ -133,10 +144,38 @@ class Ledger:
                 self.spent_tokens + self.held_tokens + tokens > budget.tokens
             ):
                 self._refuse(self._over(budget, "tokens"), "tokens")
-        hold = _Hold(usd or 0.0, tokens)
+        hold = _Hold(usd or 0.0, tokens, priced=usd is not None)
         self.held_usd += hold.usd
         self.held_tokens += hold.tokens
         return hold
+
+    async def hold(self, charge: Charge) -> _Hold:
+        """:meth:`reserve`, and the same worst case from every shared budget (claiming more
+        from the history backend when this process's chunk is short)."""
+        hold = self.reserve(charge)
+        for allowance in self.shared:
+            try:
+                await allowance.take(hold.amount, priced=hold.priced)
+            except PoolRefused as exc:
+                self.settle(hold, charge, None)
+                self.stop_message = f"{exc}: {NOT_SENT}"
+                self._refuse(self.stop_message, allowance.limit(exc.limit))
+            except HolodeckError as exc:  # e.g. the history stayed locked: never spend blind
+                self.settle(hold, charge, None)
+                scope = allowance.pool.scope
+                self._refuse(f"the {scope} budget could not be checked ({exc}): {NOT_SENT}", None)
+            hold.shared.append(allowance)
+        return hold
+
+    async def aclose(self) -> None:
+        """Give the shared budgets back what this process claimed and did not spend."""
+        for allowance in self.shared:
+            await allowance.aclose()
+
+    def _spent(self, limit: BudgetLimit) -> str:
+        if self.budget is not None and limit in ("usd", "tokens"):
+            return f"the run's {_limit(self.budget, limit)} budget is spent: {NOT_SENT}"
+        return f"the {limit} budget is spent: {NOT_SENT}"
 
     def _over(self, budget: Budget, limit: BudgetLimit) -> str:
         spent = f"{self.spent_usd:.4f} USD" if limit == "usd" else f"{self.spent_tokens} tokens"
@@ -150,19 +189,24 @@ class Ledger:
         case_id = _CASE.get()
         if case_id is not None:
             self.refused_cases.add(case_id)
-        if limit is not None:
+        if limit is not None and self.stopped_by is None:
             self.stopped_by = limit
+            if limit in ("usd", "tokens"):
+                self.stop_message = self._spent(limit)
         raise BudgetStop(message, limit)
 
     def settle(self, hold: _Hold, charge: Charge, usage: TokenUsage | None) -> None:
         """Release the hold and book the actual ``usage`` (None: the call failed)."""
         self.held_usd -= hold.usd
         self.held_tokens -= hold.tokens
+        usd = None if usage is None else self._usd(charge, usage)
+        actual = None if usage is None else Amount(usd or 0.0, _tokens(usage))
+        for allowance in hold.shared:
+            allowance.settle(hold.amount, actual)
         if usage is None:
             return
-        usd = self._usd(charge, usage)
         self.spent_usd += usd or 0.0
-        self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
+        self.spent_tokens += _tokens(usage)
         cost = HeadingCost(
             calls=1,
             prompt_tokens=usage.prompt_tokens,
@@ -178,16 +222,20 @@ class Ledger:
     def snapshot(self) -> CallCosts:
         """The costs booked so far, with the budget verdict."""
         verdict = None
-        if self.budget is not None:
-            verdict = BudgetVerdict(
-                usd=self.budget.usd,
-                tokens=self.budget.tokens,
+        if self.budget is not None or self.shared or self.stopped_by is not None:
+            verdict = BudgetVerdict(  # the run's own budget, if any; stopped_by names either
+                usd=self.budget.usd if self.budget else None,
+                tokens=self.budget.tokens if self.budget else None,
                 spent_usd=self.spent_usd,
                 spent_tokens=self.spent_tokens,
                 stopped_by=self.stopped_by,
                 refused_calls=self.refused,
             )
         return self.costs.model_copy(update={"budget": verdict}, deep=True)
+
+
+def _tokens(usage: TokenUsage) -> int:
+    return usage.prompt_tokens + usage.completion_tokens
 
 
 def _limit(budget: Budget, limit: BudgetLimit) -> str:

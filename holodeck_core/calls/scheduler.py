@@ -192,7 +192,7 @@ class CallScheduler:
         """:meth:`call`, also telling how many attempts it took."""
         if charge is None or self.ledger is None:
             return await self._attempts(fn, endpoint, timeout, attempts)
-        hold = self.ledger.reserve(charge)  # raises BudgetStop: the call is not sent
+        hold = await self.ledger.hold(charge)  # raises BudgetStop: the call is not sent
         usage = None
         try:
             called = await self._attempts(fn, endpoint, timeout, attempts)

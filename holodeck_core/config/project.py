@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from pydantic import Field
 
 from holodeck_core.models.base import StrictModel
+from holodeck_core.models.cost import SharedBudgets
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -70,6 +71,11 @@ class ProjectSettings(StrictModel):
         None,
         description="Prices over the packaged table, in its shape (holodeck_core/calls/"
         "prices.yaml): providers: {openai: {models: {m: {input, output}}}}, or models: {...}.",
+    )
+    budget: SharedBudgets | None = Field(
+        None,
+        description="Budgets all runs share, kept in the history: daily: {usd, tokens} per UTC "
+        "day, backfill: {usd, tokens} per Dagster backfill.",
     )
 
 

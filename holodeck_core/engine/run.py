@@ -16,8 +16,10 @@ from holodeck_core.errors import HolodeckError
 if TYPE_CHECKING:
     from upath import UPath
 
+    from holodeck_core.calls.shared_budget import BudgetPool
     from holodeck_core.config.project import Project
     from holodeck_core.models import EvalRun, TestResult
+    from holodeck_core.runner.options import SharedBudgetsFactory
     from holodeck_core.runner.suite import Suite
 
 
@@ -90,3 +92,18 @@ def record_history(
             f"`holodeck history sync {path.parent}` later"
         )
     return None
+
+
+def shared_budgets(backfill: str | None = None) -> SharedBudgetsFactory:
+    """The budgets a run shares with others (``holodeck.yaml`` ``budget:``), in the project's
+    history: the day's, and ``backfill``'s when the run is part of one (Dagster's
+    ``dagster/backfill`` tag)."""
+
+    def pools(project: Project, label: str) -> list[BudgetPool]:
+        from holodeck_core.history.backend import project_history
+        from holodeck_core.history.budget_ledger import shared_pools
+
+        budgets = project.settings.budget
+        return list(shared_pools(project_history(project), budgets, backfill=backfill, label=label))
+
+    return pools

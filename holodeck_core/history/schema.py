@@ -20,6 +20,7 @@ from holodeck_core.history import (
     migration_v5_verdicts,
     migration_v6_labels,
     migration_v7_cost,
+    migration_v8_budgets,
 )
 
 if TYPE_CHECKING:
@@ -220,6 +221,7 @@ MIGRATIONS += (
         "verdict); views v_cost_by_run, v_cost_by_case",
         migration_v7_cost.STATEMENTS_V7,
     ),
+    Migration(8, migration_v8_budgets.DESCRIPTION_V8, migration_v8_budgets.STATEMENTS_V8),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -11,7 +11,12 @@ from holodeck_core.models.base import StrictModel
 
 Heading = Literal["agent", "judge", "prompt_tool", "embedding", "reranker"]
 HEADINGS: tuple[Heading, ...] = ("agent", "judge", "prompt_tool", "embedding", "reranker")
-BudgetLimit = Literal["usd", "tokens"]
+SharedScope = Literal["daily", "backfill"]
+BudgetLimit = Literal[
+    "usd", "tokens", "daily.usd", "daily.tokens", "backfill.usd", "backfill.tokens"
+]
+"""The limit that stopped a run: its own ``execution.budget`` (``usd``, ``tokens``) or a budget
+it shares with other runs in ``holodeck.yaml`` (``daily.usd`` ...)."""
 
 
 class Budget(StrictModel):
@@ -25,6 +30,14 @@ class Budget(StrictModel):
         if self.usd is None and self.tokens is None:
             raise ValueError("set usd, tokens or both")
         return self
+
+
+class SharedBudgets(StrictModel):
+    """``holodeck.yaml`` ``budget:``: what all runs of the project may spend together, per UTC
+    day and per Dagster backfill, kept in the history backend (DESIGN §8.5)."""
+
+    daily: Budget | None = Field(None, description="All runs started on one UTC day.")
+    backfill: Budget | None = Field(None, description="All runs of one Dagster backfill.")
 
 
 class HeadingCost(StrictModel):

@@ -24,9 +24,12 @@ def cost_lines(cost: RunCost) -> list[str]:
     lines = [f"cost: {usd(cost.total_usd)}: {parts} (prices {cost.price_table}{taken})"]
     budget = cost.budget
     if budget is not None:
-        limits = " and ".join(
-            ([f"{budget.usd:g} USD"] if budget.usd is not None else [])
-            + ([f"{budget.tokens} tokens"] if budget.tokens is not None else [])
+        limits = (
+            " and ".join(
+                ([f"{budget.usd:g} USD"] if budget.usd is not None else [])
+                + ([f"{budget.tokens} tokens"] if budget.tokens is not None else [])
+            )
+            or "shared (holodeck.yaml budget:)"
         )
         verdict = (
             f"stopped the run at its {budget.stopped_by} limit, {budget.refused_calls} "

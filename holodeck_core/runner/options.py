@@ -7,10 +7,13 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from holodeck_core.calls.shared_budget import BudgetPool
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.models import ProviderEnum, TestCaseModel, TestResult, Trigger
+
+SharedBudgetsFactory = Callable[[Project, str], list[BudgetPool]]
 
 
 @dataclass
@@ -27,6 +30,9 @@ class SuiteOptions:
     partition_key: str | None = None
     api_keys: dict[ProviderEnum, str] = field(default_factory=dict)
     trials: int | None = None
+    shared_budgets: SharedBudgetsFactory | None = None
+    """The budgets shared with other runs (``holodeck.yaml`` ``budget:``), opened by each
+    runtime: given the project and a label for the ledger's rows."""
 
 
 CaseCallback = Callable[[TestResult, bool], None]

@@ -14,6 +14,7 @@ from holodeck_core.agents.targets.base import TargetClient
 from holodeck_core.calls.ledger import Ledger
 from holodeck_core.calls.prices import load_price_table
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
+from holodeck_core.calls.shared_budget import Allowance
 from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
@@ -48,6 +49,7 @@ class SuiteRuntime:
             spent_usd=before.spent_usd if before else 0.0,
             spent_tokens=before.spent_tokens if before else 0,
             stopped_by=before.stopped_by if before else None,
+            shared=self._shared_budgets(suite),
         )
         self.scheduler = CallScheduler(
             suite.parallel, RetryPolicy(timeout=suite.timeout), ledger=self.ledger
@@ -81,6 +83,20 @@ class SuiteRuntime:
             retrieval_tools=retrieval_tool_names(agent.tools or []),
         )
         self._tools_open = False
+
+    @staticmethod
+    def _shared_budgets(suite: Suite) -> list[Allowance]:
+        """This runtime's allowances of the budgets shared with other runs, in chunks of the
+        worst case of as many calls as the suite runs at once."""
+        factory = suite.options.shared_budgets
+        if factory is None:
+            return []
+        label = " ".join(
+            part
+            for part in (suite.loaded.agent.name, suite.prompt_key, suite.options.dagster_run_id)
+            if part
+        )
+        return [Allowance(pool, suite.parallel) for pool in factory(suite.project, label)]
 
     def _in_process(self, suite: Suite) -> AgentRunner:
         """The agent run here from ``agent.yaml``: its SDK client, tool box and tool loop."""
@@ -142,13 +158,16 @@ class SuiteRuntime:
         }
 
     async def aclose(self) -> None:
-        if self.toolbox is not None:
-            await self.toolbox.aclose()
-        if self.client is not None:
-            await self.client.aclose()
-        if self.target is not None:
-            await self.target.aclose()
-        await self.judges.aclose()
+        try:
+            if self.toolbox is not None:
+                await self.toolbox.aclose()
+            if self.client is not None:
+                await self.client.aclose()
+            if self.target is not None:
+                await self.target.aclose()
+            await self.judges.aclose()
+        finally:
+            await self.ledger.aclose()  # what the shared budgets lent and this run did not spend
 
 
 def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:

@@ -8,7 +8,7 @@ from typing import Any
 from holodeck_core.calls.ledger import NOT_SENT
 from holodeck_core.calls.prices import load_price_table
 from holodeck_core.models import Status, TestResult
-from holodeck_core.models.cost import CallCosts, RunCost, total_usd
+from holodeck_core.models.cost import BudgetLimit, CallCosts, RunCost, total_usd
 from holodeck_core.models.results import all_metric_results
 from holodeck_core.runner.case_run import CaseRun
 
@@ -16,9 +16,23 @@ BUDGET_STOPPED = (
     "budget: the run's budget stopped a model call this case needed; rerun with a larger "
     "execution.budget to resume it (finished cases are not paid for again)"
 )
+SHARED_BUDGET_STOPPED = (
+    "budget: the project's {scope} budget (holodeck.yaml budget.{scope}) stopped a model call "
+    "this case needed; rerun when it allows more to resume it (finished cases are not paid "
+    "for again)"
+)
 
 
-def budget_verdict(result: TestResult, run: CaseRun, refused: set[str]) -> TestResult:
+def stopped_message(stopped_by: BudgetLimit | None) -> str:
+    """What a case the budget stopped says: which budget, and how to resume."""
+    if stopped_by is None or stopped_by in ("usd", "tokens"):
+        return BUDGET_STOPPED
+    return SHARED_BUDGET_STOPPED.format(scope=stopped_by.split(".")[0])
+
+
+def budget_verdict(
+    result: TestResult, run: CaseRun, refused: set[str], stopped_by: BudgetLimit | None = None
+) -> TestResult:
     """``result``, or ERROR with ``error_source: budget`` when the budget refused a call of
     the trial's agent, one made for its case, or one it waited on (G-Eval's shared steps)."""
     stopped = run.budget_stopped or (result.test_id or "") in refused
@@ -33,7 +47,7 @@ def budget_verdict(result: TestResult, run: CaseRun, refused: set[str]) -> TestR
             "passed": False,
             "status": Status.ERROR,
             "error_source": "budget",
-            "errors": [BUDGET_STOPPED, *result.errors],
+            "errors": [stopped_message(stopped_by), *result.errors],
         }
     )
 

@@ -255,7 +255,8 @@ class Suite:
         runtime = self.runtime
         with charged_to(case.id or ""):
             result = await runtime.evaluator.evaluate(case, run)
-        return budget_verdict(result, run, runtime.ledger.refused_cases)
+        ledger = runtime.ledger
+        return budget_verdict(result, run, ledger.refused_cases, ledger.stopped_by)
 
     def costs(self) -> CallCosts:
         """What this suite's runtimes spent so far (the open one included)."""

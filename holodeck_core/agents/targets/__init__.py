@@ -34,7 +34,10 @@ def make_target(
     else:
         assert isinstance(spec, HolodeckServeTarget)
         client = HolodeckServeClient(spec, loaded.agent.name, loaded.resolve)
-    runner = TargetRunner(target, client, scheduler, timeout=spec.timeout or timeout)
+    model = loaded.agent.model
+    if isinstance(spec, OpenAIChatTarget):
+        model = model.model_copy(update={"name": spec.model})
+    runner = TargetRunner(target, client, scheduler, timeout=spec.timeout or timeout, model=model)
     if spec.limit is not None:
         scheduler.set_limit(runner.endpoint, spec.limit)
     return runner, client

@@ -11,9 +11,10 @@ from typing import Any, Protocol
 
 from holodeck_core.agents.loop import TurnInput, TurnOutcome
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.ledger import Charge, estimate_tokens
 from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.metrics.response_path import path_tokens
-from holodeck_core.models import TokenUsage, ToolInvocation
+from holodeck_core.models import LLMProvider, TokenUsage, ToolInvocation
 from holodeck_core.models.target import Target
 from holodeck_core.redaction import redact_text
 
@@ -60,6 +61,9 @@ class TargetRunner:
     client: TargetClient
     scheduler: CallScheduler
     timeout: float
+    model: LLMProvider
+    """The model the target's calls are charged as (its price is unknown unless
+    ``holodeck.yaml`` ``pricing:`` names it; its ``max_tokens`` bounds a reply)."""
 
     @property
     def endpoint(self) -> str:
@@ -91,9 +95,20 @@ class TargetRunner:
             finally:
                 elapsed.append(time.perf_counter() - started)
 
+        charge = Charge(
+            "agent",
+            self.model,
+            TARGET_PRICES,
+            estimate_tokens(*(m["content"] for m in session.messages)),
+            usage=_reply_usage,
+        )
         try:
             reply = await self.scheduler.call(
-                attempt, endpoint=self.endpoint, timeout=self.timeout, attempts=self.attempts
+                attempt,
+                endpoint=self.endpoint,
+                timeout=self.timeout,
+                attempts=self.attempts,
+                charge=charge,
             )
         except ModelCallError as exc:
             return TurnOutcome(error=self._named(exc))
@@ -116,6 +131,15 @@ class TargetRunner:
             retry_after=error.retry_after,
             attempts=error.attempts,
         )
+
+
+TARGET_PRICES = "target"
+"""A target's price rows: none ship; ``pricing: {models: {...}}`` (or ``providers: {target:
+...}``) in holodeck.yaml prices the model it is charged as."""
+
+
+def _reply_usage(reply: Any) -> TokenUsage:
+    return reply.usage if isinstance(reply, Reply) else TokenUsage()
 
 
 def unreadable(what: str) -> ModelCallError:

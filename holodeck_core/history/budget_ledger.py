@@ -1,0 +1,161 @@
+"""The budgets runs share, kept in the history (DESIGN §8.5): a
+:class:`~holodeck_core.calls.shared_budget.BudgetPool` over the ``budget_ledger`` table.
+
+Every claim is one short transaction on a writer connection, which waits out another
+process's lock as every history write does (``store.connect_with_retry``): it sums what the
+other holders of the budget claimed (while their lease runs) or spent (once it expired), grants
+this holder what fits, and writes its row. The single-writer lock of the DuckDB file makes
+the claims of two processes one after the other; the transaction keeps a claim whole on a
+catalog that lets writers run at once (DuckLake). Plain ``UPDATE``/``INSERT``: no key or check
+constraint is relied on."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from holodeck_core.calls.shared_budget import SHARED_LEASE_S, Amount, PoolRefused
+from holodeck_core.errors import ConfigError
+from holodeck_core.history.store import History, writer
+from holodeck_core.models.cost import Budget, SharedBudgets, SharedScope
+
+if TYPE_CHECKING:
+    import duckdb
+
+_OTHERS = """
+SELECT
+    coalesce(sum(CASE WHEN expires_at > ? THEN greatest(claimed_usd, spent_usd)
+                      ELSE spent_usd END), 0),
+    CAST(coalesce(sum(CASE WHEN expires_at > ? THEN greatest(claimed_tokens, spent_tokens)
+                           ELSE spent_tokens END), 0) AS BIGINT)
+FROM budget_ledger
+WHERE scope = ? AND scope_key = ? AND holder <> ?
+"""
+_UPDATE = """
+UPDATE budget_ledger
+SET claimed_usd = ?, claimed_tokens = ?, spent_usd = ?, spent_tokens = ?, expires_at = ?,
+    updated_at = ?
+WHERE scope = ? AND scope_key = ? AND holder = ?
+"""
+_INSERT = """
+INSERT INTO budget_ledger (claimed_usd, claimed_tokens, spent_usd, spent_tokens, expires_at,
+                           updated_at, scope, scope_key, holder, label)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+
+@dataclass
+class HistoryPool:
+    """One shared budget (``scope``/``key``) in a DuckDB history file, for one holder."""
+
+    path: Path
+    scope: SharedScope
+    key: str
+    budget: Budget
+    label: str = ""
+    lease_s: float = SHARED_LEASE_S
+    holder: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def claim(self, spent: Amount, held: Amount, want: Amount, need: Amount) -> Amount:
+        with writer(self.path) as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                extra = self._claim(con, spent, held, want, need)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return extra
+
+    def _claim(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spent: Amount,
+        held: Amount,
+        want: Amount,
+        need: Amount,
+    ) -> Amount:
+        now = datetime.now(UTC).replace(tzinfo=None)
+        row = con.execute(_OTHERS, [now, now, self.scope, self.key, self.holder]).fetchone()
+        others = Amount(float(row[0]), int(row[1])) if row else Amount()
+        mine = Amount(max(held.usd, spent.usd), max(held.tokens, spent.tokens))
+        usd = self._grant("usd", self.budget.usd, others.usd + mine.usd, want.usd, need.usd)
+        tokens = self._grant(
+            "tokens", self.budget.tokens, others.tokens + mine.tokens, want.tokens, need.tokens
+        )
+        extra = Amount(usd, int(tokens))
+        claimed = held + extra
+        values = [
+            claimed.usd,
+            claimed.tokens,
+            spent.usd,
+            spent.tokens,
+            now + timedelta(seconds=self.lease_s),
+            now,
+            self.scope,
+            self.key,
+            self.holder,
+        ]
+        updated = con.execute(_UPDATE, values).fetchone()
+        if not updated or not updated[0]:
+            con.execute(_INSERT, [*values, self.label])
+        return extra
+
+    def _grant(
+        self,
+        which: Literal["usd", "tokens"],
+        limit: float | None,
+        used: float,
+        want: float,
+        need: float,
+    ) -> float:
+        """What of ``want`` fits under ``limit`` (all of it without one); at least ``need``."""
+        if limit is None:
+            return want
+        left = limit - used
+        if need > 0 and need > left + 1e-12:
+            shown = f"{limit:g} USD" if which == "usd" else f"{int(limit)} tokens"
+            done = f"{used:.4f} USD" if which == "usd" else f"{int(used)} tokens"
+            raise PoolRefused(
+                f"the project's {self.scope} budget of {shown} ({self.describe()}) would be "
+                f"passed: all runs together spent or hold {done}; raise budget.{self.scope}."
+                f"{which} in holodeck.yaml, and a rerun resumes",
+                which,
+            )
+        return max(0.0, min(want, left))
+
+    def describe(self) -> str:
+        return f"UTC day {self.key}" if self.scope == "daily" else f"backfill {self.key}"
+
+
+def shared_pools(
+    history: History,
+    budgets: SharedBudgets | None,
+    *,
+    backfill: str | None,
+    label: str = "",
+    today: str | None = None,
+) -> list[HistoryPool]:
+    """The pools a run draws from: the day's (``today``, default the UTC date now) when
+    ``budget.daily`` is set, its backfill's when it runs in one and ``budget.backfill`` is
+    set. A history that cannot keep them in a transaction is a config error."""
+    if budgets is None:
+        return []
+    wanted: list[tuple[SharedScope, str, Budget]] = []
+    if budgets.daily is not None:
+        wanted.append(("daily", today or datetime.now(UTC).date().isoformat(), budgets.daily))
+    if budgets.backfill is not None and backfill:
+        wanted.append(("backfill", backfill, budgets.backfill))
+    if not wanted:
+        return []
+    if not isinstance(history, Path):
+        raise ConfigError(
+            f"budget: in holodeck.yaml needs a history that keeps a shared ledger in a "
+            f"transaction; the Parquet lake {history} cannot. Use the DuckDB file (unset "
+            "history_url / HOLODECK_HISTORY_URL) or remove budget.daily and budget.backfill",
+            file="holodeck.yaml",
+        )
+    return [HistoryPool(history, scope, key, budget, label=label) for scope, key, budget in wanted]
