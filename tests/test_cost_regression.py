@@ -13,6 +13,7 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
+from holodeck_core.history.cost_check import CostCheck
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 
@@ -109,3 +110,12 @@ def test_the_check_is_off_when_max_cost_increase_is_unset(tmp_path: Path) -> Non
         assert "no_regression" in specs and "cost_regression" not in specs
         result = eval_job.execute_in_process(partition_key="v1", instance=instance)
     assert result.success and "cost_regression" not in checks(result)
+
+
+def test_a_free_baseline_makes_any_spend_a_rise_and_no_baseline_is_no_verdict() -> None:
+    assert CostCheck(0.2, "base-run", before=0.0, after=0.01).passed is False
+    assert CostCheck(0.2, "base-run", before=0.0, after=0.0).passed is True
+    assert CostCheck(0.2, "base-run", before=0.01, after=0.0119).passed is True
+    assert CostCheck(0.2, "base-run", before=0.01, after=0.0121).passed is False
+    first = CostCheck(0.2, after=0.01)
+    assert first.passed is True and first.render() == "nothing to compare with yet"

@@ -6,6 +6,7 @@ compared: the check says why instead of passing."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,10 @@ class CostCheck:
     @property
     def increase(self) -> float | None:
         """The relative change of the cost per passing case (0.25 = 25 % more)."""
-        if self.before is None or self.after is None or self.before == 0:
+        if self.before is None or self.after is None:
             return None
+        if self.before == 0:  # a free baseline (every answer cached): any spend is a rise
+            return 0.0 if self.after == 0 else math.inf
         return self.after / self.before - 1
 
     @property
