@@ -104,8 +104,7 @@ def test_summary_shows_cost_per_run_and_version_and_unknown_as_unknown(
     page.goto(server + "/")
     page.wait_for_selector("#cost-card #cost-chart .js-plotly-plot")
     traces = page.evaluate(
-        "() => document.querySelector('#cost-chart .js-plotly-plot').data"
-        ".map(t => [t.name, t.y])"
+        "() => document.querySelector('#cost-chart .js-plotly-plot').data.map(t => [t.name, t.y])"
     )
     by_name = dict(traces)
     assert set(by_name) == {f"money {history.version_a}", f"money {history.version_b}"}
