@@ -1,7 +1,7 @@
 """The dashboard's money in a real browser (issue 23, Playwright driving Debian's Chromium): the
 Summary's cost per run and prompt version over time (an unknown cost reads "unknown", never 0),
-the runs a budget stopped with the verdict, and Compare's cost delta, total and per passing
-case, with each run's budget verdict.
+the runs a budget stopped with the verdict, Compare's cost delta, total and per passing case,
+with each run's budget verdict, and the Explorer's line of a run's cost and budget.
 
 The history holds four real CLI runs of one agent against the loopback server: prompt A priced,
 prompt A stopped by a tiny ``execution.budget`` (exit 3), prompt B priced, and prompt A on a
@@ -176,3 +176,20 @@ def test_compare_shows_the_cost_delta_total_and_per_passing_case(
     stopped = headline(page, server, [history.priced, history.stopped])
     assert stopped["budget"][0] == "-"
     assert stopped["budget"][1].startswith("stopped at its usd limit (1e-06 USD): spent ")
+
+
+def test_explorer_shows_a_runs_cost_and_budget_verdict(
+    page: Page, server: str, history: History
+) -> None:
+    cost, per_pass = money(history, history.priced)
+    assert cost and per_pass
+    for run_id, expected in (
+        (history.priced, f"cost ${cost:.4f} (${per_pass:.4f} per passing case) · budget: -"),
+        (history.unknown, "cost unknown (unknown per passing case) · budget: -"),
+    ):
+        page.goto(f"{server}/explorer?run={run_id}")
+        page.wait_for_selector("#run-cost")
+        assert page.inner_text("#run-cost") == expected
+    page.goto(f"{server}/explorer?run={history.stopped}")
+    page.wait_for_selector("#run-cost")
+    assert "budget: stopped at its usd limit (1e-06 USD)" in page.inner_text("#run-cost")
