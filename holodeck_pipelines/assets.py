@@ -32,6 +32,7 @@ from holodeck_core.engine.stages import (
 )
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.backend import project_history
+from holodeck_core.history.cost_check import cost_check
 from holodeck_core.history.regression import regression_check
 from holodeck_core.models import Status, Trigger
 from holodeck_core.naming import dagster_name, partitions_def_name
@@ -42,7 +43,12 @@ from holodeck_pipelines.checks import failing_partitions, in_partition, partitio
 from holodeck_pipelines.failures import metric_errors, stage_failure
 from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-from holodeck_pipelines.verdicts import agreement_result, drift_result, regression_result
+from holodeck_pipelines.verdicts import (
+    agreement_result,
+    cost_result,
+    drift_result,
+    regression_result,
+)
 
 LLM_POOL = "llm_api"
 HISTORY_POOL = "history_db"
@@ -93,6 +99,16 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         "tags": owner_tags,
         "io_manager_key": "holodeck_io_manager",
     }
+    evaluations = loaded.agent.evaluations
+    cost_spec = (
+        {
+            "cost_regression": "The cost per passing case rose by at most "
+            "evaluations.max_cost_increase against the run no_regression compares with "
+            "(an unknown cost: skipped, with the reason)."
+        }
+        if evaluations and evaluations.max_cost_increase is not None
+        else {}
+    )
 
     def suite(
         context: dg.AssetExecutionContext,
@@ -265,6 +281,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 "judge_drift": "The judges score the evaluations.judge_control rows as they "
                 "first did (within evaluations.judge_drift_max).",
                 "no_errored_cases": "Every case could be evaluated (no ERROR status).",
+                **cost_spec,
             },
         ),
         **common,
@@ -289,9 +306,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         )
         summary = run.report.summary
         partition = context.partition_key
-        gate = check_gate(
-            summary, loaded.agent.evaluations.gate if loaded.agent.evaluations else None
-        )
+        gate = check_gate(summary, evaluations.gate if evaluations else None)
         checks = [
             dg.AssetCheckResult(
                 check_name="pass_rate_gate",
@@ -305,7 +320,6 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 },
             ),
         ]
-        evaluations = loaded.agent.evaluations
         regression = regression_check(
             history.path,
             run_id,
@@ -314,6 +328,11 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             alpha=(evaluations.alpha if evaluations else None) or ALPHA,
         )
         checks.append(regression_result(regression))
+        if evaluations and evaluations.max_cost_increase is not None:
+            limit = evaluations.max_cost_increase
+            found = cost_check(history.path, run_id, regression.previous, limit,
+                               not_compared=regression.not_compared)  # fmt: skip
+            checks.append(cost_result(found))
         checks.append(drift_result(history.path, run_id, evaluations))
         checks.append(agreement_result(history.path, run_id, evaluations))
         checks.append(

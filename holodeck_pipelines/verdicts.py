@@ -1,10 +1,12 @@
 """The statistical checks of ``eval_history`` (DESIGN §7.8): ``no_regression``, decided as
-``holodeck history compare`` decides, and ``judge_drift``."""
+``holodeck history compare`` decides, ``judge_drift``, ``judge_agreement`` and, when
+``evaluations.max_cost_increase`` is set, ``cost_regression``."""
 
 from typing import Any
 
 import dagster as dg
 
+from holodeck_core.history.cost_check import CostCheck
 from holodeck_core.history.drift import judge_drift
 from holodeck_core.history.labels import judge_agreement_of, render_agreement
 from holodeck_core.history.regression import RegressionCheck
@@ -104,4 +106,28 @@ def agreement_result(
         metadata={
             f"kappa/{r['metric_name']}": dg.MetadataValue.float(float(r["kappa"])) for r in rated
         },
+    )
+
+
+def cost_result(check: CostCheck) -> dg.AssetCheckResult:
+    """``cost_regression``: the cost per passing case against the no_regression check's run.
+    An unknown cost is not a pass: the result says it was skipped and why."""
+    metadata: dict[str, Any] = {
+        "baseline_run_id": check.baseline or "",
+        "max_cost_increase": dg.MetadataValue.float(check.limit),
+        "skipped": check.skipped is not None,
+    }
+    for key, value in (
+        ("cost_per_pass_usd", check.after),
+        ("baseline_cost_per_pass_usd", check.before),
+        ("increase", check.increase),
+    ):
+        if value is not None:
+            metadata[key] = dg.MetadataValue.float(value)
+    return dg.AssetCheckResult(
+        check_name="cost_regression",
+        passed=check.passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=check.render(),
+        metadata=metadata,
     )

@@ -119,6 +119,11 @@ def estimate_lines(estimate: CostEstimate) -> list[str]:
     lines.append(
         f"  {'total':<12} {calls:>7,} calls {tokens:>11,} tokens  {_usd(estimate.total_usd)}"
     )
+    if {"judge", "embedding"} & estimate.headings.keys():
+        lines.append(
+            "  (with cold caches: judge answers and embeddings already cached are not paid "
+            "again, so a run after a run of the same answers costs less)"
+        )
     return lines
 
 

@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.dashboard.cost_data import run_money
 from holodeck_core.dashboard.data import RUNS, PageError, connect, require_runs, resolve, rows
 from holodeck_core.dashboard.explorer_data import load_run_file
 from holodeck_core.dashboard.stats import Paired, paired
@@ -109,7 +110,8 @@ def compare(
                 "Baseline not among the runs",
                 f"baseline={baseline_ref!r} is not one of the compared runs; pick one of them.",
             )
-        runs = [rows(con.execute(f"SELECT * FROM {RUNS} WHERE run_id = ?", [i]))[0] for i in ids]
+        found = [rows(con.execute(f"SELECT * FROM {RUNS} WHERE run_id = ?", [i]))[0] for i in ids]
+        runs = [{**run, **run_money(con, run)} for run in found]
         # runs picked by hand are compared even when one is an infrastructure failure (the
         # matrix shows what errored); the flaky marks still leave failures out
         comparisons = [

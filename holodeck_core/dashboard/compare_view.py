@@ -21,6 +21,7 @@ HEADLINES = (
     ("tests", "total_tests", ui.num, 1, "{:+,.0f}", None),
     ("tokens", "total_tokens", ui.num, 1, "{:+,.0f}", False),
     ("cost", "cost_usd", ui.usd, 1, "{:+.4f} USD", False),
+    ("cost per passing case", "cost_per_pass", ui.usd, 1, "{:+.4f} USD", False),
     ("wall time (s)", "wall_time_ms", ui.seconds, 0.001, "{:+,.1f} s", False),
     ("sum of case times (s)", "total_duration_ms", ui.seconds, 0.001, "{:+,.1f} s", False),
 )
@@ -103,6 +104,7 @@ def _headline(data: CompareData) -> html.Table:
                 html.Span([fmt(value), " ", html.Span(f"({unit.format(delta)})", className=tone)])
             )
         body.append(cells)
+    body.append(["budget", *(run["budget"] for run in data.runs)])
     return ui.grid(["", *(_title(data, k) for k in range(len(data.runs)))], body, "headline")
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.dashboard.cost_data import run_money
 from holodeck_core.dashboard.data import PageError, connect, require_runs, resolve, rows
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
@@ -83,7 +84,8 @@ def explorer(db: History, run_ref: str | None, case_id: str | None) -> Explorer:
                 "SELECT run_id FROM eval_runs ORDER BY finished_at DESC, run_id DESC LIMIT 1"
             ).fetchone()
             run_id = str(latest[0]) if latest else ""
-        (run,) = rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [run_id]))
+        (found,) = rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [run_id]))
+        run = {**found, **run_money(con, found)}
         runs = rows(
             con.execute(
                 "SELECT run_id, prompt_version, finished_at, pass_rate, total_tests, trigger "

@@ -86,6 +86,11 @@ def _detail(data: Explorer) -> list[Any]:
             f"{run['errored']} errored · version {run['holodeck_version'] or 'not recorded'}",
             id="run-summary",
         ),
+        html.P(
+            f"cost {ui.usd(run['cost_usd'])} ({ui.usd(run['cost_per_pass'])} per passing case)"
+            f" · budget: {run['budget']}",
+            id="run-cost",
+        ),
     ]
     if run.get("previous_run_id"):
         header.append(

@@ -1,8 +1,9 @@
 """The Summary page: KPI tiles with sparklines and the change against the prior run, the
 pass-rate trend per agent (interval bands, prompt-version boundaries, paired regressions),
-metric trends in a tab per kind (a panel per metric with its threshold), a breakdown of the
-latest run per metric kind, filters (their notes say what a link asked for that does not
-exist or is not valid) and the runs table."""
+the cost per run and prompt version (with the runs a budget stopped), metric trends in a tab
+per kind (a panel per metric with its threshold), a breakdown of the latest run per metric
+kind, filters (their notes say what a link asked for that does not exist or is not valid)
+and the runs table."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from holodeck_core.dashboard import cache, runs_table, tiles, ui
 from holodeck_core.dashboard.charts import metric_figure, pass_rate_figure
+from holodeck_core.dashboard.cost_data import costs
+from holodeck_core.dashboard.cost_view import cost_card
 from holodeck_core.dashboard.data import Filters, Options, SummaryData, summary
 from holodeck_core.dashboard.failures_view import failures_card
 from holodeck_core.history.store import History
@@ -58,6 +61,8 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
                 dcc.Graph(id="pass-rate-chart",
                           figure=pass_rate_figure(data.runs, data.regressions))],
                 className="card"),
+            cost_card(cache.cached(db, ("costs", filters.to_query()),
+                                   lambda: costs(db, filters))),
             html.Div(_metric_tabs(data.metrics), className="card", id="metric-trends"),
             tiles.breakdown(data.metrics, str(data.runs.iloc[-1]["run_id"])),
             html.Div(runs_table.runs_table(data.runs, filters.to_query()), className="card"),

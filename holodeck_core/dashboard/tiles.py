@@ -85,12 +85,22 @@ def kpis(runs: pd.DataFrame) -> html.Div:
             tile("Tokens", "total_tokens", ui.num, lambda d: f"{d:+,.0f}", False,
                  f"latest run · {ui.num(runs['total_tokens'].sum(min_count=1))} in all"),
             tile("Cost", "cost_usd", ui.usd, lambda d: f"{d:+.4f} USD", False,
-                 f"latest run · {ui.usd(runs['cost_usd'].sum(min_count=1))} in all"),
+                 f"latest run · {_spent(runs['cost_usd'])}"),
             tile("Wall time", "wall_time_ms", ui.seconds, lambda d: f"{d / 1000:+.1f} s", False,
                  "latest run, start to finish"),
         ],
         className="kpis",
     )  # fmt: skip
+
+
+def _spent(cost: pd.Series) -> str:
+    """What the runs shown spent; runs of unknown cost are named, not counted as 0."""
+    unknown = int(cost.isna().sum())
+    known = ui.usd(cost.sum(min_count=1)) + " in all"
+    if not unknown:
+        return known
+    return f"{known} of known cost, {unknown} run(s) unknown" if unknown < len(cost) else (
+        "every run's cost unknown")  # fmt: skip
 
 
 def breakdown(metrics: pd.DataFrame, run_id: str) -> html.Div:

@@ -113,7 +113,8 @@ def num(value: Any) -> str:
 
 
 def usd(value: Any) -> str:
-    return "-" if missing(value) else f"${float(value):.4f}"
+    """``$0.0012``; an unknown cost (a model without a price) is ``unknown``, never 0."""
+    return "unknown" if missing(value) else f"${float(value):.4f}"
 
 
 def seconds(ms: Any) -> str:

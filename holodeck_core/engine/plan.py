@@ -204,11 +204,13 @@ def _measured(
 
 def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
     """One trial of ``case`` from sizes: a call per turn (the prompt, the conversation so far
-    and the tool schemas in; the expected answer, else a quarter of max_tokens, out) and a
-    call per judge metric."""
+    and the tool schemas in; the expected answer, else a quarter of max_tokens, out) and, per
+    turn, the judge calls of the metrics it is scored by (precedence turn > case > agent),
+    each priced at its own judge's rates."""
     from holodeck_core.calls.ledger import estimate_tokens
     from holodeck_core.calls.prices import load_price_table
     from holodeck_core.config.project import Project
+    from holodeck_core.metrics.registry import select_metrics
     from holodeck_core.models import LLMProvider, TokenUsage
     from holodeck_core.providers.table import provider_spec
 
@@ -227,33 +229,40 @@ def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
             unpriced_calls=calls if usd is None else 0,
         )
 
-    turns = [(t.input, t.ground_truth) for t in case.turns or []] or [
-        (case.input or "", case.ground_truth)
+    evaluations = agent.evaluations
+    agent_metrics = evaluations.metrics if evaluations else None
+    turns = [(t.input, t.ground_truth, t.evaluations) for t in case.turns or []] or [
+        (case.input or "", case.ground_truth, None)
     ]
     answer = (agent.model.max_tokens or 400) // 4
     prompt = completion = 0
     seen: list[str] = []
-    for text, expected in turns:
+    judged: list[HeadingCost] = []
+    for text, expected, turn_metrics in turns:
         seen.append(text)
         prompt += estimate_tokens(body, tools, *seen)
         completion += estimate_tokens(expected) if expected else answer
         seen.append(expected or "")
+        size = estimate_tokens(text, expected or "") + answer + JUDGE_PROMPT_TOKENS
+        for metric in select_metrics(agent_metrics, case.evaluations, turn_metrics):
+            calls = _judge_calls(metric)
+            if calls:
+                judge = metric.model or (evaluations.model if evaluations else None) or agent.model
+                usage = TokenUsage(
+                    prompt_tokens=calls * size, completion_tokens=calls * JUDGE_ANSWER_TOKENS
+                )
+                judged.append(priced(judge, calls, usage))
     usage = TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
     out: Costs = {"agent": priced(agent.model, len(turns), usage)}
-    metrics = agent.evaluations.metrics if agent.evaluations else []
-    judged = [m for m in metrics if _is_judge(m)]
     if judged:
-        judge = (agent.evaluations.model if agent.evaluations else None) or agent.model
-        asked = len(judged) * len(turns)
-        size = estimate_tokens(*(t for pair in turns for t in pair if t)) + JUDGE_PROMPT_TOKENS
-        usage = TokenUsage(
-            prompt_tokens=asked * size, completion_tokens=asked * JUDGE_ANSWER_TOKENS
-        )
-        out["judge"] = priced(judge, asked, usage)
+        out["judge"] = _summed([{"judge": j} for j in judged])["judge"]
     return out
 
 
-def _is_judge(metric: object) -> bool:
+def _judge_calls(metric: object) -> int:
+    """Judge calls one scoring of ``metric`` makes: RAG metrics ask twice (statements or
+    claims, then verdicts), G-Eval and the legacy judged metrics once (G-Eval's steps are
+    generated once per metric config and cached)."""
     from holodeck_core.models.evaluation import (
         LEGACY_JUDGE_METRICS,
         GEvalMetric,
@@ -261,6 +270,10 @@ def _is_judge(metric: object) -> bool:
         StandardMetric,
     )
 
-    if isinstance(metric, GEvalMetric | RAGMetric):
-        return True
-    return isinstance(metric, StandardMetric) and metric.metric in LEGACY_JUDGE_METRICS
+    if not getattr(metric, "enabled", True):
+        return 0
+    if isinstance(metric, RAGMetric):
+        return 2
+    if isinstance(metric, GEvalMetric):
+        return 1
+    return int(isinstance(metric, StandardMetric) and metric.metric in LEGACY_JUDGE_METRICS)

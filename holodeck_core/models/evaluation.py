@@ -273,6 +273,13 @@ class EvaluationConfig(StrictModel):
         description="A run with more than this share of its cases ERROR is an infrastructure "
         "failure, kept out of trends, baselines and comparisons (default 0.5).",
     )
+    max_cost_increase: float | None = Field(
+        None,
+        gt=0.0,
+        description="Turns on the cost_regression check: it fails when the cost per passing "
+        "case rose by more than this fraction (0.2 = 20 %) against the run no_regression "
+        "compares with.",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvaluationConfig:

@@ -1,0 +1,86 @@
+"""The dashboard's money (issue 23): each filtered run's cost and cost per passing case from
+``v_cost_by_run`` (a run recorded without costs, such as an import, keeps the cost its EvalRun
+states; a rescore the cost of the run it rescored), and the runs a budget stopped. An unknown
+cost stays None here and is shown as unknown, never as 0."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from holodeck_core.dashboard.data import FILTERED_RUNS, Filters, connect, rows
+from holodeck_core.history.store import History
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd  # type: ignore[import-untyped]
+
+COSTS = """
+SELECT f.run_id, f.agent_name, f.prompt_version, f.finished_at, f.passed,
+       CASE WHEN c.run_id IS NULL THEN f.cost_usd ELSE c.cost_usd END AS cost_usd,
+       CASE WHEN c.run_id IS NULL THEN f.cost_usd / NULLIF(f.passed, 0)
+            ELSE c.cost_per_pass END AS cost_per_pass
+FROM ({runs}) f LEFT JOIN v_cost_by_run c USING (run_id)
+ORDER BY f.finished_at, f.run_id
+"""
+
+BUDGETS = """
+SELECT c.run_id, r.agent_name, c.prompt_version, c.finished_at, c.budget_usd, c.budget_tokens,
+       c.spent_usd, c.spent_tokens, c.budget_stopped_by, k.refused_calls
+FROM v_cost_by_run c JOIN eval_runs r USING (run_id) JOIN run_costs k USING (run_id)
+"""
+STOPS_SHOWN = 20
+
+
+@dataclass
+class CostData:
+    runs: pd.DataFrame
+    """The filtered runs, oldest first: ``cost_usd`` and ``cost_per_pass`` (NaN: unknown)."""
+    stops: list[dict[str, Any]]
+    """The runs of the filtered agents a budget stopped, newest first, even those left out
+    as infrastructure failures (a stopped run's cases mostly ERROR with ``budget``)."""
+
+
+def costs(db: History, filters: Filters) -> CostData:
+    where, params = filters.where()
+    with connect(db) as con:
+        runs = con.execute(COSTS.format(runs=FILTERED_RUNS + where), params).df()
+        agents = f" AND r.agent_name IN ({', '.join('?' for _ in filters.agents)})"
+        stops = rows(
+            con.execute(
+                f"{BUDGETS} WHERE c.budget_stopped_by IS NOT NULL"
+                f"{agents if filters.agents else ''} "
+                f"ORDER BY c.finished_at DESC, c.run_id LIMIT {STOPS_SHOWN}",
+                filters.agents,
+            )
+        )
+    return CostData(runs, stops)
+
+
+def run_money(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> dict[str, Any]:
+    """A run's cost per passing case and its budget verdict (Compare's headline)."""
+    found = rows(con.execute(f"{BUDGETS} WHERE c.run_id = ?", [run["run_id"]]))
+    per_pass = (
+        None
+        if run["cost_usd"] is None or not run["passed"]
+        else float(run["cost_usd"]) / int(run["passed"])
+    )
+    return {"cost_per_pass": per_pass, "budget": budget_text(found[0]) if found else "-"}
+
+
+def budget_text(row: dict[str, Any]) -> str:
+    """``stopped at its usd limit (1.0 USD): spent ..., 12 call(s) not sent``, ``within
+    budget (...)``, or ``-`` for a run without a budget."""
+    limits = [f"{row['budget_usd']:g} USD"] if row["budget_usd"] is not None else []
+    limits += [f"{row['budget_tokens']:,} tokens"] if row["budget_tokens"] is not None else []
+    if not limits:
+        return "-"
+    spent = "unknown" if row["spent_usd"] is None else f"{row['spent_usd']:.4f} USD"
+    used = f"spent {spent} and {row['spent_tokens'] or 0:,} tokens"
+    if row["budget_stopped_by"]:
+        refused = row["refused_calls"] or 0
+        return (
+            f"stopped at its {row['budget_stopped_by']} limit ({' and '.join(limits)}): "
+            f"{used}, {refused} call(s) not sent"
+        )
+    return f"within budget ({' and '.join(limits)}): {used}"

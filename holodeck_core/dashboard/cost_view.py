@@ -1,0 +1,102 @@
+"""The Summary's cost card (issue 23): the cost of each run over time, a line per agent and
+prompt version, with its cost per passing case in the hover; a run whose cost is unknown (a
+model without a price) is marked "unknown" on the time axis, never drawn at 0; a table per
+prompt version; and the runs a budget stopped, with the verdict."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dash import dcc, html
+
+from holodeck_core.dashboard import ui
+from holodeck_core.dashboard.charts import Figure
+from holodeck_core.dashboard.cost_data import CostData, budget_text
+from holodeck_core.dashboard.links import explorer_href
+
+if TYPE_CHECKING:
+    import pandas as pd  # type: ignore[import-untyped]
+
+UNKNOWN_COLOR = "#868e96"
+
+
+def cost_card(data: CostData) -> html.Div:
+    runs = data.runs
+    return html.Div(
+        [
+            html.H3("Cost per run"),
+            html.P(
+                "A line per agent and prompt version; the hover gives the cost per passing "
+                "case. \u201cunknown\u201d: a run that called a model without a price (give it "
+                "one under pricing: in holodeck.yaml): its cost is not 0, it is not known.",
+                className="muted",
+            ),
+            dcc.Graph(id="cost-chart", figure=cost_figure(runs)),
+            _by_version(runs),
+            *_stops(data.stops),
+        ],
+        className="card",
+        id="cost-card",
+    )
+
+
+def cost_figure(runs: pd.DataFrame) -> Figure:
+    traces: list[dict[str, Any]] = []
+    for (agent, version), group in runs.groupby(["agent_name", "prompt_version"], sort=True):
+        per_pass = [None if ui.missing(v) else round(float(v), 6) for v in group["cost_per_pass"]]
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{agent} {version}",
+            "x": [str(t) for t in group["finished_at"]],
+            "y": [None if ui.missing(v) else round(float(v), 6) for v in group["cost_usd"]],
+            "customdata": [[ui.usd(p), str(r)] for p, r in zip(per_pass, group["run_id"],
+                                                                 strict=True)],
+            "hovertemplate": "%{x}<br>$%{y:.4f} a run · %{customdata[0]} per passing case"
+            "<br>run %{customdata[1]}<extra>%{fullData.name}</extra>",
+        })  # fmt: skip
+    unknown = runs[runs["cost_usd"].isna()]
+    annotations = [
+        {"x": str(row["finished_at"]), "y": 0, "xref": "x", "yref": "paper", "text": "unknown",
+         "showarrow": True, "arrowhead": 0, "ay": -24, "ax": 0,
+         "font": {"color": UNKNOWN_COLOR, "size": 10},
+         "hovertext": f"{row['agent_name']} {row['prompt_version']}: cost unknown "
+                      f"(run {ui.short(row['run_id'])})"}
+        for row in unknown.to_dict("records")
+    ]  # fmt: skip
+    layout = {
+        "height": 300, "annotations": annotations, "xaxis": {"type": "date"},
+        "yaxis": {"title": {"text": "USD per run"}, "rangemode": "tozero"},
+        "margin": {"t": 20, "b": 40}, "legend": {"title": {"text": "agent, prompt"}},
+    }  # fmt: skip
+    return {"data": traces, "layout": layout}
+
+
+def _by_version(runs: pd.DataFrame) -> html.Table:
+    """Per agent and prompt version: its runs, the latest run's cost and cost per passing
+    case, and what the runs of known cost spent (the unknown ones counted apart)."""
+    body = []
+    for (agent, version), group in runs.groupby(["agent_name", "prompt_version"], sort=True):
+        latest = group.iloc[-1]
+        unknown = int(group["cost_usd"].isna().sum())
+        known = group["cost_usd"].dropna()
+        spent = ui.usd(known.sum()) if not known.empty else ui.usd(None)
+        body.append([
+            agent, version, ui.num(len(group)), ui.usd(latest["cost_usd"]),
+            ui.usd(latest["cost_per_pass"]),
+            spent + (f" ({unknown} run(s) of unknown cost not counted)" if unknown else ""),
+        ])  # fmt: skip
+    header = ["agent", "prompt", "runs", "latest run", "latest per passing case", "spent"]
+    return ui.grid(header, body, "cost-by-version")
+
+
+def _stops(stops: list[dict[str, Any]]) -> list[Any]:
+    if not stops:
+        return []
+    items = [
+        html.Li([
+            dcc.Link(ui.short(row["run_id"]), href=explorer_href(row["run_id"])),
+            f" {ui.when(row['finished_at'])} · {row['agent_name']} {row['prompt_version']}: "
+            f"{budget_text(row)}",
+        ])
+        for row in stops
+    ]  # fmt: skip
+    return [html.H4("Stopped by a budget"), html.Ul(items, id="budget-stops")]
