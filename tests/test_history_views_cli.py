@@ -9,9 +9,13 @@ import hashlib
 import json
 import re
 import statistics
+import subprocess
+import sys
+from importlib.metadata import version
 from pathlib import Path
 from statistics import NormalDist
 
+import duckdb
 import pytest
 
 from holodeck_core.history import schema
@@ -137,6 +141,35 @@ def test_the_ten_doc_queries_run_and_answer(
         assert json.loads(out), f"query {number} returned no rows on the sample history"
     code, out, _ = run_cli(capsys, "sql", queries[4], "--db", str(history), "--format", "json")
     assert [r["case_id"] for r in json.loads(out)] == ["order-status"]  # r5 broke it
+
+
+def test_the_duckdb_people_have_opens_the_file_and_runs_every_doc_query(history: Path) -> None:
+    """docs/history.md says which DuckDB reads ``history.duckdb``: the pinned release's Python
+    package on its own (no holodeck code) and the DuckDB CLI from PyPI (``duckdb-cli``, the
+    1.5 line; PyPI has no 1.5.5 build of it) run every query of the page on a real file."""
+    queries = doc_queries()
+    cli = Path(sys.executable).with_name("duckdb")
+    assert cli.is_file(), "duckdb-cli is a dev dependency: make venv"
+    text = DOCS.read_text(encoding="utf-8")
+    for release in (duckdb.__version__, version("duckdb-cli")):
+        assert f"DuckDB {release}" in text or f"duckdb-cli {release}" in text, release
+    script = (
+        "import duckdb, json, sys\n"
+        "con = duckdb.connect(sys.argv[1], read_only=True)\n"
+        "print(json.dumps([len(con.execute(q).fetchall()) for q in json.loads(sys.argv[2])]))"
+    )
+    plain = subprocess.run(
+        [sys.executable, "-c", script, str(history), json.dumps(queries)],
+        capture_output=True, text=True, check=True, cwd=history.parent,
+    )  # fmt: skip
+    assert all(json.loads(plain.stdout)), plain.stdout
+    for number, sql in enumerate(queries, start=1):
+        shell = subprocess.run(
+            [str(cli), "-readonly", "-json", str(history), "-c", sql],
+            capture_output=True, text=True, cwd=history.parent,
+        )  # fmt: skip
+        assert shell.returncode == 0 and not shell.stderr, f"query {number}: {shell.stderr}"
+        assert json.loads(shell.stdout), f"query {number}: no rows in the CLI"
 
 
 def test_docs_describe_every_column(history: Path) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from holodeck_core.cli.main import main
+from holodeck_core.config.project import Project
 from holodeck_core.history import store
 from holodeck_core.history.backend import project_history
 from holodeck_core.history.ducklake import DuckLake
@@ -142,3 +144,38 @@ def test_a_lake_reader_on_s3_sees_the_runs_writers_commit(s3: S3, tmp_path: Path
     ingest_runs(lake, [make_run("PPPP", when, run_id="second")])
     with store.reader(lake) as con:
         assert con.execute(count).fetchall() == [(2,)]
+
+
+def test_an_eval_run_in_the_bucket_is_rescored_into_the_bucket(
+    tmp_path: Path, s3: S3, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``holodeck rescore s3://…/run.json`` (issue 29): read from the bucket, its agent found
+    among holodeck.yaml's (the file is not beside it), the new EvalRun written to the bucket
+    too; a run id whose EvalRun the history knows by its URL works the same."""
+    with run_model_server(RULES) as server:
+        make_project(tmp_path, server.openai_base_url)
+        with (tmp_path / "holodeck.yaml").open("a") as settings:
+            settings.write(f"results_url: s3://{BUCKET}/results\n")
+        monkeypatch.chdir(tmp_path)
+        agent = tmp_path / "agents" / "geo" / "agent.yaml"
+        assert main(["test", str(agent), "-q"]) == 1  # v1 answers Lyon, not Paris
+    [key] = bucket_objects(s3)
+    original = json.loads(bucket_objects(s3)[key])["metadata"]["run_id"]
+    agent.write_text(
+        agent.read_text().replace("metric: equality}", "metric: regex, pattern: Lyon}")
+    )
+    assert main(["rescore", f"s3://{BUCKET}/{key}"]) == 0
+    assert main(["rescore", original[:12]]) == 0
+    runs = [json.loads(body) for body in bucket_objects(s3).values()]
+    rescored = [run for run in runs if run["metadata"]["trigger"] == "rescore"]
+    assert len(runs) == 3 and len(rescored) == 2
+    for run in rescored:
+        assert run["metadata"]["provenance"]["rescored_from"] == original
+        assert run["report"]["summary"]["passed"] == 4
+    with store.reader(project_history(Project.discover(tmp_path))) as con:
+        assert con.execute("SELECT count(*) FROM eval_runs").fetchall() == [(3,)]
+    capsys.readouterr()
+    assert main(["rescore", f"s3://{BUCKET}/results/geo-agent/gone.json"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"no EvalRun at s3://{BUCKET}/results/geo-agent/gone.json" in err
+    assert "Traceback" not in err

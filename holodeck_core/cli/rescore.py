@@ -14,7 +14,9 @@ def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: i
     rescore = commands.add_parser(
         "rescore", help="score a stored run again with the current metrics (no agent calls)"
     )
-    rescore.add_argument("run", metavar="RUN_OR_EVALRUN_JSON", help="an EvalRun file or run id")
+    rescore.add_argument(
+        "run", metavar="RUN_OR_EVALRUN_JSON", help="an EvalRun file (or its s3:// URL) or a run id"
+    )
     rescore.add_argument(
         "--agent",
         metavar="AGENT_YAML",
@@ -36,7 +38,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
 
     source = eval_run_file(args.run, history_from(args))
     original = load_stored_run(source)
-    loaded = load_agent(args.agent or agent_file(source, original))
+    loaded = load_agent(args.agent or agent_file(source, original, Project.discover()))
     project = Project.discover(loaded.base_dir)
     run = asyncio.run(rescore_run(original, loaded, project))
     path = write_eval_run(run, loaded.file)

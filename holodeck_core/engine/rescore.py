@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ConfigError
+from holodeck_core.history.tabular import literal
 
 if TYPE_CHECKING:
     from holodeck_core.config.loader import LoadedAgent
-    from holodeck_core.config.project import Project
+    from holodeck_core.config.project import Location, Project
     from holodeck_core.history.store import History
     from holodeck_core.models import EvalRun
 
 
-def load_stored_run(source: Path) -> EvalRun:
+def load_stored_run(source: Location) -> EvalRun:
     """The EvalRun in ``source`` (ours or HoloDeck's), or a ConfigError naming the file."""
     from holodeck_core.history.holodeck_import import NotAnEvalRun, load_run_file
 
@@ -90,9 +91,13 @@ async def rescore_run(original: EvalRun, loaded: LoadedAgent, project: Project) 
     return redact(EvalRun(report=report, metadata=metadata), loaded.secrets)
 
 
-def eval_run_file(ref: str, history: History | None = None) -> Path:
-    """``ref`` when it is a file, else the EvalRun file the history knows for that run id
-    (``history``, else the project's)."""
+def eval_run_file(ref: str, history: History | None = None) -> Location:
+    """``ref`` when it is a file or an object's URL (``s3://…/run.json``), else the EvalRun
+    file the history knows for that run id (``history``, else the project's)."""
+    from holodeck_core.config.project import location
+
+    if "://" in ref:
+        return _existing(location(ref), ref)
     candidate = Path(ref)
     if candidate.is_file():
         return candidate
@@ -102,23 +107,52 @@ def eval_run_file(ref: str, history: History | None = None) -> Path:
 
     with reader(history or resolve_history()) as con:
         run_id = resolve_run(con, ref)
-        row = con.execute("SELECT source_path FROM eval_runs WHERE run_id = ?", [run_id]).fetchone()
-    if not row or not row[0] or not Path(row[0]).is_file():
-        raise ConfigError(
-            f"run {run_id} has no EvalRun file on this machine; pass the file instead"
-        )
-    return Path(row[0])
+        row = con.execute(
+            f"SELECT source_path FROM eval_runs WHERE run_id = {literal(run_id)}"
+        ).fetchone()
+    if not row or not row[0]:
+        raise ConfigError(f"run {run_id} has no EvalRun file recorded; pass the file instead")
+    return _existing(location(str(row[0])), f"run {run_id}'s EvalRun {row[0]}")
 
 
-def agent_file(source: Path, run: EvalRun) -> Path:
-    """``<agent dir>/results/<slug>/[holodeck-pipelines/]<file>.json`` →
-    ``<agent dir>/<agent_config_path>``."""
+def _existing(source: Location, what: str) -> Location:
+    try:
+        found = source.is_file()
+    except OSError as exc:  # object storage unreachable, or refused the credentials
+        raise ConfigError(f"cannot read {what}: {' '.join(str(exc).split())}") from None
+    if not found:
+        raise ConfigError(f"no EvalRun at {what}; pass an EvalRun file or a run id")
+    return source
+
+
+def agent_file(source: Location, run: EvalRun, project: Project) -> Path:
+    """The agent of the stored run: ``<agent dir>/<agent_config_path>`` for a run in
+    ``<agent dir>/results/<slug>/[holodeck-pipelines/]``; for one elsewhere (object storage, ``results_url``), the
+    project's agent of the run's name."""
     from holodeck_core.config.project import results_folder_of
+    from holodeck_core.naming import slugify
 
-    agent_dir = results_folder_of(source.resolve()).parent.parent
-    candidate = agent_dir / Path(run.report.agent_config_path).name
-    if not candidate.is_file():
-        raise ConfigError(
-            f"cannot find the agent file of {source} (looked for {candidate}); pass --agent"
-        )
-    return candidate
+    name = Path(run.report.agent_config_path).name
+    if isinstance(source, Path):
+        candidate = results_folder_of(source.resolve()).parent.parent / name
+        if candidate.is_file():
+            return candidate
+    slug = slugify(run.report.agent_name)
+    for path in project.agent_paths():
+        if path.is_file() and slugify(_agent_name(path)) == slug:
+            return path
+    raise ConfigError(
+        f"cannot find the agent of {source} ({run.report.agent_name!r}: not beside the file, "
+        "nor among holodeck.yaml's agents); pass --agent AGENT_YAML"
+    )
+
+
+def _agent_name(path: Path) -> str:
+    """The ``name:`` of an agent file, read without loading the agent ("" if unreadable)."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+    return str(document.get("name") or "") if isinstance(document, dict) else ""

