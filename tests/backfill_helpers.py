@@ -347,4 +347,4 @@ def status_by_partition(backfill: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def case_key(i: int) -> str:
-    return request_key("chat", f"capital of France ({i})?")
+    return request_key("responses", f"capital of France ({i})?")

@@ -90,8 +90,9 @@ def test_a_partition_with_an_mcp_tool_materializes_and_resumes_after_a_server_cr
     events = [e.event_type_value for e in result.all_events]
     assert events.count("STEP_UP_FOR_RETRY") == 1  # the attempt with the outage failed
     for a in range(3):  # finished before the outage: one tool round trip each, never repeated
-        assert calls[request_key("chat", f"add two and three ({a})")] == 2
-    assert calls[request_key("chat", "add thirteen")] == 3  # the crashed call, then a full retry
+        assert calls[request_key("responses", f"add two and three ({a})")] == 2
+    # the crashed call, then a full retry
+    assert calls[request_key("responses", "add thirteen")] == 3
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
     starts = (root / "starts").read_text().split()
     assert len(starts) == 3  # attempt 1 and its restart, attempt 2: no other stage opened one

@@ -234,7 +234,7 @@ def test_a_server_dying_mid_run_is_restarted_once_and_the_rerun_resumes(
 
 
 def key(i: int) -> str:
-    return request_key("chat", f"add two and three ({i})")
+    return request_key("responses", f"add two and three ({i})")
 
 
 def server_pids(marker: Path) -> list[int]:

@@ -228,11 +228,11 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         after = server.stats()["by_key"]
     assert second.success
     for i in range(3):  # finished before the failure: not called again
-        key = request_key("chat", f"capital of France ({i})?")
+        key = request_key("responses", f"capital of France ({i})?")
         assert after[key] == before[key]
     assert (
-        after[request_key("chat", "capital of France (3)?")]
-        > before[request_key("chat", "capital of France (3)?")]
+        after[request_key("responses", "capital of France (3)?")]
+        > before[request_key("responses", "capital of France (3)?")]
     )
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
     [(job, partition, trigger, error)] = history_rows(

@@ -18,9 +18,10 @@ def test_every_provider_of_the_schema_has_a_row() -> None:
     assert set(PROVIDERS) == set(ProviderEnum)
     for provider, spec in PROVIDERS.items():
         assert spec.provider is provider
-        module, _, name = spec.client.partition(":")
-        client = getattr(import_module(module), name)
-        assert callable(client.complete) and callable(client.aclose), spec.client
+        for path in {spec.client_class(), spec.client_class(agent=True)}:
+            module, _, name = path.partition(":")
+            client = getattr(import_module(module), name)
+            assert callable(client.complete) and callable(client.aclose), path
 
 
 @pytest.mark.parametrize("name", ["mistral", "", "OPENAI", "google"])

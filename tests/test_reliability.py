@@ -54,7 +54,12 @@ def run_suite(
 FAULTS = ["429", "500", "503", "drop", "malformed", "slow"]
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+ROUTES = {"openai": "responses", "anthropic": "messages", "ollama": "chat"}
+"""The agent's API per provider: HoloDeck's openai agents call the Responses API, Ollama's
+chat completions (its OpenAI-compatible route)."""
+
+
+@pytest.mark.parametrize("provider", list(ROUTES))
 @pytest.mark.parametrize("kind", FAULTS)
 def test_fault_matrix_retries_then_classifies(
     tmp_path: Path, kind: str, provider: str, capsys: pytest.CaptureFixture[str]
@@ -70,15 +75,16 @@ def test_fault_matrix_retries_then_classifies(
     }
     cases = "  - {name: flaky, input: flaky}\n  - {name: down, input: down}\n"
     with run_model_server(rules) as server:
-        url = server.openai_base_url if provider == "openai" else server.anthropic_base_url
+        url = {"openai": server.openai_base_url, "ollama": server.url}.get(
+            provider, server.anthropic_base_url
+        )
         code, run, _ = run_suite(tmp_path, url, cases, "--timeout", "0.5", provider=provider)
         by_key = server.stats()["by_key"]
     flaky, down = run.report.results
     assert flaky.status is Status.PASS, flaky.errors
     assert down.status is Status.ERROR and down.error_source == "execution"
     assert "after 4 attempts" in down.errors[0]
-    route = "chat" if provider == "openai" else "messages"
-    assert by_key[request_key(route, "down")] == 4  # bounded: never more than the policy
+    assert by_key[request_key(ROUTES[provider], "down")] == 4  # bounded: never more than the policy
     assert code == 3
     assert "Traceback" not in capsys.readouterr().err
 
@@ -344,7 +350,7 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
             assert job.execute_in_process(partition_key="v1", instance=instance).success
         after = server.stats()["by_key"]
     for case_id in finished:
-        key = request_key("chat", f"capital of France ({case_id.removeprefix('c')})?")
+        key = request_key("responses", f"capital of France ({case_id.removeprefix('c')})?")
         assert after[key] == before[key], case_id  # not paid for twice
     with duckdb.connect(str(project.history_db), read_only=True) as con:
         assert con.execute("SELECT count(*), max(total_tests) FROM eval_runs").fetchall() == [

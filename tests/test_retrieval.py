@@ -440,7 +440,7 @@ def test_embeddings_outage_is_a_transient_error_that_a_rerun_resumes(
             tmp_path, server, [tool_of(source="docs")], cases=cases, execution={"llm_timeout": 5}
         )
         assert main(["test", str(agent)]) == 0, capsys.readouterr().err
-        assert server.stats()["by_route"]["chat"] == 2  # only the errored case ran again
+        assert server.stats()["by_route"]["responses"] == 2  # only the errored case ran again
 
 
 def test_validate_names_the_substituted_database_once(
@@ -504,10 +504,10 @@ def test_embeddings_outage_fails_the_dagster_partition_after_journaling(tmp_path
         with dg.instance_for_test() as instance:
             [key] = register(defs, instance)
             assert not materialize(defs, instance, key).success
-            chat = server.stats()["by_route"]["chat"]
+            agent_calls = server.stats()["by_route"]["responses"]
             server.set_rules(rules)
             assert materialize(defs, instance, key).success
-            assert server.stats()["by_route"]["chat"] == chat + 2  # only case 3 ran again
+            assert server.stats()["by_route"]["responses"] == agent_calls + 2  # only case 3 again
 
 
 def test_vectorstore_chunks_as_holodeck_makes_them_without_overlap() -> None:

@@ -316,7 +316,7 @@ def test_killed_run_resumes_without_repeating_model_calls(
     assert code == 0 and run.report.summary.passed == 12
 
     def key(case_id: str) -> str:
-        return request_key("chat", f"capital of France ({case_id.removeprefix('c')})?")
+        return request_key("responses", f"capital of France ({case_id.removeprefix('c')})?")
 
     repeated = [c for c in finished if calls_after[key(c)] != calls_before[key(c)]]
     assert repeated == []  # cases finished before the kill were not paid for twice

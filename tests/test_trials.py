@@ -48,7 +48,7 @@ def agent_yaml(
 
 def seed_with(passes: int, of: int, p: float, text: str, rule: int = 0) -> int:
     """A server seed whose first ``of`` draws for ``text`` give exactly ``passes`` hits."""
-    key = request_key("chat", text)
+    key = request_key("responses", text)
     for seed in range(1000):
         hits = sum(_uniform(seed, f"rule{rule}|replies", key, n) < p for n in range(1, of + 1))
         if hits == passes:
@@ -229,8 +229,9 @@ def test_a_killed_five_trial_run_resumes_paying_only_for_missing_trials(tmp_path
         before = dict(server.stats()["by_key"])
         assert main(["test", str(agent), "-q"]) == 0
         after = server.stats()["by_key"]
-    assert after[request_key("chat", "fast one")] == before[request_key("chat", "fast one")] == 5
-    assert after[request_key("chat", "half done")] == before[request_key("chat", "half done")] + 2
+    fast, half = request_key("responses", "fast one"), request_key("responses", "half done")
+    assert after[fast] == before[fast] == 5
+    assert after[half] == before[half] + 2
     [run] = eval_runs(tmp_path)
     assert [len(r.trials or []) for r in run.report.results] == [5, 5]
 

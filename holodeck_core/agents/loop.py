@@ -95,7 +95,14 @@ class AgentRunner:
             outcome.usage = outcome.usage + reply.usage
             outcome.model_ms += reply.model_ms
             outcome.system_fingerprint = reply.system_fingerprint or outcome.system_fingerprint
-            history.append(Message(role="assistant", text=reply.text, tool_calls=reply.tool_calls))
+            history.append(
+                Message(
+                    role="assistant",
+                    text=reply.text,
+                    tool_calls=reply.tool_calls,
+                    replay=reply.replay,
+                )
+            )
             if not reply.tool_calls:
                 outcome.response = reply.text
                 return outcome

@@ -30,13 +30,18 @@ def api_key_for(model: LLMProvider, *, where: str = "model", fallback: str | Non
 
 
 def make_client(
-    model: LLMProvider, *, where: str = "model", fallback_key: str | None = None
+    model: LLMProvider,
+    *,
+    where: str = "model",
+    fallback_key: str | None = None,
+    agent: bool = False,
 ) -> ModelClient:
-    """A client for ``model``; SDKs are imported here, not at start-up."""
+    """A client for ``model``; SDKs are imported here, not at start-up. ``agent``: for the
+    agent's own calls, on the API HoloDeck's agent uses (the table's ``agent_protocol``)."""
     spec = provider_spec(model.provider, where=where)
     key = api_key_for(model, where=where, fallback=fallback_key)
     if spec.endpoint_required and not model.endpoint:
         raise ConfigError(f"{where}.endpoint is required for provider {model.provider.value}")
-    module, _, name = spec.client.partition(":")
+    module, _, name = spec.client_class(agent=agent).partition(":")
     client_class = getattr(import_module(module), name)
     return cast(ModelClient, client_class(model, key))

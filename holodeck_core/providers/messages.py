@@ -37,6 +37,9 @@ class Message:
     tool_call_id: str | None = None
     tool_name: str | None = None
     is_error: bool = False
+    replay: tuple[dict[str, Any], ...] = ()
+    """An assistant turn's output items as the Responses API returned them, sent back as
+    they are in the next request (the openai-agents SDK's way); other protocols ignore it."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    from_server: bool = False
+    """An MCP server's own input schema, which HoloDeck's SDK sends as the server gave it
+    (the schemas of HoloDeck's own tools are closed: ``additionalProperties: false``)."""
 
 
 @dataclass(frozen=True)
@@ -57,3 +63,4 @@ class ModelReply:
     finish_reason: str | None = None
     system_fingerprint: str | None = None
     logprobs: list[dict[str, Any]] | None = None
+    replay: tuple[dict[str, Any], ...] = ()

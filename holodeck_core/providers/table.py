@@ -1,8 +1,9 @@
-"""The one provider table (DESIGN §8.3): per provider, the wire protocol its backend speaks,
-the client class, the environment variable of its key, its default endpoint, whether it
-serves embeddings and logprobs, how its SDK errors are classified, and its key in the price
-table. The factory, the judges, the retrieval tools and the Dagster resources read it; a
-provider that is not here is a config error, never "OpenAI by default".
+"""The one provider table (DESIGN §8.3): per provider, the wire protocol its backend speaks
+(and the agent's own, where HoloDeck's agent calls another API than its judges), the
+environment variable of its key, its default endpoint, whether it serves embeddings and
+logprobs, how its SDK errors are classified, and its key in the price table. The factory,
+the judges, the retrieval tools and the Dagster resources read it; a provider that is not
+here is a config error, never "OpenAI by default".
 
 Adding a provider: a member of :class:`~holodeck_core.models.ProviderEnum` (the schema users
 validate ``agent.yaml`` against), a row here and its backend module."""
@@ -18,19 +19,20 @@ from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import ProviderEnum
 
-Protocol = Literal["openai_chat", "anthropic_messages"]
+Protocol = Literal["openai_chat", "openai_responses", "anthropic_messages"]
 
 
 @dataclass(frozen=True)
 class ProviderSpec:
     provider: ProviderEnum
     protocol: Protocol
-    """The wire protocol of its model calls."""
-    client: str
-    """``module:Class`` of its :class:`~holodeck_core.providers.base.ModelClient`, imported
-    when a client is made (the SDKs stay out of start-up)."""
+    """The wire protocol of its model calls (its client: :data:`CLIENTS`)."""
     key_variable: str | None
     """Where its API key is found when ``api_key`` is not set; None: it needs none."""
+    agent_protocol: Protocol | None = None
+    """The protocol of the agent's own calls when HoloDeck's agent speaks another API than
+    its judges (None: :attr:`protocol`): HoloDeck 0.7.1 runs ``openai`` and
+    ``azure_openai`` agents on the Responses API (the openai-agents SDK), judges on chat."""
     default_endpoint: str | None = None
     """Used when ``endpoint`` is not set; None: the SDK's own default."""
     endpoint_required: bool = False
@@ -49,8 +51,16 @@ class ProviderSpec:
     def prices_under(self) -> str:
         return self.price_key or self.provider.value
 
+    def client_class(self, *, agent: bool = False) -> str:
+        """``module:Class`` of the client for the agent's calls or for any other's."""
+        return CLIENTS[(self.agent_protocol or self.protocol) if agent else self.protocol]
 
-_OPENAI_CHAT = "holodeck_core.providers.openai_chat:OpenAIChatClient"
+
+CLIENTS: dict[Protocol, str] = {
+    "openai_chat": "holodeck_core.providers.openai_chat:OpenAIChatClient",
+    "openai_responses": "holodeck_core.providers.openai_responses:OpenAIResponsesClient",
+    "anthropic_messages": "holodeck_core.providers.anthropic_messages:AnthropicClient",
+}
 
 PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
     spec.provider: spec
@@ -58,8 +68,8 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
         ProviderSpec(
             ProviderEnum.OPENAI,
             "openai_chat",
-            _OPENAI_CHAT,
             "OPENAI_API_KEY",
+            agent_protocol="openai_responses",
             embeddings=True,
             logprobs=True,
             default_embedding_model="text-embedding-3-small",
@@ -67,8 +77,8 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
         ProviderSpec(
             ProviderEnum.AZURE_OPENAI,
             "openai_chat",
-            _OPENAI_CHAT,
             "AZURE_OPENAI_API_KEY",
+            agent_protocol="openai_responses",
             endpoint_required=True,
             embeddings=True,
             logprobs=True,
@@ -79,13 +89,11 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
         ProviderSpec(
             ProviderEnum.ANTHROPIC,
             "anthropic_messages",
-            "holodeck_core.providers.anthropic_messages:AnthropicClient",
             "ANTHROPIC_API_KEY",
         ),
         ProviderSpec(
             ProviderEnum.OLLAMA,
             "openai_chat",
-            _OPENAI_CHAT,
             None,
             default_endpoint="http://127.0.0.1:11434/v1",
             embeddings=True,

@@ -122,7 +122,9 @@ class SuiteRuntime:
             if agent.tools
             else None
         )
-        self.client = client(agent.model, "model")
+        self.client = make_client(
+            agent.model, fallback_key=self._keys.get(agent.model.provider), agent=True
+        )
         return AgentRunner(
             client=self.client,
             scheduler=self.scheduler,

@@ -56,7 +56,9 @@ class MCPRuntime:
             for t in connected.tools
             if self._tool.load_tools and (allowed is None or t.name in allowed)
         ]
-        self.specs = [ToolSpec(t.name, t.description or "", t.inputSchema) for t in offered]
+        self.specs = [
+            ToolSpec(t.name, t.description or "", t.inputSchema, from_server=True) for t in offered
+        ]
         self._identity = {
             "type": "mcp",
             "name": self.config_name,

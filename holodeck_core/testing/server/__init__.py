@@ -15,7 +15,8 @@ Routes
 - ``POST /v1/embeddings`` (also ``/embeddings``, ``/openai/v1/embeddings``, Azure's
   ``/openai/deployments/{deployment}/embeddings``): lexical vectors, see :mod:`.embeddings`
 - ``GET /v1/models``, ``GET /v1/models/{id}``: a small list both SDKs can parse
-- ``GET /_stats``, ``GET /_requests`` (every model request: route, path, JSON body),
+- ``GET /_stats``, ``GET /_requests`` (every model request: route, path, query if
+  any, JSON body),
   ``POST /_reset``, ``GET /_health``
 
 Streaming is not supported: ``stream: true`` gets a 400 that says so.

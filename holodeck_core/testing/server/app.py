@@ -89,7 +89,8 @@ async def _model_call_inner(
     if deployment is not None and not request.query.get("api-version"):
         raise BadRequest("missing required query parameter 'api-version' (Azure OpenAI)")
     body = await read_body(request)
-    state.requests.append({"route": route, "path": request.path, "body": body})
+    query = {"query": dict(request.query)} if request.query else {}
+    state.requests.append({"route": route, "path": request.path, **query, "body": body})
     items: list[dict[str, Any]] = []
     if route == "chat":
         conv = parse_chat(body)
