@@ -38,7 +38,12 @@ from tests.holodeck_requests_samples import (
 
 sys.path.insert(0, str(REPO / "bench"))  # bench/retrieval_compat.py, reused as it is
 DOC = REPO / "docs" / "holodeck-fidelity.md"
-FAST = {"generated/tool_calls", "generated/geval", "samples/customer-support/openai"}
+FAST = {
+    "examples/acme-support",
+    "generated/tool_calls",
+    "generated/geval",
+    "samples/customer-support/openai",
+}
 """Run in the default suite; the others (PDF indexes, more cases) are marked slow."""
 _ROW = re.compile(r"^\| (`(?:agent|embeddings|other)\.[a-z_]+`(?:, `[a-z_.]+`)*) \| (.+?) \|", re.M)
 """A row of the known differences: its fields, then the samples where they differ."""
