@@ -32,7 +32,7 @@ from pydantic import TypeAdapter
 
 from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.models import LLMProvider, Tool
-from holodeck_core.providers.base import make_client
+from holodeck_core.providers.factory import make_client
 from holodeck_core.testing import ModelServer, run_model_server
 from holodeck_core.tools.registry import runtime_for
 from holodeck_core.tools.retrieval.runtime import RetrievalRuntime

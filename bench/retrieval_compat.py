@@ -124,16 +124,15 @@ async def ours(items: list[dict[str, Any]], server: Any, root: Path) -> dict[str
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer", required=True, help="the peer venv (bench/peer_setup.sh)")
-    args = parser.parse_args()
+def compare(peer: Path) -> list[dict[str, Any]]:
+    """Per corpus vectorstore tool: its key, samples, k, and per query the items both return
+    (record ids or chunk texts) and their overlap@k; the mean over queries as ``overlap``."""
     items = tools()
     with run_model_server() as server, tempfile.TemporaryDirectory() as scratch:
         mine = asyncio.run(ours(items, server, Path(scratch)))
         job = {"base_url": server.openai_base_url, "tools": items}
         proc = subprocess.run(
-            [str(Path(args.peer) / "bin" / "python"), "-c", PEER],
+            [str(peer / "bin" / "python"), "-c", PEER],
             input=json.dumps(job),
             capture_output=True,
             text=True,
@@ -144,23 +143,45 @@ def main() -> None:
     if proc.returncode != 0:
         sys.exit(f"the peer failed:\n{proc.stderr[-3000:]}")
     theirs = json.loads(proc.stdout)
-    print("| tool (samples) | k | queries | overlap@k | returned, ours / HoloDeck |")
-    print("|---|---|---|---|---|")
+    rows = []
     for item in items:
         structured = item["config"].get("vector_field") is not None
         k = int(item["config"].get("top_k", 5))
-        scores, counts = [], []
-        for output, text in zip(mine[item["key"]], theirs[item["key"]], strict=True):
+        queries = []
+        for query, output, text in zip(
+            item["queries"], mine[item["key"]], theirs[item["key"]], strict=True
+        ):
             ids = [c.chunk_id if structured else c.text for c in output.chunks or []]
-            peer = peer_items(text, structured)
-            counts.append((len(ids), len(peer)))
-            score = overlap(ids, peer, k, structured)
-            if score is not None:
-                scores.append(score)
-        mean = f"{sum(scores) / len(scores):.2f}" if scores else "n/a"
-        returned = " ".join(f"{a}/{b}" for a, b in counts)
-        samples = ", ".join(item["samples"])
-        print(f"| {item['key']} ({samples}) | {k} | {len(counts)} | {mean} | {returned} |")
+            peer_ids = peer_items(text, structured)
+            score = overlap(ids, peer_ids, k, structured)
+            queries.append({"query": query, "ours": ids, "holodeck": peer_ids, "overlap": score})
+        scores = [q["overlap"] for q in queries if q["overlap"] is not None]
+        mean = sum(scores) / len(scores) if scores else None
+        rows.append(
+            {
+                "tool": item["key"],
+                "samples": item["samples"],
+                "k": k,
+                "structured": structured,
+                "overlap": mean,
+                "queries": queries,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", required=True, help="the peer venv (bench/peer_setup.sh)")
+    args = parser.parse_args()
+    print("| tool (samples) | k | queries | overlap@k | returned, ours / HoloDeck |")
+    print("|---|---|---|---|---|")
+    for row in compare(Path(args.peer)):
+        mean = "n/a" if row["overlap"] is None else f"{row['overlap']:.2f}"
+        returned = " ".join(f"{len(q['ours'])}/{len(q['holodeck'])}" for q in row["queries"])
+        samples = ", ".join(row["samples"])
+        n = len(row["queries"])
+        print(f"| {row['tool']} ({samples}) | {row['k']} | {n} | {mean} | {returned} |")
 
 
 if __name__ == "__main__":

@@ -83,8 +83,9 @@ def prepare_sample(agent_file: Path, dest: Path, server_url: str) -> tuple[Path,
     """A writable copy of the sample in ``dest`` with every model endpoint at the loopback
     server; returns the copied agent.yaml and the names of its retrieval tools."""
     shutil.copytree(agent_file.parent, dest)
-    if not (dest / "data").exists():  # financial-assistant/claude uses openai's data/
-        shutil.copytree(agent_file.parent.parent / "openai" / "data", dest / "data")
+    shared = agent_file.parent.parent / "openai" / "data"
+    if not (dest / "data").exists() and shared.is_dir():  # financial-assistant/claude's
+        shutil.copytree(shared, dest / "data")
     for path in [dest, *dest.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     doc = yaml.safe_load((dest / "agent.yaml").read_text())

@@ -1,8 +1,8 @@
 """Splitting documents into chunks.
 
-* :func:`paragraph_chunks` (vectorstore): paragraphs packed up to ``chunk_size`` tokens, as
-  HoloDeck's paragraph splitter does, without overlap (HoloDeck 0.7.1 accepts
-  ``chunk_overlap`` and does not apply it; neither do we, DESIGN §8.1).
+* :func:`paragraph_chunks` (vectorstore): lines packed up to ``chunk_size`` tokens as
+  HoloDeck's paragraph splitter (Semantic Kernel's) packs them, without overlap (HoloDeck
+  0.7.1 accepts ``chunk_overlap`` and does not apply it; neither do we, DESIGN §8.1).
 * :func:`structure_chunks` (hierarchical_document ``structure``): one section per Markdown
   heading (and per ``document_domain`` implicit heading up to the split level), keeping its
   heading path; sections over ``max_chunk_tokens`` split at sentence ends.
@@ -21,7 +21,6 @@ from holodeck_core.tools.retrieval.domains import SubsectionPattern
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_PARAGRAPH = re.compile(r"\n\s*\n")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+)$", re.MULTILINE)
 _CODE_BLOCK = re.compile(r"```[\s\S]*?```")
 _ID_CLEANUP = re.compile(r"[^a-z0-9]+")
@@ -95,8 +94,37 @@ def pack(units: list[str], max_tokens: int, overlap: int = 0, joiner: str = " ")
     return chunks
 
 
+def _sk_tokens(text: str) -> int:
+    """Semantic Kernel's token estimate, which HoloDeck's paragraph splitter uses."""
+    return len(text) // 4
+
+
 def paragraph_chunks(text: str, chunk_size: int) -> list[Piece]:
-    return [Piece(t) for t in pack(_PARAGRAPH.split(text), chunk_size, 0, "\n\n")]
+    """HoloDeck 0.7.1's vectorstore chunks (Semantic Kernel's ``split_plaintext_paragraph``
+    over the text's lines): lines stripped, empty ones dropped (a line of spaces stays as an
+    empty line), packed with ``\n`` while ``tokens + line + 1 < chunk_size`` (a token is 4
+    characters), a last chunk under a quarter of the size merged into the one before when
+    their words fit; a line over the size split at words."""
+    lines: list[str] = []
+    for raw in text.replace("\r\n", "\n").split("\n"):
+        line = raw.strip()
+        if raw and _sk_tokens(line) > chunk_size:
+            lines += _split_words(line, chunk_size)
+        elif raw:
+            lines.append(line)
+    chunks: list[str] = []
+    current = ""
+    for line in lines:
+        if current and _sk_tokens(current) + _sk_tokens(line) + 1 >= chunk_size:
+            chunks.append(current.strip())
+            current = ""
+        current += f"{line}\n"
+    if current:
+        chunks.append(current.strip())
+    short = len(chunks) > 1 and _sk_tokens(chunks[-1]) < chunk_size / 4
+    if short and len(chunks[-1].split(" ")) + len(chunks[-2].split(" ")) <= chunk_size:
+        chunks[-2:] = [f"{chunks[-2]}\n{chunks[-1]}".strip()]
+    return [Piece(t) for t in chunks if t.strip()]
 
 
 def token_chunks(text: str, max_tokens: int, overlap: int) -> list[Piece]:

@@ -28,7 +28,7 @@ from holodeck_core.tools.runtime import ToolContext, ToolCrashedError, ToolOutpu
 
 QUERY_SCHEMA = {
     "type": "object",
-    "properties": {"query": {"type": "string", "description": "What to search for."}},
+    "properties": {"query": {"type": "string"}},  # as HoloDeck 0.7.1 declares it
     "required": ["query"],
 }
 

@@ -95,7 +95,9 @@ class VectorstoreRuntime(RetrievalRuntime):
                     meta = ", ".join(f"{k}: {v}" for k, v in chunk.metadata.items())
                     lines.append(f"Metadata: {meta}")
             else:
-                lines.append(f"[{rank}] Score: {score:.2f} | Source: {chunk.source}")
+                # the file's absolute path, as HoloDeck 0.7.1 shows a local source
+                source = self.context.resolve(chunk.source)
+                lines.append(f"[{rank}] Score: {score:.2f} | Source: {source}")
                 lines.append(chunk.text)
             lines.append("")
         return "\n".join(lines).rstrip()
