@@ -1,13 +1,18 @@
 """Lifecycle and surface (issue 25, class 12): a stdio MCP server's own children end with it,
-whether the run is clean, the server cannot start or it dies mid-run."""
+whether the run is clean, the server cannot start or it dies mid-run; the dashboard answers
+only to the names of this machine (DNS rebinding)."""
 
 from __future__ import annotations
 
+import http.client
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from holodeck_core.testing import run_model_server
+from tests.dashboard_harness import running
+from tests.history_helpers import build_history
 from tests.hostile import no_traceback, run_cli
 from tests.test_mcp_tools import RULES, server_pids, stdio_tool, uvx, wait_until, write_agent  # noqa: F401
 
@@ -49,3 +54,55 @@ def test_a_stdio_servers_children_end_with_it(
     pid = int(children.read_text())
     assert not alive(pid)
     assert wait_until(lambda: server_pids(uvx) == [], 5), server_pids(uvx)
+
+
+def status_for(base: str, host: str, path: str = "/") -> tuple[int, str]:
+    """What the server at ``base`` answers a GET of ``path`` sent with ``Host: host``."""
+    where = urlsplit(base)
+    connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=30)
+    try:
+        connection.putrequest("GET", path, skip_host=True)
+        connection.putheader("Host", host)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+def test_the_dashboard_answers_only_to_this_machines_names(tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+    build_history(db)
+    with (tmp_path / "log").open("w") as log, running(db, log) as base:
+        port = urlsplit(base).port
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "LocalHost"):
+            for path in ("/", "/_dash-layout"):
+                assert status_for(base, host, path)[0] == 200, (host, path)
+        for host in (
+            f"evil.example:{port}",  # a rebound name
+            f"localhost.evil.example:{port}",
+            f"127.0.0.1.nip.io:{port}",
+            "",
+            "[::1",
+            "127.0.0.1@evil.example",
+        ):
+            for path in ("/", "/_dash-layout", "/_dash-update-component"):
+                status, body = status_for(base, host, path)
+                assert status in (400, 421), (host, path, status)
+                assert "HoloDeck" not in body and "history" not in body, (host, path)
+
+
+def test_the_host_it_serves_on_is_answered_too(tmp_path: Path) -> None:
+    from holodeck_core.dashboard.app import create_app
+
+    db = tmp_path / "history.duckdb"
+    build_history(db)
+    for served, ok, refused in (
+        ("dash.lan", "dash.lan:8501", "other.lan:8501"),
+        ("::1", "[::1]", "[::2]"),
+        ("10.0.0.7", "10.0.0.7:80", "10.0.0.8"),
+    ):
+        client = create_app(db, served).server.test_client()
+        assert client.get("/", headers={"Host": ok}).status_code == 200, served
+        assert client.get("/", headers={"Host": "localhost"}).status_code == 200, served
+        assert client.get("/", headers={"Host": refused}).status_code == 421, served
