@@ -1,6 +1,7 @@
 """Lifecycle and surface (issue 25, class 12): a stdio MCP server's own children end with it,
 whether the run is clean, the server cannot start or it dies mid-run; the dashboard answers
-only to the names of this machine (DNS rebinding)."""
+only to the names of this machine (DNS rebinding); a big file without aliases is no alias
+bomb."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from holodeck_core.config import yaml_source
 from holodeck_core.testing import run_model_server
 from tests.dashboard_harness import running
 from tests.history_helpers import build_history
-from tests.hostile import no_traceback, run_cli
+from tests.hostile import agent_yaml, no_traceback, run_cli
 from tests.test_mcp_tools import RULES, server_pids, stdio_tool, uvx, wait_until, write_agent  # noqa: F401
 
 
@@ -106,3 +108,42 @@ def test_the_host_it_serves_on_is_answered_too(tmp_path: Path) -> None:
         assert client.get("/", headers={"Host": ok}).status_code == 200, served
         assert client.get("/", headers={"Host": "localhost"}).status_code == 200, served
         assert client.get("/", headers={"Host": refused}).status_code == 421, served
+
+
+def test_a_big_file_without_aliases_is_bounded_by_its_size_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 1,000,000-case file was refused as an alias bomb: here the alias bound is lowered
+    to 1,000 values and a 2,000-case file (14,000 values, no alias) loads, up to the size cap,
+    while a bomb of 6,561 values and an anchor reused past the bound are refused."""
+    monkeypatch.setattr(yaml_source, "MAX_YAML_NODES", 1000)
+    cases = "".join(f"- {{name: c{i}, input: q{i}, ground_truth: a}}\n" for i in range(2000))
+    agent = agent_yaml(tmp_path / "big", "http://127.0.0.1:9/v1", cases)
+    size = len(agent.read_text())
+    for cap, code in ((size, 0), (size - 1, 2)):
+        monkeypatch.setattr(yaml_source, "MAX_YAML_BYTES", cap)
+        proc = run_cli(["validate", str(agent)])
+        no_traceback(proc)
+        assert proc.returncode == code, proc.stdout + proc.stderr[-500:]
+    assert "split the test cases" in proc.stderr
+    monkeypatch.setattr(yaml_source, "MAX_YAML_BYTES", 64 * 1024 * 1024)
+    laughs = "- {input: q, tags: &l0 [a, a, a, a, a, a, a, a, a]}\n" + "".join(
+        f"- {{input: q, tags: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]}}\n" for i in range(1, 5)
+    )
+    tagged = "- {name: c0, input: q, tags: &t [x, y, z]}\n"
+    shapes = {  # a reused tag list adds 4 values
+        "laughs": (laughs, 2),
+        "reused past the bound": (tagged + reused(400), 2),
+        "reused within it": (tagged + reused(100), 0),
+    }
+    for shape, (cases, code) in shapes.items():
+        small = agent_yaml(tmp_path / shape, "http://127.0.0.1:9/v1", cases)
+        proc = run_cli(["validate", str(small)])
+        no_traceback(proc)
+        assert proc.returncode == code, (shape, proc.stderr[-500:])
+        if code:
+            assert "billion laughs" in proc.stderr and "agent.yaml" in proc.stderr, shape
+
+
+def reused(count: int) -> str:
+    return "".join(f"- {{name: c{i + 1}, input: q, tags: *t}}\n" for i in range(count))
