@@ -1,11 +1,12 @@
 """Lifecycle and surface (issue 25, class 12): a stdio MCP server's own children end with it,
 whether the run is clean, the server cannot start or it dies mid-run; the dashboard answers
 only to the names of this machine (DNS rebinding); a big file without aliases is no alias
-bomb."""
+bomb; a history lock that outlived its retries is exit 3."""
 
 from __future__ import annotations
 
 import http.client
+import multiprocessing as mp
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ from holodeck_core.testing import run_model_server
 from tests.dashboard_harness import running
 from tests.history_helpers import build_history
 from tests.hostile import agent_yaml, no_traceback, run_cli
+from tests.test_history_ingest import _hold_writer
 from tests.test_mcp_tools import RULES, server_pids, stdio_tool, uvx, wait_until, write_agent  # noqa: F401
 
 
@@ -147,3 +149,40 @@ def test_a_big_file_without_aliases_is_bounded_by_its_size_only(
 
 def reused(count: int) -> str:
     return "".join(f"- {{name: c{i + 1}, input: q, tags: *t}}\n" for i in range(count))
+
+
+def test_a_history_lock_that_outlives_its_retries_is_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``test``, ``rescore`` and ``history sync`` with another process holding the write lock:
+    exit 3 (DESIGN §6.7) naming the holder, the EvalRun on disk; the sync after it ingests."""
+    monkeypatch.setenv("HOLODECK_HISTORY_LOCK_TIMEOUT", "0.3")
+    db = tmp_path / "holodeck-home" / "history.duckdb"
+    with run_model_server({"default": {"reply": "ok"}}) as server:
+        agent = agent_yaml(
+            tmp_path / "a", server.openai_base_url, "- {input: q, ground_truth: ok}\n"
+        )
+        assert run_cli(["test", str(agent), "-q"]).returncode == 0  # creates the database
+        context = mp.get_context("spawn")
+        acquired, release = context.Event(), context.Event()
+        holder = context.Process(target=_hold_writer, args=(str(db), acquired, release, 120))
+        holder.start()
+        try:
+            assert acquired.wait(timeout=60)
+            [first] = sorted((agent.parent / "results").glob("*/*.json"))
+            results = str(first.parent)
+            runs = {
+                "test": run_cli(["test", str(agent), "-q"]),
+                "rescore": run_cli(["rescore", str(first)]),
+                "sync": run_cli(["history", "sync", results]),
+            }
+        finally:
+            release.set()
+            holder.join(timeout=60)
+    for command, proc in runs.items():
+        no_traceback(proc)
+        assert proc.returncode == 3, (command, proc.stdout, proc.stderr)
+        assert f"PID {holder.pid}" in proc.stderr and "history sync" in proc.stderr, command
+    assert len(list(first.parent.glob("*.json"))) == 3  # the first run, the test, the rescore
+    sync = run_cli(["history", "sync", results])
+    assert sync.returncode == 0 and "synced 2 run(s)" in sync.stderr, sync.stderr
