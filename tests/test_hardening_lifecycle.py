@@ -16,7 +16,7 @@ from holodeck_core.config import yaml_source
 from holodeck_core.testing import run_model_server
 from tests.dashboard_harness import running
 from tests.history_helpers import build_history
-from tests.hostile import agent_yaml, no_traceback, run_cli
+from tests.hostile import agent_yaml, everything_written, no_traceback, run_cli
 from tests.test_history_ingest import _hold_writer
 from tests.test_mcp_tools import RULES, server_pids, stdio_tool, uvx, wait_until, write_agent  # noqa: F401
 
@@ -186,3 +186,35 @@ def test_a_history_lock_that_outlives_its_retries_is_exit_3(
     assert len(list(first.parent.glob("*.json"))) == 3  # the first run, the test, the rescore
     sync = run_cli(["history", "sync", results])
     assert sync.returncode == 0 and "synced 2 run(s)" in sync.stderr, sync.stderr
+
+
+WRAPPED = {  # what the model says -> what every output shows
+    "query": (
+        "see `https://h.example/x?key=k3y-abcdef123456` now",
+        "`https://h.example/x?key=***`",
+    ),
+    "argv": ("run `tool --api-key=abcdef123456`", "`tool --api-key=***`"),
+    "link": (
+        "[docs](https://h.example/?token=abcdef123456&b=1)",
+        "(https://h.example/?token=***&b=1)",
+    ),
+    "paren": ("(https://h.example/?sig=abcdef123456)", "(https://h.example/?sig=***)"),
+}
+
+
+def test_a_redacted_url_keeps_what_wraps_it(tmp_path: Path) -> None:
+    rules = {
+        "default": {"reply": "ok"},
+        "rules": [{"match": {"user": f"^{n}$"}, "reply": said} for n, (said, _) in WRAPPED.items()],
+    }
+    cases = "".join(f"- {{name: {n}, input: {n}, ground_truth: ok}}\n" for n in WRAPPED)
+    report = tmp_path / "report.md"
+    with run_model_server(rules) as server:
+        agent = agent_yaml(tmp_path / "a", server.openai_base_url, cases)
+        proc = run_cli(["test", str(agent), "-v", "-o", str(report)])
+    no_traceback(proc)
+    assert proc.returncode == 1, proc.stderr  # no reply is "ok"
+    markdown, results = report.read_text(), everything_written(tmp_path / "a" / "results")
+    for name, (_, shown) in WRAPPED.items():
+        assert shown in markdown and shown in results, (name, shown)
+        assert "abcdef123456" not in markdown + results + proc.stdout + proc.stderr
