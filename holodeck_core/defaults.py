@@ -64,6 +64,10 @@ MAX_TOOL_RESULT_BYTES = 1_000_000
 """A tool result (or error) longer than this, as UTF-8 JSON, is cut and marked."""
 MAX_TOOL_NAME_CHARS = 200
 """A tool name the model sent is shown (and recorded) at most this long."""
+MAX_TEMPLATE_CHARS = 32_768
+"""The longest prompt tool template accepted: pybars compiles about 5,000 characters a second
+on a busy 2-core machine (a 1 MB template took 66-220 s; docs/benchmarks.md), so at most some
+7 s of compiling before the first model call."""
 TEMPLATE_RENDER_S = 10.0
 """Seconds a prompt tool's template may take to render; past them the call is a tool error."""
 MAX_JSON_DEPTH = 256
