@@ -5,6 +5,7 @@ read or any model called; just under the caps, the source indexes. The caps are 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,33 @@ def test_a_source_past_its_caps_is_a_config_error_before_any_model_call(
     if code:
         assert "tools[0] (kb).source" in proc.stderr and calls == 0, shape
         assert not (tmp_path / "results").exists()
+
+
+def test_the_dashboard_shows_the_start_of_a_huge_response_and_links_the_rest(
+    tmp_path: Path,
+) -> None:
+    """A 2 MB response and input (``history sync`` accepts them): the explorer page carries
+    20,000 characters of each and a "show all" link; the link serves the whole text, plain."""
+    from plotly.utils import PlotlyJSONEncoder
+
+    from holodeck_core.dashboard.app import create_app
+    from holodeck_core.dashboard.explorer_view import page
+    from tests.history_helpers import day, ingest_runs, make_run
+
+    db = tmp_path / "history.duckdb"
+    run = make_run("PPPP", day(0), run_id="huge")
+    huge = "<b>" + "word " * 400_000 + "END-OF-RESPONSE"
+    first = run.report.results[0].model_copy(update={"agent_response": huge, "test_input": huge})
+    run.report.results[0] = first
+    assert ingest_runs(db, [run]).ingested
+    case_id = "refund-policy"
+    shown = json.dumps(page(db, {"run": ["huge"], "case": [case_id]}), cls=PlotlyJSONEncoder)
+    assert len(shown) < 200_000 and "END-OF-RESPONSE" not in shown
+    assert shown.count("20,000 of 2,000,018 characters shown") == 2 and "show all" in shown
+    client = create_app(db).server.test_client()
+    for field in ("agent_response", "test_input"):
+        whole = client.get(f"/text?run=huge&case={case_id}&field={field}")
+        assert whole.status_code == 200 and whole.mimetype == "text/plain"
+        assert whole.get_data(as_text=True) == huge
+    assert client.get(f"/text?run=huge&case={case_id}&field=run_id").status_code == 400
+    assert client.get("/text?run=nope&case=x&field=agent_response").status_code == 404

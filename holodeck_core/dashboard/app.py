@@ -18,7 +18,15 @@ from urllib.parse import urlsplit
 import flask
 from dash import Dash, Input, Output, dcc, html
 
-from holodeck_core.dashboard import cache, compare_view, explorer_view, judges, summary, ui
+from holodeck_core.dashboard import (
+    cache,
+    compare_view,
+    explorer_view,
+    judges,
+    long_text,
+    summary,
+    ui,
+)
 from holodeck_core.dashboard.data import PageError, parse_query
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
@@ -119,5 +127,6 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
     refuse_other_hosts(app.server, (*LOOPBACK_HOSTS, host))
     summary.register(app, db)
     judges.register(app, db)
+    long_text.register(app, db)
     compare_view.register(app)
     return app
