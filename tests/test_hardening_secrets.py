@@ -203,3 +203,53 @@ def test_what_a_function_tool_prints_is_scrubbed(tmp_path: Path) -> None:
     assert "done" in written  # the EvalRun and the history are there
     for piece in (PRINTED, PRINTED[:12], PRINTED[12:]):
         assert piece not in console + written, piece
+
+
+def test_what_a_function_tool_prints_in_a_dagster_step_is_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same tool in a materialization: its prints reach neither the event log, the
+    materializations' metadata, the compute logs nor the project's files."""
+    import dagster as dg
+
+    from holodeck_core.config.project import Project
+    from holodeck_pipelines.builder import build_definitions
+    from tests.test_pipelines import materialize, register
+
+    monkeypatch.setenv("HOLO_KEY", PRINTED)
+    root = tmp_path / "project"
+    folder = root / "agents" / "geo"
+    (folder / "prompts").mkdir(parents=True)
+    (folder / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nYou call tools.\n")
+    (folder / "tools.py").write_text(PRINTING_TOOLS)
+    rules = {
+        "default": {"reply": "done"},
+        "rules": [
+            {"match": {"tool_result": True}, "reply": "done"},
+            {"match": {"user": "go"}, "tool_calls": [{"name": "shout", "arguments": {}}]},
+        ],
+    }
+    with run_model_server(rules) as server, dg.instance_for_test() as instance:
+        (folder / "agent.yaml").write_text(
+            "name: Geo Agent\n"
+            f"model: {{provider: openai, name: m, endpoint: '{server.openai_base_url}',"
+            " api_key: '${HOLO_KEY}'}\n"
+            "instructions: {file: prompts/v1.md}\n"
+            "evaluations: {metrics: [{type: standard, metric: equality}]}\n"
+            "tools:\n  - {type: function, name: shout, description: s, file: tools.py,"
+            " function: shout}\n"
+            "test_cases:\n  - {name: go, input: go, ground_truth: done}\n"
+        )
+        (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
+        project = Project.discover(root)
+        defs = build_definitions(project)
+        assert register(defs, instance) == ["v1"]
+        result = materialize(defs, instance, "v1")
+        assert result.success
+        logs = "\n".join(str(entry) for entry in instance.all_logs(result.run_id))
+        storage = everything_written(Path(instance.root_directory))
+    written = everything_written(root)
+    assert "done" in written and "shout" in logs
+    assert "the key is *** ok" in logs + storage  # the compute logs caught the prints
+    for piece in (PRINTED, PRINTED[:12], PRINTED[12:]):
+        assert piece not in logs + storage + written, piece
