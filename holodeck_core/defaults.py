@@ -64,6 +64,10 @@ MAX_TOOL_RESULT_BYTES = 1_000_000
 """A tool result (or error) longer than this, as UTF-8 JSON, is cut and marked."""
 MAX_TOOL_NAME_CHARS = 200
 """A tool name the model sent is shown (and recorded) at most this long."""
+MAX_TEMPLATE_CHARS = 32_768
+"""The longest prompt tool template accepted: pybars compiles about 5,000 characters a second
+on a busy 2-core machine (a 1 MB template took 66-220 s; docs/benchmarks.md), so at most some
+7 s of compiling before the first model call."""
 TEMPLATE_RENDER_S = 10.0
 """Seconds a prompt tool's template may take to render; past them the call is a tool error."""
 MAX_JSON_DEPTH = 256
@@ -78,6 +82,16 @@ MAX_SERVER_TOOLS = 50_000
 """Tools one MCP server may offer."""
 MAX_SCHEMA_DEPTH = 64
 """The deepest tool input schema accepted from a server."""
+MAX_SOURCE_FILES = 20_000
+"""Files one retrieval tool's ``source`` may name: an index holds every chunk in memory (100,000
+small files peaked at 3.3 GB; docs/benchmarks.md)."""
+MAX_SOURCE_FILE_BYTES = 50 * 1024 * 1024
+"""The largest file of a retrieval source (a 500 MB one ran numpy out of memory)."""
+MAX_SOURCE_BYTES = 256 * 1024 * 1024
+"""All the files of one retrieval source together."""
+MAX_SHOWN_TEXT_CHARS = 20_000
+"""The dashboard shows this much of a long text (a response, an input, a tool result) and
+links to the rest: a 100 MB response crashed the browser tab."""
 
 # --------------------------------------------------------------------- the loopback model server
 

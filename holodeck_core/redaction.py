@@ -45,6 +45,8 @@ _SECRET_KEY = re.compile(
 _SECRET_VAR_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 SECRET_MAPS = frozenset({"env", "headers"})
 
+# A value ends at a quote, a backtick or a closing bracket too: Markdown and the console wrap
+# URLs and commands in them (`https://h/?key=…`, (https://…)), and they must survive.
 # Every pattern below runs in time linear in its input: a match may only *start* where the
 # previous character cannot belong to it (a negative lookbehind), and runs of a character
 # class are consumed possessively (``*+``), so no position is rescanned by a later start.
@@ -52,13 +54,13 @@ _URL_USERINFO = re.compile(
     r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*+://)"
     r"(?P<user>[^:/@\s?#]*+)(?::(?P<password>[^@/\s?#]++))?@"
 )
-_QUERY_PARAM = re.compile(r"(?<=[?&;])(?P<name>[A-Za-z0-9_.-]++)=(?P<value>[^&#\s\"'<>]++)")
+_QUERY_PARAM = re.compile(r"(?<=[?&;])(?P<name>[A-Za-z0-9_.-]++)=(?P<value>[^&#\s\"'<>`)\]]++)")
 _QUERY_SECRET_NAMES = frozenset(
     {"key", "sig", "signature", "code", "auth", "pass", "apikey", "api_key", "access_token"}
 )
 _ARGV_SECRET = re.compile(
     r"(?<![A-Za-z0-9_-])(?P<flag>--?(?=[A-Za-z0-9_-]*?(?:api[_-]?key|token|password|secret))"
-    r"[A-Za-z0-9_-]*+)(?P<sep>=|\s++)(?P<value>[^\s\"']++)",
+    r"[A-Za-z0-9_-]*+)(?P<sep>=|\s++)(?P<value>[^\s\"'`)\]]++)",
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?P<prefix>\bBearer\s++)[A-Za-z0-9._~+/=-]{8,}+", re.IGNORECASE)

@@ -8,7 +8,8 @@
 - ``MCP_TEST_UPGRADED``: while this file exists the server offers one more tool (an upgrade);
 - ``MCP_TEST_STDERR``: written to stderr at start; ``MCP_TEST_STARTS``: a line per start;
 - ``MCP_TEST_CRASH_FLAG``: ``add`` with ``a == 13`` removes this file and kills the server
-  (a one-off outage)."""
+  (a one-off outage); ``MCP_TEST_CHILD``: the server starts a child that sleeps (a helper
+  process, as ``npx`` starts ``node``) and writes its pid to this file."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -140,6 +142,13 @@ def main() -> None:
     if os.environ.get("MCP_TEST_STARTS"):
         with open(os.environ["MCP_TEST_STARTS"], "a") as starts:
             starts.write(f"{os.getpid()}\n")
+    if os.environ.get("MCP_TEST_CHILD"):
+        child = subprocess.Popen(  # the server's path in its command line: tests find it
+            [sys.executable, "-c", "import time; time.sleep(600)", str(Path(__file__).resolve())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        Path(os.environ["MCP_TEST_CHILD"]).write_text(str(child.pid))
     if args.exit_at_start:
         print("fatal: cannot start", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -89,3 +89,48 @@ def test_redacting_a_valid_model_always_gives_a_valid_model(case_id: str, patter
     for model in (case, metric):
         redacted = redact(model, [KEY])
         assert KEY not in redacted.model_dump_json()  # and it validated
+
+
+def test_a_dagster_partition_with_secret_pieces_in_ids_and_patterns_materializes(
+    tmp_path: Path,
+) -> None:
+    """The same pieces through a materialization: it succeeds, the EvalRun validates, the
+    history has the run, and no piece is in the event log or the project's files."""
+    import dagster as dg
+
+    from holodeck_core.config.project import Project
+    from holodeck_pipelines.builder import build_definitions
+    from tests.test_pipelines import history_rows, materialize, register
+
+    root = tmp_path / "project"
+    folder = root / "agents" / "geo"
+    (folder / "prompts").mkdir(parents=True)
+    (folder / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nYou answer.\n")
+    with (
+        run_model_server({"default": {"reply": "done"}}) as server,
+        dg.instance_for_test() as instance,
+    ):
+        (folder / "agent.yaml").write_text(
+            "name: Geo Agent\n"
+            f"model: {{provider: openai, name: m, endpoint: '{server.openai_base_url}',"
+            f" api_key: {KEY}}}\n"
+            "instructions: {file: prompts/v1.md}\n"
+            "evaluations: {metrics: [{type: standard, metric: regex,"
+            f" pattern: '{PIECE}|done'}}]}}\n"
+            "test_cases:\n"
+            f"  - {{id: {PIECE}, name: by id, input: plain, ground_truth: done}}\n"
+            f"  - {{id: case.{PIECE}.2, name: suffixed, input: two, ground_truth: done}}\n"
+        )
+        (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
+        project = Project.discover(root)
+        defs = build_definitions(project)
+        assert register(defs, instance) == ["v1"]
+        result = materialize(defs, instance, "v1")
+        assert result.success
+        logs = "\n".join(str(entry) for entry in instance.all_logs(result.run_id))
+    assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 2)]
+    [path] = sorted((folder / "results").glob("*/*.json"))
+    run = EvalRun.model_validate_json(path.read_text())
+    assert [r.test_id for r in run.report.results] == [PLACEHOLDER, f"case.{PLACEHOLDER}.2"]
+    (folder / "agent.yaml").unlink()  # the user's own file: everything else is checked
+    assert PIECE not in logs + everything_written(root)

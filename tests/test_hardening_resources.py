@@ -106,14 +106,16 @@ def test_eval_run_write_failure_is_exit_3_and_the_rerun_pays_nothing(
         ("holodeck_core.history.store.connect_with_retry", "ENOSPC"),
     ],
 )
-def test_a_full_disk_during_the_history_write_is_a_clear_warning(
+def test_a_full_disk_during_the_history_write_is_a_clear_error(
     tmp_path: Path, target: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Exit 3 (DESIGN §6.7: the history misses the run, as after a lock that outlived its
+    retries), nothing lost: the EvalRun is there and a later sync ingests it."""
     with run_model_server(OK) as server:
         agent = agent_yaml(tmp_path / "a", server.openai_base_url, FOUR_CASES)
         proc = run_with_fault(monkeypatch, target, kind, ["test", str(agent)])
     no_traceback(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     assert "the run history was not updated" in proc.stderr
     assert "ROLLBACK" not in proc.stderr and "TransactionContext" not in proc.stderr
     [path] = results_of(agent)

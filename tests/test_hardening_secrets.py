@@ -1,14 +1,16 @@
 """Secrets past redaction (issue 25, class 6): every encoding of a secret a server echoes
 (JSON-escaped with quotes, backslashes and non-ASCII; URL-encoded; base64, and base64 of a
 URL's ``user:pass``), a stderr tail cut inside a secret, a server's stray stdout logged by the
-``mcp`` SDK, and secrets in names and ids, refused at load."""
+``mcp`` SDK, secrets in names and ids, refused at load, and what a function tool prints."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -142,3 +144,112 @@ def test_a_servers_stray_stdout_logged_by_the_sdk_is_redacted(uvx: Path) -> None
         )
     assert "Failed to parse JSONRPC message from server" in proc.stderr  # the SDK's own log
     assert SHORT not in proc.stdout + proc.stderr and "stray line: ***" in proc.stderr
+
+
+PRINTED = "sk-printed-canary-8e7d6c5b4a39"
+PRINTING_TOOLS = textwrap.dedent("""\
+    import os, sys
+    print("at import", os.environ["HOLO_KEY"])
+
+    def shout(x: str = "") -> str:
+        key = os.environ["HOLO_KEY"]
+        print(key)                                  # a line of its own
+        print("the key is", key, "ok")              # in pieces: one line
+        sys.stderr.write("err:" + key + "\\n")     # stderr
+        print(key[:12], end="", flush=True)         # a piece with no newline, flushed
+        print(key[12:])
+        print("tail", key, end="")                  # never ended by a newline
+        return "done"
+""")
+
+
+def test_what_a_function_tool_prints_is_scrubbed(tmp_path: Path) -> None:
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / "tools.py").write_text(PRINTING_TOOLS)
+    rules = {
+        "default": {"reply": "done"},
+        "rules": [
+            {"match": {"tool_result": True}, "reply": "done"},
+            {"match": {"user": "go"}, "tool_calls": [{"name": "shout", "arguments": {}}]},
+        ],
+    }
+    tools = (
+        "tools:\n  - {type: function, name: shout, description: s, file: tools.py,"
+        " function: shout}\n"
+    )
+    with run_model_server(rules) as server:
+        agent = agent_yaml(
+            folder,
+            server.openai_base_url,
+            "- {name: go, input: go, ground_truth: done}\n",
+            api_key="${HOLO_KEY}",
+            extra=tools,
+        )
+        proc = subprocess.run(  # a process of its own: the tool writes to the real stdout
+            [sys.executable, "-m", "holodeck_core.cli", "test", str(agent), "-v"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+            env={**os.environ, "HOLO_KEY": PRINTED, "HOLODECK_HOME": str(tmp_path / "home")},
+        )
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    console = proc.stdout + proc.stderr
+    assert "the key is *** ok" in console and "err:***" in console  # it printed, scrubbed
+    assert "at import ***" in console and "tail ***" in console
+    written = everything_written(tmp_path)
+    assert "done" in written  # the EvalRun and the history are there
+    for piece in (PRINTED, PRINTED[:12], PRINTED[12:]):
+        assert piece not in console + written, piece
+
+
+def test_what_a_function_tool_prints_in_a_dagster_step_is_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same tool in a materialization: its prints reach neither the event log, the
+    materializations' metadata, the compute logs nor the project's files."""
+    import dagster as dg
+
+    from holodeck_core.config.project import Project
+    from holodeck_pipelines.builder import build_definitions
+    from tests.test_pipelines import materialize, register
+
+    monkeypatch.setenv("HOLO_KEY", PRINTED)
+    root = tmp_path / "project"
+    folder = root / "agents" / "geo"
+    (folder / "prompts").mkdir(parents=True)
+    (folder / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nYou call tools.\n")
+    (folder / "tools.py").write_text(PRINTING_TOOLS)
+    rules = {
+        "default": {"reply": "done"},
+        "rules": [
+            {"match": {"tool_result": True}, "reply": "done"},
+            {"match": {"user": "go"}, "tool_calls": [{"name": "shout", "arguments": {}}]},
+        ],
+    }
+    with run_model_server(rules) as server, dg.instance_for_test() as instance:
+        (folder / "agent.yaml").write_text(
+            "name: Geo Agent\n"
+            f"model: {{provider: openai, name: m, endpoint: '{server.openai_base_url}',"
+            " api_key: '${HOLO_KEY}'}\n"
+            "instructions: {file: prompts/v1.md}\n"
+            "evaluations: {metrics: [{type: standard, metric: equality}]}\n"
+            "tools:\n  - {type: function, name: shout, description: s, file: tools.py,"
+            " function: shout}\n"
+            "test_cases:\n  - {name: go, input: go, ground_truth: done}\n"
+        )
+        (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
+        project = Project.discover(root)
+        defs = build_definitions(project)
+        assert register(defs, instance) == ["v1"]
+        result = materialize(defs, instance, "v1")
+        assert result.success
+        logs = "\n".join(str(entry) for entry in instance.all_logs(result.run_id))
+        storage = everything_written(Path(instance.root_directory))
+    written = everything_written(root)
+    assert "done" in written and "shout" in logs
+    assert "the key is *** ok" in logs + storage  # the compute logs caught the prints
+    for piece in (PRINTED, PRINTED[:12], PRINTED[12:]):
+        assert piece not in logs + storage + written, piece

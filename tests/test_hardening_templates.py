@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from holodeck_core.config import templates as config_templates
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
 from holodeck_core.tools import templates
@@ -157,3 +158,36 @@ def test_rendering_has_a_deadline_off_the_event_loop(monkeypatch: pytest.MonkeyP
         return ticks
 
     assert asyncio.run(render_and_tick()) > 1  # the loop kept running meanwhile
+
+
+def test_a_template_past_the_size_cap_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pybars compiles in time proportional to the template (a 1 MB one took minutes), so a
+    template over :data:`MAX_TEMPLATE_CHARS` is refused at load naming the tool's field; the
+    cap is lowered to 2,000 characters to show the edge."""
+    monkeypatch.setattr(config_templates, "MAX_TEMPLATE_CHARS", 2000)
+    filler = "Summarize {{text}} please. "
+    for size, code in ((2000, 0), (2001, 2)):
+        template = (filler * (size // len(filler) + 1))[:size]
+        folder = tmp_path / str(size)
+        folder.mkdir()
+        agent = write_agent(
+            folder, "http://127.0.0.1:9/v1", prompt_tool(template), "- {input: x}\n"
+        )
+        proc = run_cli(["validate", str(agent)])
+        no_traceback(proc)
+        assert proc.returncode == code, (size, proc.stderr)
+    assert "tools[0].template" in proc.stderr and "at most 2,000" in proc.stderr
+    monkeypatch.undo()
+    (tmp_path / "big.hbs").write_text("{{text}} " + "x" * 1_000_000)
+    tool = prompt_tool("x").replace("  template: 'x'\n", "  file: big.hbs\n")
+    with run_model_server({"default": {"reply": "ok"}}) as server:
+        agent = write_agent(tmp_path, server.openai_base_url, tool, "- {input: x}\n")
+        for command in ("validate", "test"):
+            proc = run_cli([command, str(agent)])
+            no_traceback(proc)
+            assert proc.returncode == 2, (command, proc.stderr)
+            assert "the template is 1,000,009 characters" in proc.stderr, proc.stderr
+            assert "tools[0].file" in proc.stderr and "agent.yaml" in proc.stderr
+        assert server.stats()["total_calls"] == 0

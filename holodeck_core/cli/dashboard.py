@@ -88,7 +88,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}: anyone who can reach it reads the history",
               file=sys.stderr)  # fmt: skip
-    app = create_app(db)
+    app = create_app(db, args.host)
     from holodeck_core.dashboard.app import render
 
     render(db, "/", "")  # load DuckDB, pandas and the first query now, not for the first visitor

@@ -8,6 +8,7 @@ import asyncio
 import sys
 
 from holodeck_core.cli.history_option import add_history_arguments
+from holodeck_core.errors import ExitCode
 
 
 def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -42,9 +43,11 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     project = Project.discover(loaded.base_dir)
     run = asyncio.run(rescore_run(original, loaded, project))
     path = write_eval_run(run, loaded.file)
-    warning = record_history(run, path, project)
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
+    failure = record_history(run, path, project)
     print_summary(run, path, quiet=False)
     gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
-    return exit_code(run.report.results, gate)
+    code = exit_code(run.report.results, gate)
+    if failure is None:
+        return code
+    print(f"error: {failure}", file=sys.stderr)  # a lock that outlived its retries: §6.7
+    return ExitCode.worst(code, ExitCode.EXECUTION)

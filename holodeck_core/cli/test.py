@@ -86,9 +86,10 @@ def run_test_command(args: argparse.Namespace) -> int:
     gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
     print_summary(run, recorded.path, quiet=args.quiet, gate=gate)
     code = exit_code(run.report.results, gate)
-    if suite.journal.failure is not None:  # the run is complete, the disk is not healthy
-        print(f"error: {suite.journal.failure}", file=sys.stderr)
-        code = ExitCode.worst(code, ExitCode.EXECUTION)
+    for failure in (suite.journal.failure, recorded.history_error):
+        if failure is not None:  # the run is complete; the disk or the database is not
+            print(f"error: {failure}", file=sys.stderr)
+            code = ExitCode.worst(code, ExitCode.EXECUTION)
     if args.output:
         _write_report(run, args.output, args.format)
     return apply_gate(args, run, suite, args.agent, code)

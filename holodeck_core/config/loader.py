@@ -17,7 +17,7 @@ from holodeck_core.config.merge import merge_config_files
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
 from holodeck_core.config.targets import option_target, project_target
-from holodeck_core.config.templates import attribute_problem
+from holodeck_core.config.templates import template_problem
 from holodeck_core.config.validation_errors import validation_problems
 from holodeck_core.config.yaml_source import YamlDocument, YamlPath, read_yaml
 from holodeck_core.errors import ConfigError, Problem
@@ -269,7 +269,7 @@ def _secret_names(loaded: LoadedAgent, locate: Any) -> list[Problem]:
 
 
 def _bad_templates(loaded: LoadedAgent, locate: Any) -> list[Problem]:
-    """Prompt tools whose template reads attributes (issue 25): data only."""
+    """Prompt tools whose template reads attributes (issue 25: data only) or is too long."""
     problems = []
     for i, tool in enumerate(loaded.agent.tools or []):
         if not isinstance(tool, PromptTool) or tool.mock is not None:
@@ -279,7 +279,7 @@ def _bad_templates(loaded: LoadedAgent, locate: Any) -> list[Problem]:
             source = loaded.resolve(tool.file).read_text("utf-8") if tool.file else tool.template
         except (OSError, UnicodeDecodeError):
             continue  # the runtime reports it, naming the file
-        message = attribute_problem(source or "", tool.parameters)
+        message = template_problem(source or "", tool.parameters)
         if message:
             problems.append(locate(("tools", i, field), message))
     return problems

@@ -1,5 +1,6 @@
 """What a prompt tool's Handlebars template may read (issue 25, class 5): the tool's arguments
-as data (names, nested keys, list items), never an attribute of a Python object. Checked when
+as data (names, nested keys, list items), never an attribute of a Python object, and at most
+:data:`~holodeck_core.defaults.MAX_TEMPLATE_CHARS` long. Checked when
 the agent loads, so ``validate`` and ``test`` reject such a template before any model call;
 :mod:`holodeck_core.tools.templates` enforces the same at render time."""
 
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from holodeck_core.defaults import MAX_TEMPLATE_CHARS
 
 _SCALARS = frozenset({"string", "number", "integer", "boolean"})
 _TAG = re.compile(r"\{\{\{?~?[#/^&>]?(?P<body>.*?)~?\}?\}\}", re.DOTALL)
@@ -30,8 +33,15 @@ def attribute_path(source: str, parameters: dict[str, Any]) -> str | None:
     return None
 
 
-def attribute_problem(source: str, parameters: dict[str, Any]) -> str | None:
-    """The message for :func:`attribute_path`'s finding, or None."""
+def template_problem(source: str, parameters: dict[str, Any]) -> str | None:
+    """What is wrong with ``source``, or None: longer than :data:`MAX_TEMPLATE_CHARS` (pybars
+    compiles in time proportional to it), or a path of :func:`attribute_path`."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        return (
+            f"the template is {len(source):,} characters; a prompt tool's template may hold "
+            f"at most {MAX_TEMPLATE_CHARS:,} (put long reference text in a vectorstore tool or "
+            "in the agent's instructions)"
+        )
     path = attribute_path(source, parameters)
     if path is None:
         return None

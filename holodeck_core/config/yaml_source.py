@@ -25,10 +25,10 @@ _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_YAML_BYTES = 64 * 1024 * 1024
 MAX_YAML_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
-"""Values a file may expand to once aliases are followed (a 1 KB "billion laughs" file
-expands to 10⁹): far above any real suite (20,000 cases are ~300,000 nodes)."""
+"""Values aliases may add to a file once followed (a 1 KB "billion laughs" file adds 10⁹);
+what the file writes out itself is bounded by :data:`MAX_YAML_BYTES` only."""
 MAX_YAML_CHARS = 128 * 1024 * 1024
-"""Characters of scalars once aliases are followed (one big anchored string repeated)."""
+"""Characters of scalars aliases may add (one big anchored string repeated)."""
 
 
 def format_path(path: YamlPath) -> str:
@@ -133,10 +133,16 @@ def _check_bounds(text: str, name: str) -> None:
 
 
 def _check_expansion(root: yaml.Node, name: str) -> None:
-    """What the document grows to once every alias is expanded, counted without expanding
-    it (each node once, memoized): bounded nodes, characters and depth, and no cycles."""
+    """What aliases add to the document once expanded, counted without expanding it (each
+    node measured once, memoized): at most :data:`MAX_YAML_NODES` values and
+    :data:`MAX_YAML_CHARS` characters more than the file writes out, bounded depth, no cycles.
+    A file with no alias adds nothing, however many values it writes (the size cap bounds it).
+
+    Each node is met once where the file writes it; every later meeting is an alias, which
+    adds the whole (expanded) subtree again, so the sum of those is exactly what aliases add."""
     sizes: dict[int, tuple[int, int, int]] = {}  # id -> (nodes, characters, height)
     active: set[int] = set()
+    added = [0, 0]  # nodes, characters that aliases add
 
     def refuse(node: yaml.Node, message: str) -> ConfigError:
         return ConfigError([Problem(file=name, line=node.start_mark.line + 1, message=message)])
@@ -161,15 +167,17 @@ def _check_expansion(root: yaml.Node, name: str) -> None:
             known = _measure(node, lambda child: size(child, depth + 1))
             active.discard(key)
             sizes[key] = known
-        nodes, chars, height = known
-        if nodes > MAX_YAML_NODES or chars > MAX_YAML_CHARS:
-            raise refuse(
-                node,
-                "YAML aliases (*name) expand this file beyond "
-                f"{MAX_YAML_NODES:,} values or {MAX_YAML_CHARS:,} characters "
-                "(a 'billion laughs' file?); use fewer aliases or write the values out",
-            )
-        if depth + height > MAX_YAML_DEPTH:
+        else:  # an alias: its subtree once more
+            added[0] += known[0]
+            added[1] += known[1]
+            if added[0] > MAX_YAML_NODES or added[1] > MAX_YAML_CHARS:
+                raise refuse(
+                    node,
+                    "YAML aliases (*name) expand this file by more than "
+                    f"{MAX_YAML_NODES:,} values or {MAX_YAML_CHARS:,} characters "
+                    "(a 'billion laughs' file?); use fewer aliases or write the values out",
+                )
+        if depth + known[2] > MAX_YAML_DEPTH:
             raise refuse(
                 node,
                 f"YAML aliases nest values more than {MAX_YAML_DEPTH} levels "
@@ -193,8 +201,6 @@ def _measure(
         child_nodes, child_chars, child_height = child_size(child)
         nodes, chars = nodes + child_nodes, chars + child_chars
         height = max(height, child_height + 1)
-        if nodes > MAX_YAML_NODES or chars > MAX_YAML_CHARS:
-            break  # the caller refuses it
     return nodes, chars, height
 
 

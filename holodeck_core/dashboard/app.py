@@ -3,17 +3,30 @@
 Each page is rendered on the server from the URL (path + query string), inside one short
 read-only connection; filters and pickers only rewrite the URL. So a link is the whole state,
 and a reload shows what the history holds now.
+
+It answers only requests whose ``Host`` header names a loopback name or the host it serves on:
+a page elsewhere that rebinds its own DNS name to 127.0.0.1 (DNS rebinding) is refused, 421.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 import flask
 from dash import Dash, Input, Output, dcc, html
 
-from holodeck_core.dashboard import cache, compare_view, explorer_view, judges, summary, ui
+from holodeck_core.dashboard import (
+    cache,
+    compare_view,
+    explorer_view,
+    judges,
+    long_text,
+    summary,
+    ui,
+)
 from holodeck_core.dashboard.data import PageError, parse_query
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
@@ -22,6 +35,8 @@ log = logging.getLogger("holodeck.dashboard")
 
 PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer_view.page,
          "/compare": compare_view.page, "/judges": judges.page}  # fmt: skip
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Names a browser on this machine reaches the dashboard by."""
 CHARTED = {"/", "/summary"}
 """Pages whose first paint draws Plotly charts."""
 
@@ -59,7 +74,35 @@ class _Dash(Dash):
         return super().interpolate_index(**kwargs)  # type: ignore[no-untyped-call]
 
 
-def create_app(db: History) -> Dash:
+def host_name(header: str) -> str | None:
+    """The host a ``Host`` header names (``[::1]:8501`` → ``::1``), lower-case; None if it
+    is not one."""
+    try:
+        return urlsplit(f"//{header}").hostname
+    except ValueError:  # an unclosed bracket, a port that is not a number
+        return None
+
+
+def refuse_other_hosts(server: flask.Flask, hosts: Iterable[str]) -> None:
+    """Every request to ``server`` whose ``Host`` is not one of ``hosts`` gets 421."""
+    bracketed = (f"[{h}]" if ":" in h and not h.startswith("[") else h for h in hosts)  # IPv6
+    allowed = {name for name in map(host_name, bracketed) if name}
+
+    @server.before_request
+    def _check_host() -> flask.Response | None:
+        header = flask.request.headers.get("Host", "")
+        if host_name(header) in allowed:
+            return None
+        return flask.Response(
+            "421 Misdirected Request: this dashboard answers to "
+            f"{', '.join(sorted(allowed))} only (--host names the one it serves on)\n",
+            status=421,
+            mimetype="text/plain",
+        )
+
+
+def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
+    """The app over ``db``, served on ``host``."""
     app = _Dash(
         __name__,
         title="HoloDeck eval runs",
@@ -81,7 +124,9 @@ def create_app(db: History) -> Dash:
     def _route(pathname: str | None, search: str | None) -> Any:
         return render(db, pathname, search)
 
+    refuse_other_hosts(app.server, (*LOOPBACK_HOSTS, host))
     summary.register(app, db)
     judges.register(app, db)
+    long_text.register(app, db)
     compare_view.register(app)
     return app

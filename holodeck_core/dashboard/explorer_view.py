@@ -13,6 +13,7 @@ from holodeck_core.dashboard import ui
 from holodeck_core.dashboard.data import first
 from holodeck_core.dashboard.explorer_data import CaseDetail, Explorer, explorer
 from holodeck_core.dashboard.links import compare_href, explorer_href
+from holodeck_core.dashboard.long_text import case_text_href, shown
 from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
@@ -201,19 +202,26 @@ def _conversation(detail: CaseDetail, result: TestResult | None) -> list[Any]:
         return [
             html.Div([
                 html.B(f"Turn {turn.turn_index + 1}"),
-                html.Div(turn.input, className="bubble user"),
+                html.Div(shown(turn.input), className="bubble user"),
                 *_tool_calls(tools_by_turn.get(turn.turn_index, [])),
-                html.Div(turn.response or "(no response)", className="bubble agent"),
+                html.Div(shown(turn.response or "(no response)"), className="bubble agent"),
                 *_coverage(turn.expected_tools, turn.tool_calls, turn.tools_matched),
             ], className="turn", id=f"turn-{turn.turn_index}")
             for turn in result.turns
         ]  # fmt: skip
-    parts: list[Any] = [html.Div(case["test_input"], className="bubble user")]
+
+    def href(field: str) -> str:
+        return case_text_href(case["run_id"], case["case_id"], field)
+
+    parts: list[Any] = [
+        html.Div(shown(case["test_input"], href("test_input")), className="bubble user")
+    ]
     for turn_index, tools in sorted(tools_by_turn.items(), key=lambda kv: kv[0] or -1):
         if turn_index is not None:
             parts.append(html.B(f"Turn {turn_index + 1} tool calls"))
         parts += _tool_calls(tools)
-    parts.append(html.Div(case["agent_response"] or "(no response)", className="bubble agent"))
+    response = case["agent_response"] or "(no response)"
+    parts.append(html.Div(shown(response, href("agent_response")), className="bubble agent"))
     if result is not None:
         parts += _coverage(result.expected_tools, result.tool_calls, result.tools_matched)
     return parts
@@ -223,16 +231,17 @@ def _tool_calls(tools: list[dict[str, Any]]) -> list[Any]:
     calls = []
     for tool in tools:
         result = tool["result"]
-        shown: Any = html.Pre(result, className="tool-result")
+        folded: Any = html.Pre(shown(result), className="tool-result")
         if len(result) > FOLD_CHARS:
-            shown = html.Details([html.Summary(f"result ({ui.num(tool['bytes'])} bytes)"), shown])
+            summary = html.Summary(f"result ({ui.num(tool['bytes'])} bytes)")
+            folded = html.Details([summary, folded])
         calls.append(html.Details([
             html.Summary(f"tool call: {tool['name']}"
                          + ("" if tool["duration_ms"] is None else f" · {tool['duration_ms']} ms")
                          + f" · {ui.num(tool['bytes'])} bytes"
                          + (" · error" if tool["error"] else "")),
-            html.Div("arguments"), html.Pre(tool["args"], className="tool-args"),
-            html.Div("result"), shown,
+            html.Div("arguments"), html.Pre(shown(tool["args"]), className="tool-args"),
+            html.Div("result"), folded,
             *([html.Div(f"error: {tool['error']}")] if tool["error"] else []),
         ], className="tool-call", id=f"tool-{tool['call_index']}"))  # fmt: skip
     return calls

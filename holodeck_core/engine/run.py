@@ -36,6 +36,9 @@ class RecordedRun:
     run: EvalRun
     path: Path | UPath
     warnings: list[str] = field(default_factory=list)
+    history_error: str | None = None
+    """Why the history misses the run (a lock that outlived its retries, a full disk): an
+    execution error (DESIGN §6.7, exit 3), though nothing is lost."""
 
 
 async def run_suite(
@@ -57,24 +60,22 @@ async def run_suite(
 def record_run(run: EvalRun, suite: Suite) -> RecordedRun:
     """Write the EvalRun (or raise :class:`~holodeck_core.errors.ExecutionError`), then close
     the journal: until the file is on disk, the journal holds the paid work. Then the
-    history, best effort."""
+    history, whose failure loses nothing but is reported (:attr:`RecordedRun.history_error`)."""
     recorded = RecordedRun(run, save_eval_run(run, suite))
     try:
         suite.finish()
     except OSError as exc:
         recorded.warnings.append(f"the resume journal was not closed: {exc}")
-    warning = record_history(run, recorded.path, suite.project, lock_timeout=5)
-    if warning:
-        recorded.warnings.append(warning)
+    recorded.history_error = record_history(run, recorded.path, suite.project, lock_timeout=5)
     return recorded
 
 
 def record_history(
     run: EvalRun, path: Path | UPath, project: Project, *, lock_timeout: float | None = None
 ) -> str | None:
-    """Append the run to the project's history; a warning instead of an error when it cannot
-    be (a busy database): the EvalRun file is safe and ``holodeck history sync`` ingests it
-    later."""
+    """Append the run to the project's history; the reason instead of an exception when it
+    cannot be (a busy database): the EvalRun file is safe and ``holodeck history sync`` ingests
+    it later."""
     from holodeck_core.history.backend import project_history
     from holodeck_core.history.ingest import ingest_run
 

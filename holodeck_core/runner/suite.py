@@ -35,7 +35,7 @@ from holodeck_core.models import (
 )
 from holodeck_core.models.base import digest
 from holodeck_core.models.cost import CallCosts
-from holodeck_core.redaction import redact, redact_argv
+from holodeck_core.redaction import redact, redact_argv, redact_text
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
@@ -202,12 +202,19 @@ class Suite:
 
     async def evaluate_all(self, runs: list[CaseRun]) -> list[TestResult]:
         """Score stored runs, matched to the cases by id and fingerprint. Runs made for other
-        cases or other inputs (the config changed since) are refused, never mis-paired."""
+        cases or other inputs (the config changed since) are refused, never mis-paired. A
+        stored run's id is redacted (a case id holding a piece of a secret is ``***`` in the
+        stage data), so a case is looked up by its id, then by its redacted id."""
         by_id = {(run.case_id, run.trial): run for run in runs}
+
+        def stored(case: TestCaseModel, trial: int) -> CaseRun | None:
+            case_id = case.id or ""
+            return by_id.get((case_id, trial)) or by_id.get((redact_text(case_id), trial))
+
         stale = [
             case.id or ""
             for case, trial in self._case_trials()
-            if (run := by_id.get((case.id or "", trial))) is None
+            if (run := stored(case, trial)) is None
             or run.fingerprint != self.case_fingerprints[case.id or ""]
         ]
         if stale:
@@ -220,7 +227,9 @@ class Suite:
 
         async def one(case: TestCaseModel, trial: int) -> TestResult:
             async with limit:
-                return await self.evaluate(case, by_id[(case.id or "", trial)])
+                run = stored(case, trial)
+                assert run is not None  # checked above
+                return await self.evaluate(case, run)
 
         async def trials(case: TestCaseModel) -> TestResult:
             results = await asyncio.gather(*(one(case, t) for t in range(self.trials)))

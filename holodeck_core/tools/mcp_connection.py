@@ -5,8 +5,9 @@ task. A suite opens its tools in one task and may close them in another (a ``fin
 Ctrl-C, a Dagster step's cleanup), so a background task owns the contexts: :meth:`start`
 hands back the session once the handshake and the tool list are done, :meth:`stop` lets the
 owner leave the contexts (the SDK closes a stdio server's stdin, waits, then kills its process
-group). ``ClientSession`` matches responses to requests by id, so concurrent ``call_tool``
-calls from many cases share it safely.
+group, but only if the server did not exit: a clean exit leaves the server's own children
+running, so :meth:`stop` ends what is left of the group). ``ClientSession`` matches responses
+to requests by id, so concurrent ``call_tool`` calls from many cases share it safely.
 
 A stdio server's stderr goes to a pipe read by a thread, never to the console; its last lines
 (redacted) explain a server that fails to start."""
@@ -16,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import threading
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -44,6 +47,8 @@ STDERR_KEEP_BYTES = 64 * 1024
 STOP_TIMEOUT = 10.0
 """Seconds :meth:`Connection.stop` waits for the SDK's shutdown (stdin close, 2 s grace,
 SIGTERM, SIGKILL of the process group) before it cancels the owner task."""
+GROUP_GRACE = 2.0
+"""Seconds the children a stdio server left behind get between SIGTERM and SIGKILL."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,9 @@ class Connection:
         self.stderr = StderrTail() if params.transport is TransportType.STDIO else None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._group: int | None = None
+        """A stdio server's process group (its pid: the SDK starts it in a session of its
+        own), which its children share."""
         self.ended = asyncio.Event()
         """Set once the session is over (stopped, or the transport died): a call still in
         flight then has no answer coming."""
@@ -122,6 +130,8 @@ class Connection:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+        if self._group is not None:
+            await end_group(self._group)
         if self.stderr is not None:
             self.stderr.close()
 
@@ -129,6 +139,8 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(stack))
+                if self.stderr is not None:
+                    self._group = child_writing_to(self.stderr.file)
                 session = await stack.enter_async_context(
                     ClientSession(read, write, message_handler=self._unreadable(ready))
                 )
@@ -187,6 +199,35 @@ class Connection:
         with warnings.catch_warnings():  # deprecated by the SDK (not in the MCP spec), still served
             warnings.simplefilter("ignore", DeprecationWarning)
             return websocket_client(p.url)
+
+
+def child_writing_to(pipe: Any) -> int | None:
+    """The pid of this process's child whose stderr is ``pipe`` (what Linux's /proc shows;
+    elsewhere nothing is found and the SDK's own shutdown is all there is)."""
+    ours = os.fstat(pipe.fileno())
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            theirs = (entry / "fd" / "2").stat()
+            same = (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+            if parent == os.getpid() and same:
+                return int(entry.name)
+    return None
+
+
+async def end_group(group: int, grace: float = GROUP_GRACE) -> None:
+    """SIGTERM to every process left in ``group``, SIGKILL to those still there after
+    ``grace`` seconds; nothing if the group is empty."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            while True:
+                os.killpg(group, 0)  # ProcessLookupError once the group is gone
+                await asyncio.sleep(0.05)
+        os.killpg(group, signal.SIGKILL)
 
 
 @asynccontextmanager

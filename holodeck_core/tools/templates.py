@@ -16,7 +16,7 @@ from typing import Any
 
 import pybars
 
-from holodeck_core.config.templates import attribute_problem
+from holodeck_core.config.templates import template_problem
 from holodeck_core.defaults import TEMPLATE_RENDER_S
 from holodeck_core.errors import ConfigError
 from holodeck_core.tools.untrusted import in_daemon_thread
@@ -27,8 +27,9 @@ _SCOPE_NAMES = frozenset({"@root", "@_parent", "@index", "@key", "@first", "@las
 def compile_template(
     source: str, parameters: dict[str, Any], *, where: str
 ) -> Callable[[dict[str, Any]], str]:
-    """The render function of ``source``, or a ConfigError naming ``where`` and the path."""
-    problem = attribute_problem(source, parameters)
+    """The render function of ``source``, or a ConfigError naming ``where`` and the path (or
+    the size: compiling takes time in proportion to it)."""
+    problem = template_problem(source, parameters)
     if problem:
         raise ConfigError(f"{where}: {problem}")
     return data_template(source, where=where)

@@ -20,6 +20,7 @@ from holodeck_core.errors import ConfigError
 from holodeck_core.models import FunctionTool, Tool, ToolInvocation
 from holodeck_core.providers.messages import Message, ToolCall, ToolSpec
 from holodeck_core.tools import untrusted
+from holodeck_core.tools.output import scrub_standard_streams
 from holodeck_core.tools.registry import runtime_for
 from holodeck_core.tools.runtime import ToolContext, ToolOutput, ToolRuntime
 
@@ -108,6 +109,7 @@ class ToolBox:
                     f"      mock: {{result: 'what {tool.name} would return'}}"
                 )
             if isinstance(tool, FunctionTool) and tool.mock is None:
+                scrub_standard_streams()  # what the function prints is scrubbed too
                 function = load_function(resolve(tool.file), tool.function, where=where)
                 self._functions[tool.name] = function
                 schema = parameters_schema(tool, function)

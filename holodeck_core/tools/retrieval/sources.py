@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from holodeck_core.defaults import MAX_SOURCE_BYTES, MAX_SOURCE_FILE_BYTES, MAX_SOURCE_FILES
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import process_files
 from holodeck_core.models import FileInput, VectorstoreTool, bounded_json
@@ -91,7 +92,32 @@ def source_files(
             f"{where}.source: no supported file in {source!r} (supported: "
             f"{', '.join(sorted(SUPPORTED_SUFFIXES))})"
         )
+    _check_size(supported, source, base_dir, where=where)
     return [SourceFile(p, _display(p, base_dir), _sha256(p)) for p in supported]
+
+
+def _check_size(paths: list[Path], source: str, base_dir: Path, *, where: str) -> None:
+    """The caps of a source (an index holds all of it in memory), checked before any file is
+    read: how many files, how big each, how big all."""
+    if len(paths) > MAX_SOURCE_FILES:
+        raise ConfigError(
+            f"{where}.source: {source!r} holds {len(paths):,} files; a retrieval source may hold "
+            f"at most {MAX_SOURCE_FILES:,} (merge small files, or split the corpus over tools)"
+        )
+    total = 0
+    for path in paths:
+        size = path.stat().st_size
+        if size > MAX_SOURCE_FILE_BYTES:
+            raise ConfigError(
+                f"{where}.source: {_display(path, base_dir)} is {size:,} bytes; a retrieval "
+                f"source file may hold at most {MAX_SOURCE_FILE_BYTES:,} (split it)"
+            )
+        total += size
+    if total > MAX_SOURCE_BYTES:
+        raise ConfigError(
+            f"{where}.source: {source!r} holds {total:,} bytes; a retrieval source may hold at "
+            f"most {MAX_SOURCE_BYTES:,} (split the corpus over several tools)"
+        )
 
 
 def _display(path: Path, base_dir: Path) -> str:
