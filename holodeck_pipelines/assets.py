@@ -250,21 +250,14 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     ) -> Iterator[dg.Output[RunReport] | dg.AssetCheckResult]:
         # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
         # the definitions every sensor tick and code server reload
-        from holodeck_core.history.ingest import ingest_run
+        from holodeck_core.engine.record import recorded
 
         run = report_summary.eval_run
         run_id = run.metadata.run_id or ""
-        written = ingest_run(
-            history.path,
-            run,
-            source_path=location(report_summary.path),
-            prompts_dir=project.project().prompts_dir,
-        )
         summary = run.report.summary
         partition = context.partition_key
-        gate = check_gate(
-            summary, loaded.agent.evaluations.gate if loaded.agent.evaluations else None
-        )
+        evaluations = loaded.agent.evaluations
+        gate = check_gate(summary, evaluations.gate if evaluations else None)
         checks = [
             dg.AssetCheckResult(
                 check_name="pass_rate_gate",
@@ -278,17 +271,23 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 },
             ),
         ]
-        evaluations = loaded.agent.evaluations
-        regression = regression_check(
+        # the history is opened once: the run is written and the checks read on that connection
+        with recorded(
             history.path,
-            run_id,
-            baseline=evaluations.baseline if evaluations else None,
-            strict=bool(evaluations and evaluations.regression == "strict"),
-            alpha=(evaluations.alpha if evaluations else None) or ALPHA,
-        )
-        checks.append(regression_result(regression))
-        checks.append(drift_result(history.path, run_id, evaluations))
-        checks.append(agreement_result(history.path, run_id, evaluations))
+            run,
+            source_path=location(report_summary.path),
+            prompts_dir=project.project().prompts_dir,
+        ) as (written, con):
+            regression = regression_check(
+                con,
+                run_id,
+                baseline=evaluations.baseline if evaluations else None,
+                strict=bool(evaluations and evaluations.regression == "strict"),
+                alpha=(evaluations.alpha if evaluations else None) or ALPHA,
+            )
+            checks.append(regression_result(regression))
+            checks.append(drift_result(con, run_id, evaluations))
+            checks.append(agreement_result(con, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(
                 check_name="no_errored_cases",

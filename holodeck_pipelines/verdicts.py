@@ -1,7 +1,9 @@
 """The statistical checks of ``eval_history`` (DESIGN §7.8): ``no_regression``, decided as
 ``holodeck history compare`` decides, and ``judge_drift``."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -10,6 +12,9 @@ from holodeck_core.history.labels import judge_agreement_of, render_agreement
 from holodeck_core.history.regression import RegressionCheck
 from holodeck_core.history.store import History
 from holodeck_core.models.evaluation import EvaluationConfig
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
@@ -56,7 +61,7 @@ def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
 
 
 def drift_result(
-    db: History, run_id: str, evaluations: EvaluationConfig | None
+    db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> dg.AssetCheckResult:
     limit = evaluations.judge_drift_max if evaluations else None
     drift = judge_drift(db, run_id)
@@ -80,7 +85,7 @@ def drift_result(
 
 
 def agreement_result(
-    db: History, run_id: str, evaluations: EvaluationConfig | None
+    db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> dg.AssetCheckResult:
     """``judge_agreement``: Cohen's κ of each judge against the agent's human labels (DESIGN
     §8.7), a warning below ``evaluations.min_judge_kappa``."""
