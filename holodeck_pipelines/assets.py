@@ -38,11 +38,10 @@ from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
 from holodeck_pipelines.failures import metric_errors, stage_failure
 from holodeck_pipelines.metadata import report_metadata
+from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 from holodeck_pipelines.verdicts import agreement_result, drift_result, regression_result
 
-LLM_POOL = "llm_api"
-HISTORY_POOL = "history_db"
 TRIGGER_TAG = "holodeck/trigger"
 TRIALS_TAG = "holodeck/trials"
 AGENT_TAG = "holodeck/agent"
@@ -103,6 +102,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             trials=trials_of(context),
         )
         try:
+            require_pools(context.instance, project.project())
             built = Suite(loaded_agent(agent_file), options, project=project.project())
         except ConfigError as exc:
             # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
