@@ -42,6 +42,7 @@ from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
 from holodeck_pipelines.failures import metric_errors, stage_failure
 from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
+from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 from holodeck_pipelines.verdicts import (
     agreement_result,
@@ -50,8 +51,6 @@ from holodeck_pipelines.verdicts import (
     regression_result,
 )
 
-LLM_POOL = "llm_api"
-HISTORY_POOL = "history_db"
 TRIGGER_TAG = "holodeck/trigger"
 TRIALS_TAG = "holodeck/trials"
 AGENT_TAG = "holodeck/agent"
@@ -126,6 +125,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
         )
         try:
+            require_pools(context.instance, project.project())
             built = Suite(loaded_agent(agent_file), options, project=project.project())
         except ConfigError as exc:
             # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
@@ -294,16 +294,10 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     ) -> Iterator[dg.Output[RunReport] | dg.AssetCheckResult]:
         # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
         # the definitions every sensor tick and code server reload
-        from holodeck_core.history.ingest import ingest_run
+        from holodeck_core.engine.record import recorded
 
         run = report_summary.eval_run
         run_id = run.metadata.run_id or ""
-        written = ingest_run(
-            history.path,
-            run,
-            source_path=location(report_summary.path),
-            prompts_dir=project.project().prompts_dir,
-        )
         summary = run.report.summary
         partition = context.partition_key
         gate = check_gate(summary, evaluations.gate if evaluations else None)
@@ -320,21 +314,28 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
                 },
             ),
         ]
-        regression = regression_check(
+        # the history is opened once: the run is written and the checks read on that connection
+        with recorded(
             history.path,
-            run_id,
-            baseline=evaluations.baseline if evaluations else None,
-            strict=bool(evaluations and evaluations.regression == "strict"),
-            alpha=(evaluations.alpha if evaluations else None) or ALPHA,
-        )
-        checks.append(regression_result(regression))
-        if evaluations and evaluations.max_cost_increase is not None:
-            limit = evaluations.max_cost_increase
-            found = cost_check(history.path, run_id, regression.previous, limit,
-                               not_compared=regression.not_compared)  # fmt: skip
-            checks.append(cost_result(found))
-        checks.append(drift_result(history.path, run_id, evaluations))
-        checks.append(agreement_result(history.path, run_id, evaluations))
+            run,
+            source_path=location(report_summary.path),
+            prompts_dir=project.project().prompts_dir,
+        ) as (written, con):
+            regression = regression_check(
+                con,
+                run_id,
+                baseline=evaluations.baseline if evaluations else None,
+                strict=bool(evaluations and evaluations.regression == "strict"),
+                alpha=(evaluations.alpha if evaluations else None) or ALPHA,
+            )
+            checks.append(regression_result(regression))
+            if evaluations and evaluations.max_cost_increase is not None:
+                limit = evaluations.max_cost_increase
+                found = cost_check(con, run_id, regression.previous, limit,
+                                   not_compared=regression.not_compared)  # fmt: skip
+                checks.append(cost_result(found))
+            checks.append(drift_result(con, run_id, evaluations))
+            checks.append(agreement_result(con, run_id, evaluations))
         checks.append(
             dg.AssetCheckResult(
                 check_name="no_errored_cases",

@@ -47,3 +47,19 @@ def add_partitions_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "no prompt snapshot backs) on the instance in DAGSTER_HOME (default: the project root)",
     )
     partitions.set_defaults(handler=_partitions)
+
+
+def _pools(args: argparse.Namespace) -> int:
+    from holodeck_core.config.project import find_project_root
+    from holodeck_pipelines.pools import set_pools
+
+    return set_pools(find_project_root())
+
+
+def add_pools_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    pools = commands.add_parser(
+        "pools",
+        help="set the limit of every Dagster pool the pipelines use (llm_api, history_db) on "
+        "the instance in DAGSTER_HOME (default: the project root), from holodeck.yaml",
+    )
+    pools.set_defaults(handler=_pools)

@@ -18,9 +18,10 @@ from holodeck_core.history import store
 from holodeck_core.history.backend import project_history
 from holodeck_core.history.queries import compare_runs
 from holodeck_core.testing import load_rules, run_model_server
-from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL, TRIALS_TAG, TRIGGER_TAG
+from holodeck_pipelines.assets import TRIALS_TAG, TRIGGER_TAG
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
+from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.resources import HoloDeckProject
 
 DEMO_TRIALS = 3
@@ -56,10 +57,7 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
         defs = build_definitions(project)
         resource = HoloDeckProject(root=str(project.root))
         with dg.DagsterInstance.get() as instance:
-            instance.event_log_storage.set_concurrency_slots(
-                LLM_POOL, project.settings.llm_api_pool_limit
-            )
-            instance.event_log_storage.set_concurrency_slots(HISTORY_POOL, 1)
+            apply_pools(instance, project)
             run_ids: list[str] = []
             for pipeline in build_pipelines(project):
                 active, registered = register_versions(pipeline.agent_file, resource)

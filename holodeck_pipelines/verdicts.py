@@ -2,7 +2,9 @@
 ``holodeck history compare`` decides, ``judge_drift``, ``judge_agreement`` and, when
 ``evaluations.max_cost_increase`` is set, ``cost_regression``."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -12,6 +14,9 @@ from holodeck_core.history.labels import judge_agreement_of, render_agreement
 from holodeck_core.history.regression import RegressionCheck
 from holodeck_core.history.store import History
 from holodeck_core.models.evaluation import EvaluationConfig
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
@@ -58,7 +63,7 @@ def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
 
 
 def drift_result(
-    db: History, run_id: str, evaluations: EvaluationConfig | None
+    db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> dg.AssetCheckResult:
     limit = evaluations.judge_drift_max if evaluations else None
     drift = judge_drift(db, run_id)
@@ -82,7 +87,7 @@ def drift_result(
 
 
 def agreement_result(
-    db: History, run_id: str, evaluations: EvaluationConfig | None
+    db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> dg.AssetCheckResult:
     """``judge_agreement``: Cohen's κ of each judge against the agent's human labels (DESIGN
     §8.7), a warning below ``evaluations.min_judge_kappa``."""

@@ -40,7 +40,7 @@ import duckdb
 import pytest
 
 from holodeck_core.testing import run_model_server
-from holodeck_pipelines.assets import HISTORY_POOL, LLM_POOL
+from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL
 from tests.backfill_helpers import (
     AGENT,
     ASSETS,

@@ -151,6 +151,7 @@ import dagster as dg
 from holodeck_core.config.project import Project
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
+from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.resources import HoloDeckProject
 
 heavy = {HEAVY!r}
@@ -161,6 +162,7 @@ loaded = sorted(name for name in heavy if name in sys.modules)
 _, keys = register_versions(pipeline.agent_file, HoloDeckProject(root=str(project.root)))
 with dg.instance_for_test() as instance:
     instance.add_dynamic_partitions(pipeline.partitions.name, keys)
+    apply_pools(instance, project)
     job = defs.resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         partition_key=keys[0],

@@ -184,6 +184,7 @@ def test_a_literal_key_echoed_by_the_provider_stays_out_of_dagster_storage(
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
     from holodeck_pipelines.builder import build_definitions
+    from holodeck_pipelines.pools import apply_pools
 
     action = (
         {"reply": f"the key is {LITERAL_KEY}"}
@@ -207,6 +208,7 @@ def test_a_literal_key_echoed_by_the_provider_stays_out_of_dagster_storage(
             [prompt] = load_agent(tmp_path / "agent" / "agent.yaml").active_prompts
             key = prompt.version.version
             instance.add_dynamic_partitions(name, [key])
+            apply_pools(instance, Project.discover(tmp_path))
             result = job.execute_in_process(
                 partition_key=key, instance=instance, raise_on_error=False
             )

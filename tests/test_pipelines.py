@@ -20,6 +20,7 @@ from holodeck_core.models import EvalRun
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.assets import trigger_of
 from holodeck_pipelines.builder import build_definitions
+from holodeck_pipelines.pools import apply_pools
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -70,7 +71,9 @@ def make_project(
 
 
 def register(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
-    """What the sensor does on its first tick: snapshots + partitions."""
+    """What the sensor does on its first tick (snapshots + partitions), and the pool limits
+    a deployment sets (``holodeck pools``)."""
+    apply_pools(instance, defs.resources["project"].project())
     sensor = defs.resolve_sensor_def("geo_agent_prompt_versions")
     with dg.build_sensor_context(instance=instance, resources=defs.resources) as context:
         result = sensor(context)

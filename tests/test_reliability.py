@@ -19,6 +19,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
+from holodeck_pipelines.pools import apply_pools
 from tests.test_runner import journaled_case_ids
 
 WEATHER_TOOL = "def get_weather(city: str) -> str:\n    return f'Sunny in {city}'\n"
@@ -246,6 +247,7 @@ def test_canaries_stay_out_of_every_output(
         with dg.instance_for_test(temp_dir=str(dagster_home)) as instance:
             defs = build_definitions(Project.discover(project_dir))
             instance.add_dynamic_partitions("canary_prompt_versions", [key])
+            apply_pools(instance, Project.discover(project_dir))
             job = defs.resolve_job_def("canary_eval")
             assert job.execute_in_process(partition_key=key, instance=instance).success
     captured = capsys.readouterr()
@@ -306,9 +308,11 @@ from pathlib import Path
 import dagster as dg
 from holodeck_core.config.project import Project
 from holodeck_pipelines.builder import build_definitions
+from holodeck_pipelines.pools import apply_pools
 project = Project.discover(Path(sys.argv[1]))
 with dg.instance_for_test(temp_dir=sys.argv[2]) as instance:
     instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
+    apply_pools(instance, project)
     job = build_definitions(project).resolve_job_def("geo_agent_eval")
     job.execute_in_process(partition_key="v1", instance=instance)
 """
@@ -346,6 +350,7 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
         before = dict(server.stats()["by_key"])
         with dg.instance_for_test() as instance:
             instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
+            apply_pools(instance, project)
             job = build_definitions(project).resolve_job_def("geo_agent_eval")
             assert job.execute_in_process(partition_key="v1", instance=instance).success
         after = server.stats()["by_key"]

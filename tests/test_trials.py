@@ -24,6 +24,7 @@ from holodeck_core.stats.intervals import wilson_cc
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_core.testing.server.planning import _uniform
 from holodeck_pipelines.builder import build_definitions
+from holodeck_pipelines.pools import apply_pools
 
 CONTAINS_PARIS = "{type: standard, metric: contains, pattern: Paris}"
 
@@ -294,6 +295,7 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
         agent = make_project(tmp_path, server.openai_base_url)
         assert main(["prompts", "register", str(agent)]) == 0
         instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
+        apply_pools(instance, Project.discover(tmp_path))
         job = build_definitions(Project.discover(tmp_path)).resolve_job_def("geo_agent_eval")
         runs = []
         for rules in (seeded_rules(1), seeded_rules(2), None):
@@ -347,6 +349,7 @@ def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
         agent = make_project(tmp_path, server.openai_base_url, cases=3)
         assert main(["prompts", "register", str(agent)]) == 0
         instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
+        apply_pools(instance, Project.discover(tmp_path))
         job = build_definitions(Project.discover(tmp_path)).resolve_job_def("geo_agent_eval")
         result = job.execute_in_process(
             partition_key="v1", instance=instance, tags={TRIALS_TAG: "2"}

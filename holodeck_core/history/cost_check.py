@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from holodeck_core.history.store import History, reader
+from holodeck_core.history.store import History, opened
 
 if TYPE_CHECKING:
     import duckdb
@@ -77,7 +77,7 @@ def cost_check(
     none)."""
     if not_compared is not None:
         return CostCheck(limit, skipped=not_compared)
-    with reader(db) as con:
+    with opened(db) as con:
         after, why = _per_pass(con, run_id)
         if why is not None:
             return CostCheck(limit, baseline, skipped=why)

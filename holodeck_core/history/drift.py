@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from holodeck_core.history.store import History, reader
+from holodeck_core.history.store import History, opened
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 @dataclass(frozen=True)
@@ -15,8 +19,8 @@ class Drift:
     max_abs_change: float
 
 
-def judge_drift(db_path: History, run_id: str) -> list[Drift]:
-    with reader(db_path) as con:
+def judge_drift(db_path: History | duckdb.DuckDBPyConnection, run_id: str) -> list[Drift]:
+    with opened(db_path) as con:
         rows = con.execute(
             "SELECT metric_name, n, drift, max_abs_change FROM v_judge_drift "
             "WHERE run_id = ? ORDER BY metric_name",

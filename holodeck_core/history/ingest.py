@@ -237,6 +237,17 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
     return written
 
 
+@contextlib.contextmanager
+def write_errors(db_path: store.History) -> Iterator[None]:
+    """A failed write as an execution error naming the history (no traceback)."""
+    try:
+        yield
+    except (duckdb.IOException, duckdb.FatalException, OSError) as exc:
+        raise ExecutionError(
+            f"cannot write to the history database {db_path}: {' '.join(str(exc).split())}"
+        ) from None
+
+
 def write_batch(
     db_path: store.History, batch: Sequence[PreparedRun], *, lock_timeout: float | None = None
 ) -> IngestReport:
@@ -251,13 +262,8 @@ def write_batch(
     if not unique:
         return report
     runs = list(unique.values())
-    try:
-        with store.writer(db_path, timeout_s=lock_timeout) as con:
-            written = write_prepared(con, runs)
-    except (duckdb.IOException, duckdb.FatalException, OSError) as exc:
-        raise ExecutionError(
-            f"cannot write to the history database {db_path}: {' '.join(str(exc).split())}"
-        ) from None
+    with write_errors(db_path), store.writer(db_path, timeout_s=lock_timeout) as con:
+        written = write_prepared(con, runs)
     for prepared, was_written in zip(runs, written, strict=True):
         (report.ingested if was_written else report.skipped).append(prepared.run_id)
     return report
@@ -282,22 +288,29 @@ def ingest_run(
     prompts_dir: Path | None = None,
     lock_timeout: float | None = None,
 ) -> bool:
-    """Ingest one run (the call the runner and the Dagster asset make after writing the
-    EvalRun JSON). True if written, False if the run id was already there."""
+    """Ingest one run (the call the runner makes after writing the EvalRun JSON). True if
+    written, False if the run id was already there."""
+    prepared = prepare_file_run(run, source_path, prompts_dir)
+    return bool(write_batch(db_path, [prepared], lock_timeout=lock_timeout).ingested)
+
+
+def prepare_file_run(
+    run: EvalRun, source_path: Location | None, prompts_dir: Path | None
+) -> PreparedRun:
+    """A run's rows, with its file's hash (and, for a run without one, its id from it)."""
     file_sha256 = None
     run_id = None
     if source_path is not None and source_path.is_file():
         file_sha256 = sha256_hex(source_path.read_bytes())
         if run.metadata.run_id is None:
             run_id = file_sha256
-    prepared = prepare_run(
+    return prepare_run(
         run,
         run_id=run_id,
         source_path=source_path,
         file_sha256=file_sha256,
         prompts_dir=prompts_dir,
     )
-    return bool(write_batch(db_path, [prepared], lock_timeout=lock_timeout).ingested)
 
 
 def _expand(paths: Sequence[Location]) -> list[tuple[Location, bool]]:

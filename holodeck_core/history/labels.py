@@ -226,11 +226,13 @@ MEASURES = (
 ``<stem>_low``/``_high`` hold the interval."""
 
 
-def judge_agreement_of(db: History, run_id: str) -> list[dict[str, Any]]:
+def judge_agreement_of(
+    db: History | duckdb.DuckDBPyConnection, run_id: str
+) -> list[dict[str, Any]]:
     """The agreement rows of ``run_id``'s agent."""
-    from holodeck_core.history.store import reader
+    from holodeck_core.history.store import opened
 
-    with reader(db) as con:
+    with opened(db) as con:
         row = con.execute("SELECT agent_slug FROM eval_runs WHERE run_id = ?", [run_id]).fetchone()
         return agreement(con, str(row[0])) if row else []
 

@@ -12,13 +12,17 @@ family."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from holodeck_core.defaults import ALPHA
 from holodeck_core.history.health import failure_reason
 from holodeck_core.history.queries import Comparison, compare_runs
-from holodeck_core.history.store import History, reader
+from holodeck_core.history.store import History, opened
 from holodeck_core.stats.multiple import Adjustment
 from holodeck_core.stats.paired import adjust_family
+
+if TYPE_CHECKING:
+    import duckdb
 
 TICK_PVALUES = """
 WITH head AS (
@@ -69,7 +73,7 @@ class RegressionCheck:
 
 
 def regression_check(
-    db_path: History,
+    db_path: History | duckdb.DuckDBPyConnection,
     run_id: str,
     *,
     baseline: str | None = None,
@@ -77,7 +81,7 @@ def regression_check(
     alpha: float = ALPHA,
     adjustment: Adjustment = Adjustment.BH,
 ) -> RegressionCheck:
-    with reader(db_path) as con:
+    with opened(db_path) as con:
         reason = failure_reason(con, run_id)
         if reason is not None:
             return RegressionCheck(not_compared=reason)

@@ -224,3 +224,15 @@ def reader(
         yield con
     finally:
         con.close()
+
+
+@contextmanager
+def opened(source: History | duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A reader of ``source``, or ``source`` itself when it is already a connection: a step
+    that has just written a run asks its questions on the connection it wrote with, so it
+    opens the history once."""
+    if not isinstance(source, Path | DuckLake):
+        yield source
+        return
+    with reader(source) as con:
+        yield con
