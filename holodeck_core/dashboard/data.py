@@ -22,6 +22,7 @@ from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
 from holodeck_core.history.store import History
+from holodeck_core.stats.intervals import WILSON_CC
 
 if TYPE_CHECKING:
     import duckdb
@@ -277,7 +278,7 @@ LEFT JOIN prompt_versions p
 """
 
 RUN_INTERVALS = """
-SELECT s.run_id, s.ci95_low, s.ci95_high FROM v_run_stats s
+SELECT s.run_id, s.ci95_low, s.ci95_high, s.cases, s.method FROM v_run_stats s
 WHERE s.run_id IN (SELECT run_id FROM ({runs}))
   AND s.run_id IN (SELECT DISTINCT run_id FROM case_trials WHERE trial > 0)
 """
@@ -299,13 +300,15 @@ SELECT m.run_id, r.agent_name, r.prompt_version, r.finished_at, m.metric_name,
        avg(coalesce(m.score, m.raw_score)) AS mean, max(m.threshold) AS threshold,
        count(*) FILTER (WHERE m.passed) AS passed,
        count(*) FILTER (WHERE m.passed = false) AS failed,
-       count(*) FILTER (WHERE m.error IS NOT NULL) AS errors
+       count(*) FILTER (WHERE m.error IS NOT NULL) AS errors,
+       s.n AS ci_n, s.method AS ci_method, s.ci95_low AS ci_low, s.ci95_high AS ci_high
 FROM metric_results m JOIN ({runs}) r USING (run_id)
+LEFT JOIN v_metric_stats s USING (run_id, metric_name)
 GROUP BY ALL
 ORDER BY r.finished_at, m.run_id, m.metric_name
 """
-"""Per filtered run and metric: the mean score (raw value for ms and USD), its threshold and
-how many cases (or turns) passed it."""
+"""Per filtered run and metric: the mean score (raw value for ms and USD), its threshold, how
+many cases (or turns) passed it, and ``v_metric_stats``' interval with its n and method."""
 
 
 @dataclass
@@ -340,7 +343,8 @@ def options(con: duckdb.DuckDBPyConnection) -> Options:
 @dataclass
 class SummaryData:
     runs: pd.DataFrame
-    """Filtered runs, oldest first, with ``ci_low``/``ci_high`` (fractions)."""
+    """Filtered runs, oldest first, with ``ci_low``/``ci_high`` (fractions), the interval's
+    ``ci_n`` and ``ci_method``."""
     metrics: pd.DataFrame
     """Per run and metric (:data:`METRICS`) of the filtered runs."""
     options: Options
@@ -356,7 +360,7 @@ def summary(db: History, filters: Filters) -> SummaryData:
         require_runs(con, db)
         runs = con.execute(f"{selected} ORDER BY r.finished_at, r.run_id", params).df()
         found_intervals = con.execute(RUN_INTERVALS.format(runs=selected), params).fetchall()
-        intervals = {str(i): (lo, hi) for i, lo, hi in found_intervals}
+        intervals = {str(r[0]): r[1:] for r in found_intervals}
         regressions = {
             str(r[0])
             for r in con.execute(
@@ -372,10 +376,11 @@ def summary(db: History, filters: Filters) -> SummaryData:
         ).df()
         found = options(con)
     bounds = [
-        intervals.get(str(i)) or wilson_bounds(int(p), int(n))
+        intervals.get(str(i)) or (*wilson_bounds(int(p), int(n)), int(n), WILSON_CC)
         for i, p, n in zip(runs["run_id"], runs["passed"], runs["total_tests"], strict=True)
     ]
-    runs = runs.assign(ci_low=[b[0] for b in bounds], ci_high=[b[1] for b in bounds])
+    columns = ("ci_low", "ci_high", "ci_n", "ci_method")
+    runs = runs.assign(**{c: [b[i] for b in bounds] for i, c in enumerate(columns)})
     return SummaryData(
         runs=runs, metrics=metrics, options=found, failures=failures, regressions=regressions
     )

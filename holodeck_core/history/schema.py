@@ -19,6 +19,7 @@ from holodeck_core.history import (
     migration_v5_verdicts,
     migration_v6_labels,
     migration_v7_cost,
+    migration_v8_verdicts,
 )
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ MIGRATIONS += (
         "verdict); views v_cost_by_run, v_cost_by_case",
         migration_v7_cost.STATEMENTS_V7,
     ),
+    Migration(8, migration_v8_verdicts.DESCRIPTION_V8, migration_v8_verdicts.STATEMENTS_V8),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
