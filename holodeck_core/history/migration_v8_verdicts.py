@@ -57,8 +57,9 @@ per_run AS (
 moments AS (
     SELECT run_id, metric_name,
            CASE WHEN any_value(r.sd) > 0
-                THEN avg(power(c.x - r.mean, 3)) / power(any_value(r.sd), 3) ELSE 0.0 END
-               AS skewness
+                THEN list_sum(list(power(c.x - r.mean, 3) ORDER BY c.case_id)) / count(*)
+                     / power(any_value(r.sd), 3)
+                ELSE 0.0 END AS skewness
     FROM per_case c
     JOIN per_run r USING (run_id, metric_name)
     GROUP BY run_id, metric_name
@@ -85,7 +86,8 @@ JOIN eval_runs e USING (run_id)
 """
 """Per run and metric: the mean of the per-case mean scores (over trials and turns) and its
 interval inside the metric's range: [0, 1] for scores (Wilson on the effective n), ≥ 0 for a
-unit (Hall's t, with the sample ``skewness`` it corrects for)."""
+unit (Hall's t, with the sample ``skewness`` it corrects for; its third moment is summed in case
+order, so the file and the lake, which scan in different orders, give the same digits)."""
 
 CONTROL_COLUMNS = (
     "ALTER TABLE judge_control_scores ADD COLUMN passed BOOLEAN",
