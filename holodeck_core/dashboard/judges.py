@@ -55,33 +55,13 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
     return html.Div(
         [
             html.H2("Judges"),
-            html.Div(
-                [
-                    html.H3("Agreement with people"),
-                    html.Ul(rows, id="judge-agreement")
-                    if rows
-                    else html.P(
-                        "No human labels yet: download a run's labelling sheet below, fill in "
-                        "human_passed (pass/fail) and/or human_score (0-1), then run "
-                        "`holodeck labels import FILE.csv`.",
-                        className="muted",
-                    ),
-                ],
-                className="card",
-            ),
-            html.Div(
-                [
-                    html.H3("Judge-control set against people (each agent's latest run)"),
-                    html.Ul(controls, id="control-agreement")
-                    if controls
-                    else html.P(
-                        "No labelled control rows: give rows of evaluations.judge_control a "
-                        "human: {metric: {passed: true, score: 0.9}} entry.",
-                        className="muted",
-                    ),
-                ],
-                className="card",
-            ),
+            _card("Agreement with people", rows, "judge-agreement",
+                  "No human labels yet: download a run's labelling sheet below, fill in "
+                  "human_passed (pass/fail) and/or human_score (0-1), then run "
+                  "`holodeck labels import FILE.csv`."),
+            _card("Judge-control set against people (each agent's latest run)", controls,
+                  "control-agreement", "No labelled control rows: give rows of "
+                  "evaluations.judge_control a human: {metric: {passed: true, score: 0.9}} entry."),
             html.Div(
                 [html.H3("Labelling sheets"), html.Ul(sheets, id="labelling-sheets")],
                 className="card",
@@ -89,7 +69,12 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
         ],
         className="page",
         id="judges-page",
-    )
+    )  # fmt: skip
+
+
+def _card(title: str, items: list[Any], list_id: str, empty: str) -> html.Div:
+    shown = html.Ul(items, id=list_id) if items else html.P(empty, className="muted")
+    return html.Div([html.H3(title), shown], className="card")
 
 
 def labels_csv(db: History, search: str) -> flask.Response:

@@ -17,7 +17,7 @@ Frozen once released, like every migration."""
 
 from __future__ import annotations
 
-from holodeck_core.history import migration_v6_labels
+from holodeck_core.history import migration_v5_verdicts, migration_v6_labels
 
 HALL_INVERSE = """
 CREATE OR REPLACE MACRO holodeck_hall_inverse(v, b) AS
@@ -39,22 +39,12 @@ CREATE OR REPLACE MACRO holodeck_hall_high(mean, se, skew, n) AS
              -holodeck_t975(n - 1), coalesce(skew, 0.0) / sqrt(n))) END
 """
 
-V_METRIC_STATS = """
-CREATE OR REPLACE VIEW v_metric_stats AS
-WITH per_case AS (
-    SELECT run_id, case_id, metric_name, avg(coalesce(score, raw_score)) AS x,
-           bool_or(unit IS NOT NULL) AS in_unit
-    FROM metric_results
-    WHERE error IS NULL AND coalesce(score, raw_score) IS NOT NULL
-    GROUP BY run_id, case_id, metric_name
-),
-per_run AS (
-    SELECT run_id, metric_name, count(*) AS n, avg(x) AS mean, stddev_samp(x) AS sd,
-           bool_or(in_unit) AS in_unit
-    FROM per_case
-    GROUP BY run_id, metric_name
-),
-moments AS (
+_CTES = migration_v5_verdicts.V_METRIC_STATS.split("sized AS (")
+assert len(_CTES) == 2, "the frozen SQL changed"
+
+V_METRIC_STATS = (
+    _CTES[0]
+    + """moments AS (
     SELECT run_id, metric_name,
            CASE WHEN any_value(r.sd) > 0
                 THEN list_sum(list(power(c.x - r.mean, 3) ORDER BY c.case_id)) / count(*)
@@ -84,6 +74,7 @@ SELECT
 FROM sized p
 JOIN eval_runs e USING (run_id)
 """
+)
 """Per run and metric: the mean of the per-case mean scores (over trials and turns) and its
 interval inside the metric's range: [0, 1] for scores (Wilson on the effective n), ≥ 0 for a
 unit (Hall's t, with the sample ``skewness`` it corrects for; its third moment is summed in case
