@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlencode
 
-from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
+from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE, with_intervals
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
 from holodeck_core.history.store import History
@@ -300,15 +300,13 @@ SELECT m.run_id, r.agent_name, r.prompt_version, r.finished_at, m.metric_name,
        avg(coalesce(m.score, m.raw_score)) AS mean, max(m.threshold) AS threshold,
        count(*) FILTER (WHERE m.passed) AS passed,
        count(*) FILTER (WHERE m.passed = false) AS failed,
-       count(*) FILTER (WHERE m.error IS NOT NULL) AS errors,
-       s.n AS ci_n, s.method AS ci_method, s.ci95_low AS ci_low, s.ci95_high AS ci_high
+       count(*) FILTER (WHERE m.error IS NOT NULL) AS errors
 FROM metric_results m JOIN ({runs}) r USING (run_id)
-LEFT JOIN v_metric_stats s USING (run_id, metric_name)
 GROUP BY ALL
 ORDER BY r.finished_at, m.run_id, m.metric_name
 """
-"""Per filtered run and metric: the mean score (raw value for ms and USD), its threshold, how
-many cases (or turns) passed it, and ``v_metric_stats``' interval with its n and method."""
+"""Per filtered run and metric: the mean score (raw value for ms and USD), its threshold and
+how many cases (or turns) passed it (the latest run's also its interval, ``ci_*``)."""
 
 
 @dataclass
@@ -368,6 +366,8 @@ def summary(db: History, filters: Filters) -> SummaryData:
             ).fetchall()
         }
         metrics = con.execute(METRICS.format(runs=selected), params).df()
+        if len(runs):
+            metrics = with_intervals(con, metrics, str(runs["run_id"].iloc[-1]))
         failures = con.execute(
             "SELECT r.run_id, r.finished_at, r.agent_name, r.prompt_version, r.errored, "
             "r.total_tests FROM v_runs r JOIN v_run_health h USING (run_id) "
