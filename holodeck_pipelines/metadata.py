@@ -13,7 +13,7 @@ from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.reports import render_markdown
 from holodeck_core.reports.cost import cost_lines
-from holodeck_core.reports.statistics import statistics_properties
+from holodeck_core.reports.statistics import statistics_methods, statistics_properties
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
 
 
@@ -52,6 +52,8 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
             metadata[f"stats/{key}"] = (
                 dg.MetadataValue.float(value) if isinstance(value, float) else value
             )
+        for key, text in statistics_methods(summary.statistics).items():
+            metadata[f"stats/{key}"] = text
     failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
     metadata["failing_cases"] = case_table(
         [

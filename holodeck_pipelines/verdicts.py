@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from holodeck_core.history.cost_check import CostCheck
-from holodeck_core.history.drift import judge_drift
+from holodeck_core.history.drift import control_agreement, judge_drift
 from holodeck_core.history.labels import judge_agreement_of, render_agreement
 from holodeck_core.history.regression import RegressionCheck
 from holodeck_core.history.store import History
@@ -76,13 +76,23 @@ def drift_result(
         )
     worst = max(abs(d.drift) for d in drift)
     passed = limit is None or worst <= limit
+    people = control_agreement(db, run_id)
+    metadata: dict[str, Any] = {
+        f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift
+    }
+    metadata |= {
+        f"control_kappa/{r['metric_name']}": dg.MetadataValue.float(float(r["kappa"]))
+        for r in people
+        if r["kappa"] is not None
+    }
     return dg.AssetCheckResult(
         check_name="judge_drift",
         passed=passed,
         severity=dg.AssetCheckSeverity.WARN,
         description=", ".join(f"{d.metric_name} {d.drift:+.3f} (n={d.n})" for d in drift)
-        + ("" if passed else f": beyond evaluations.judge_drift_max {limit}"),
-        metadata={f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift},
+        + ("" if passed else f": beyond evaluations.judge_drift_max {limit}")
+        + "".join(f"; against people on the control set: {render_agreement(r)}" for r in people),
+        metadata=metadata,
     )
 
 

@@ -158,8 +158,9 @@ def test_compare_matrix_flips_flaky_and_config(history: Path) -> None:
     assert {row.case_id for row in result.matrix if row.flaky} == {"order-status"}
     other = result.comparisons[1]
     assert other is not None and other.common_cases == 4
-    paired = result.stats[1]
-    assert paired is not None and (paired.fixed, paired.broken) == (0, 0)
+    # Compare's verdict is history compare's: raw and adjusted p over its family
+    assert other.paired is not None and other.paired.pass_fraction.discordant == (0, 0)
+    assert other.paired.pass_fraction.p_adjusted is not None
     rows = {row.label: row for row in result.config}
     assert not rows["prompt version"].differs and rows["temperature"].values == ["?", "?"]
     across = compare_data.compare(history, ["r3", "r4"], "r4")
@@ -189,16 +190,7 @@ def test_compare_with_one_run_returns_only_the_picker(history: Path) -> None:
     assert result.runs == [] and {r["run_id"] for r in result.picker} == {r[0] for r in HISTORY}
 
 
-def test_paired_statistics() -> None:
-    assert stats.mcnemar_midp(0, 8) == pytest.approx(1 / 256)  # exact 2/256, less P(X = 0)
-    assert stats.mcnemar_midp(3, 3) == 1.0 and stats.mcnemar_midp(0, 0) == 1.0
-    better = stats.paired([False] * 8 + [True] * 17, [True] * 25)
-    assert (better.fixed, better.broken, better.n) == (8, 0, 25)
-    assert better.mean_diff == pytest.approx(0.32) and better.verdict == "improvement"
-    assert better.low < 0.32 < better.high
-    worse = stats.paired([True] * 25, [False] * 8 + [True] * 17)
-    assert worse.verdict == "regression"
-    assert stats.paired([True, False], [False, True]).verdict == "no significant change"
+def test_wilson_interval() -> None:
     low, high = stats.wilson(17, 25) or (0.0, 0.0)
     # scipy's binomtest(17, 25).proportion_ci(method="wilsoncc")
     assert low == pytest.approx(0.46450, abs=1e-4) and high == pytest.approx(0.84271, abs=1e-4)

@@ -207,6 +207,8 @@ def test_tiles_have_sparklines_and_a_delta_not_praising_an_all_error_run(
     visit(page, base + "/?agent=support-bot&failed=1", "#kpi-latest-pass-rate")
     tile = page.locator("#kpi-latest-pass-rate")
     assert "▼ -100.0 pp vs prior" in tile.inner_text()
+    assert "95% CI 0.0%-" in tile.inner_text()
+    assert "(n = 8, interval method: Wilson score with continuity correction)" in tile.inner_text()
     assert "worse" in (tile.locator(".delta").get_attribute("class") or "")
     assert page.locator("#kpi-latest-pass-rate-spark").get_attribute("alt") == "4 runs"
     cost = page.locator("#kpi-cost .delta")
@@ -236,7 +238,7 @@ def test_runs_table_pills_and_formats_and_a_rescores_cost(
 
 
 def test_metric_trends_in_tabs_with_thresholds_and_a_breakdown_per_kind(
-    page: Page, base: str
+    page: Page, base: str, history: History
 ) -> None:
     visit(page, base + "/?agent=support-bot&prompt=v2", "#metric-tabs")
     tabs = page.locator("#metric-tabs .tab").all_inner_texts()
@@ -253,6 +255,16 @@ def test_metric_trends_in_tabs_with_thresholds_and_a_breakdown_per_kind(
     assert dashes == [[0.5, "dash"]]
     rag = page.inner_text("#breakdown-rag")
     assert "faithfulness" in rag and "0.375" in rag and "2/8 passed" in rag
+    # every mean with the views' interval, its n and its method (issue 30, DESIGN §8.7)
+    stats = dict(query(history.db, "SELECT metric_name, [n, ci95_low, ci95_high] FROM "
+                       "v_metric_stats WHERE run_id = ?", [history.regressed]))  # fmt: skip
+    n, low, high = stats["faithfulness"]
+    wilson = "interval method: Wilson score with continuity correction on the effective n"
+    assert f"95% CI {low:.3g}-{high:.3g} (n = {int(n)}, {wilson})" in rag
+    units = page.inner_text("#breakdown-standard")
+    n, low, high = stats["latency"]
+    hall = "interval method: Student t with Hall's skewness correction, at least 0"
+    assert f"95% CI {low:,.0f} ms-{high:,.0f} ms (n = {int(n)}, {hall})" in units
 
 
 def test_compare_labels_wall_time_and_does_not_praise_an_all_error_run(

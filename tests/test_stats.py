@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import duckdb
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from holodeck_core.history import migration_v4_stats, migration_v5_verdicts
+from holodeck_core.history import migration_v4_stats, migration_v5_verdicts, migration_v9_verdicts
 from holodeck_core.stats import (
     Reducer,
     Verdict,
@@ -24,7 +25,7 @@ from holodeck_core.stats import (
     wilson,
 )
 from holodeck_core.stats.estimates import CaseOutcome, t975, t_quantile
-from holodeck_core.stats.intervals import effective_n, wilson_cc
+from holodeck_core.stats.intervals import effective_n, hall_t, skewness, wilson_cc
 from holodeck_core.stats.paired import mcnemar_midp
 from holodeck_core.stats.power import paired_power
 
@@ -82,11 +83,19 @@ def test_the_issue_30_examples_stay_on_their_scale() -> None:
     assert rate.low is not None and 0.0 <= rate.low < 0.9
     regex = mean_estimate([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0])
     assert regex.low is not None and regex.low >= 0.0
-    latency = mean_estimate([1.0, 2.0, 120.0, 3.0, 160.0], bounded=False)
-    assert latency.low == 0.0 and latency.method == "t_truncated_at_0"
-    assert latency.high == pytest.approx(
-        latency.mean + sps.t.ppf(0.975, 4) * sps.sem([1.0, 2.0, 120.0, 3.0, 160.0])
-    )
+    ms = [1.0, 2.0, 120.0, 3.0, 160.0]
+    latency = mean_estimate(ms, bounded=False)
+    assert latency.method == "t_hall_skewness" and 0.0 <= latency.low < latency.mean  # type: ignore[operator]
+    assert "n = 5, interval method: Student t with Hall's skewness correction" in latency.render()
+    # by hand (Hall 1992): b = g1/√n, g⁻¹(v) = (3/b)(∛(1 + b(v - b/6)) - 1), x̄ - SE·g⁻¹(±t)
+    m, se, t = sum(ms) / 5, sps.sem(ms), sps.t.ppf(0.975, 4)
+    b = sps.skew(ms) * (4 / 5) ** 1.5 / math.sqrt(5)  # scipy's is over n, ours over s (n - 1)
+
+    def g_inv(v: float) -> float:
+        return 3 / b * (math.copysign(abs(1 + b * (v - b / 6)) ** (1 / 3), 1 + b * (v - b / 6)) - 1)
+
+    assert latency.high == pytest.approx(m - se * g_inv(-t))
+    assert latency.high > m + t * se  # right skew: longer above than the plain t interval
 
 
 @given(
@@ -109,6 +118,21 @@ def test_every_score_interval_is_inside_0_1_and_holds_the_mean(scores: list[floa
     e = mean_estimate(scores)
     assert e.low is not None and e.high is not None
     assert 0.0 <= e.low <= e.mean + 1e-12 and e.mean - 1e-12 <= e.high <= 1.0
+
+
+@given(
+    st.lists(
+        st.floats(min_value=0.0, max_value=1e6, allow_subnormal=False), min_size=1, max_size=60
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_every_unit_interval_is_at_least_0_and_holds_the_mean(values: list[float]) -> None:
+    e = mean_estimate(values, bounded=False)
+    if len(values) < 2:
+        assert e.low is None and e.high is None  # one case: no spread to measure
+        return
+    assert e.low is not None and e.high is not None and e.method == "t_hall_skewness"
+    assert 0.0 <= e.low <= e.mean * (1 + 1e-12) and e.mean * (1 - 1e-12) <= e.high
 
 
 def test_run_statistics_per_design_7_7() -> None:
@@ -220,3 +244,31 @@ def test_sql_interval_macros_equal_the_module() -> None:
                         [p, expected, p, expected],
                     ).fetchone()
                     assert row == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+
+
+def test_sql_hall_macros_equal_the_module() -> None:
+    con = duckdb.connect()
+    for sql in (migration_v4_stats.T975, *migration_v9_verdicts.STATEMENTS_V9[:3]):
+        con.execute(sql)
+    samples = (
+        [1.0, 2.0, 120.0, 3.0, 160.0],
+        [57.0, 61.0, 55.0, 59.0],
+        [0.0, 0.0, 0.0, 0.0012],
+        [5.0, 5.0, 5.0],
+        [900.0, 820.0, 3100.0, 760.0, 2900.0, 810.0, 870.0, 3050.0, 790.0, 840.0, 880.0],
+        [10.0, 9.0, 9.5, 1.0],  # skewed to the left
+    )
+    for values in samples:
+        n = len(values)
+        e = mean_estimate(values, bounded=False)
+        sd = statistics.stdev(values)
+        skew = skewness(values, e.mean, sd)
+        assert (e.low, e.high) == pytest.approx(
+            hall_t(e.mean, sd / math.sqrt(n), skew, n, t975(n - 1))
+        )
+        row = con.execute(
+            "SELECT holodeck_hall_low(?, ?, ?, ?), holodeck_hall_high(?, ?, ?, ?)",
+            [e.mean, e.se, skew, n] * 2,
+        ).fetchone()
+        assert row == (pytest.approx(e.low, abs=1e-9), pytest.approx(e.high, rel=1e-9)), values
+    assert con.execute("SELECT holodeck_hall_low(1.0, 0.5, 0.0, 1)").fetchone() == (None,)

@@ -365,6 +365,9 @@ def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
     metadata = event.materialization.metadata
     assert metadata["stats/trials"].value == 2
     assert metadata["stats/pass_rate.mean"].value == 1.0
+    assert metadata["stats/pass_rate.interval"].value == (
+        "n = 3, interval method: Wilson score with continuity correction on the effective n"
+    )
     assert "stats/pass_at_k.2" in metadata
 
 

@@ -1,8 +1,8 @@
 """Compare data: two or three runs against a chosen baseline.
 
 Flips and metric deltas come from :func:`holodeck_core.history.queries.compare_runs` (the
-same comparison as ``holodeck history compare``); flaky cases from ``v_flaky_cases``; the
-paired statistics from :mod:`holodeck_core.dashboard.stats`.
+same comparison as ``holodeck history compare``, with its paired verdict: raw and adjusted p);
+flaky cases from ``v_flaky_cases``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from holodeck_core.dashboard.cost_data import run_money
 from holodeck_core.dashboard.data import RUNS, PageError, connect, require_runs, resolve, rows
 from holodeck_core.dashboard.explorer_data import load_run_file
-from holodeck_core.dashboard.stats import Paired, paired
 from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
@@ -53,7 +52,6 @@ class CompareData:
     """Index of the baseline in ``runs``."""
     comparisons: list[Comparison | None]
     """Each run against the baseline (None for the baseline itself)."""
-    stats: list[Paired | None]
     config: list[ConfigRow]
     prompt_diffs: list[str]
     matrix: list[CaseRow]
@@ -103,7 +101,7 @@ def compare(
             refs = previous_of(con, previous)
         ids = list(dict.fromkeys(resolve(con, ref) for ref in refs))
         if len(ids) < 2:
-            return CompareData([], 0, [], [], [], [], [], choices, _why_picker(refs, ids))
+            return CompareData([], 0, [], [], [], [], choices, _why_picker(refs, ids))
         base_id = resolve(con, baseline_ref) if baseline_ref else ids[0]
         if base_id not in ids:
             raise PageError(
@@ -121,13 +119,12 @@ def compare(
         matrix = _matrix(con, runs)
         bodies = {i: _body(con, run) for i, run in zip(ids, runs, strict=True)}
     base = ids.index(base_id)
-    stats = [_paired(matrix, base, k) if k != base else None for k in range(len(ids))]
     config = _config(runs)
     diffs = [
         "" if k == base else _diff(bodies[ids[base]], bodies[i], runs[base], runs[k])
         for k, i in enumerate(ids)
     ]
-    return CompareData(runs, base, comparisons, stats, config, diffs, matrix, choices)
+    return CompareData(runs, base, comparisons, config, diffs, matrix, choices)
 
 
 def _why_picker(refs: list[str], ids: list[str]) -> str:
@@ -163,16 +160,6 @@ def _matrix(con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]]) -> list[
         CaseRow(case_id, names[case_id], found, case_id in flaky)
         for case_id, found in statuses.items()
     ]
-
-
-def _paired(matrix: list[CaseRow], base: int, other: int) -> Paired | None:
-    shared = [r for r in matrix if r.statuses[base] is not None and r.statuses[other] is not None]
-    if not shared:
-        return None
-    return paired(
-        [r.statuses[base] == "PASS" for r in shared],
-        [r.statuses[other] == "PASS" for r in shared],
-    )
 
 
 def _body(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> str | None:

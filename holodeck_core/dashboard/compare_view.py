@@ -109,16 +109,21 @@ def _headline(data: CompareData) -> html.Table:
 
 
 def _stats(data: CompareData) -> list[Any]:
+    """Each run's paired verdicts against the baseline, as ``holodeck history compare`` gives
+    them: the pass fraction's and each shared metric's, every one with its raw p and its p
+    adjusted over that family (DESIGN §8.7)."""
     lines = []
-    for k, stat in enumerate(data.stats):
-        if stat is None:
+    for k, comparison in enumerate(data.comparisons):
+        if comparison is None or comparison.paired is None or not comparison.paired.pass_fraction.n:
             continue
-        run = data.runs[k]
-        lines.append(html.Li(
-            f"{run['prompt_version']} ({ui.short(run['run_id'])}) vs baseline on {stat.n} "
-            f"shared cases: {stat.fixed} fixed, {stat.broken} regressed; mean change "
-            f"{stat.mean_diff:+.3f} (95% CI {stat.low:+.3f} to {stat.high:+.3f}), exact "
-            f"McNemar mid-p = {stat.p_value:.3g}: {stat.verdict}"))  # fmt: skip
+        run, paired = data.runs[k], comparison.paired
+        metrics = [html.Li(f"{name}: {c.render(percent=False)}", className="metric-verdict")
+                   for name, c in paired.metrics.items()]  # fmt: skip
+        lines.append(html.Li([
+            f"{run['prompt_version']} ({ui.short(run['run_id'])}) vs baseline, pass fraction on "
+            f"{paired.pass_fraction.n} shared cases: {paired.pass_fraction.render()}",
+            *([html.Ul(metrics)] if metrics else []),
+        ], className="paired-verdict"))  # fmt: skip
     return [html.Ul(lines, id="paired-stats")] if lines else []
 
 

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlencode
 
-from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
+from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE, with_intervals
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
 from holodeck_core.history.store import History
+from holodeck_core.stats.intervals import WILSON_CC
 
 if TYPE_CHECKING:
     import duckdb
@@ -277,7 +278,7 @@ LEFT JOIN prompt_versions p
 """
 
 RUN_INTERVALS = """
-SELECT s.run_id, s.ci95_low, s.ci95_high FROM v_run_stats s
+SELECT s.run_id, s.ci95_low, s.ci95_high, s.cases, s.method FROM v_run_stats s
 WHERE s.run_id IN (SELECT run_id FROM ({runs}))
   AND s.run_id IN (SELECT DISTINCT run_id FROM case_trials WHERE trial > 0)
 """
@@ -305,7 +306,7 @@ GROUP BY ALL
 ORDER BY r.finished_at, m.run_id, m.metric_name
 """
 """Per filtered run and metric: the mean score (raw value for ms and USD), its threshold and
-how many cases (or turns) passed it."""
+how many cases (or turns) passed it (the latest run's also its interval, ``ci_*``)."""
 
 
 @dataclass
@@ -340,7 +341,8 @@ def options(con: duckdb.DuckDBPyConnection) -> Options:
 @dataclass
 class SummaryData:
     runs: pd.DataFrame
-    """Filtered runs, oldest first, with ``ci_low``/``ci_high`` (fractions)."""
+    """Filtered runs, oldest first, with ``ci_low``/``ci_high`` (fractions), the interval's
+    ``ci_n`` and ``ci_method``."""
     metrics: pd.DataFrame
     """Per run and metric (:data:`METRICS`) of the filtered runs."""
     options: Options
@@ -356,7 +358,7 @@ def summary(db: History, filters: Filters) -> SummaryData:
         require_runs(con, db)
         runs = con.execute(f"{selected} ORDER BY r.finished_at, r.run_id", params).df()
         found_intervals = con.execute(RUN_INTERVALS.format(runs=selected), params).fetchall()
-        intervals = {str(i): (lo, hi) for i, lo, hi in found_intervals}
+        intervals = {str(r[0]): r[1:] for r in found_intervals}
         regressions = {
             str(r[0])
             for r in con.execute(
@@ -364,6 +366,8 @@ def summary(db: History, filters: Filters) -> SummaryData:
             ).fetchall()
         }
         metrics = con.execute(METRICS.format(runs=selected), params).df()
+        if len(runs):
+            metrics = with_intervals(con, metrics, str(runs["run_id"].iloc[-1]))
         failures = con.execute(
             "SELECT r.run_id, r.finished_at, r.agent_name, r.prompt_version, r.errored, "
             "r.total_tests FROM v_runs r JOIN v_run_health h USING (run_id) "
@@ -372,10 +376,11 @@ def summary(db: History, filters: Filters) -> SummaryData:
         ).df()
         found = options(con)
     bounds = [
-        intervals.get(str(i)) or wilson_bounds(int(p), int(n))
+        intervals.get(str(i)) or (*wilson_bounds(int(p), int(n)), int(n), WILSON_CC)
         for i, p, n in zip(runs["run_id"], runs["passed"], runs["total_tests"], strict=True)
     ]
-    runs = runs.assign(ci_low=[b[0] for b in bounds], ci_high=[b[1] for b in bounds])
+    columns = ("ci_low", "ci_high", "ci_n", "ci_method")
+    runs = runs.assign(**{c: [b[i] for b in bounds] for i, c in enumerate(columns)})
     return SummaryData(
         runs=runs, metrics=metrics, options=found, failures=failures, regressions=regressions
     )

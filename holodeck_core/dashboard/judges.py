@@ -21,6 +21,7 @@ from holodeck_core.dashboard.data import (
     require_runs,
     resolve,
 )
+from holodeck_core.history.drift import control_agreement_rows
 from holodeck_core.history.labels import SHEET_COLUMNS, agreement, labelling_sheet, render_agreement
 from holodeck_core.history.store import History
 
@@ -31,12 +32,18 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
     with connect(db) as con:
         require_runs(con, db)
         found = agreement(con)
+        control = control_agreement_rows(con)
         runs = con.execute(
             "SELECT run_id, finished_at, agent_name, prompt_version FROM eval_runs "
             "ORDER BY finished_at DESC, run_id DESC LIMIT ?",
             [RECENT_RUNS],
         ).fetchall()
     rows = [html.Li(f"{row['agent_slug']}: {render_agreement(row)}") for row in found]
+    controls = [
+        html.Li(f"{row['agent_slug']} (run {ui.short(row['run_id'])}, "
+                f"{ui.when(row['finished_at'])}): {render_agreement(row)}")
+        for row in control
+    ]  # fmt: skip
     sheets = [
         html.Li([
             html.A(f"labels-{ui.short(run_id)}.csv", href=f"/labels.csv?run={run_id}",
@@ -48,20 +55,13 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
     return html.Div(
         [
             html.H2("Judges"),
-            html.Div(
-                [
-                    html.H3("Agreement with people"),
-                    html.Ul(rows, id="judge-agreement")
-                    if rows
-                    else html.P(
-                        "No human labels yet: download a run's labelling sheet below, fill in "
-                        "human_passed (pass/fail) and/or human_score (0-1), then run "
-                        "`holodeck labels import FILE.csv`.",
-                        className="muted",
-                    ),
-                ],
-                className="card",
-            ),
+            _card("Agreement with people", rows, "judge-agreement",
+                  "No human labels yet: download a run's labelling sheet below, fill in "
+                  "human_passed (pass/fail) and/or human_score (0-1), then run "
+                  "`holodeck labels import FILE.csv`."),
+            _card("Judge-control set against people (each agent's latest run)", controls,
+                  "control-agreement", "No labelled control rows: give rows of "
+                  "evaluations.judge_control a human: {metric: {passed: true, score: 0.9}} entry."),
             html.Div(
                 [html.H3("Labelling sheets"), html.Ul(sheets, id="labelling-sheets")],
                 className="card",
@@ -69,7 +69,12 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
         ],
         className="page",
         id="judges-page",
-    )
+    )  # fmt: skip
+
+
+def _card(title: str, items: list[Any], list_id: str, empty: str) -> html.Div:
+    shown = html.Ul(items, id=list_id) if items else html.P(empty, className="muted")
+    return html.Div([html.H3(title), shown], className="card")
 
 
 def labels_csv(db: History, search: str) -> flask.Response:

@@ -1,18 +1,30 @@
-"""The dashboard's view of the shared statistics (:mod:`holodeck_core.stats`, DESIGN §7.8):
-the Wilson interval of a run's pass rate and the paired comparison of two runs' pass/fail
-outcomes (one trial per case: the McNemar mid-p test), in the shapes the views render."""
+"""The dashboard's view of the shared statistics (:mod:`holodeck_core.stats`): the Wilson
+interval of a run's pass rate and a run's metric intervals (the formulas ``v_run_stats`` and
+``v_metric_stats`` use, tested equal; computed here for the one run shown, which the view cannot
+do as cheaply) in the shapes the views render. Compare's paired verdicts are ``holodeck history
+compare``'s (:func:`holodeck_core.history.queries.compare_runs`)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from holodeck_core.defaults import MAX_ERROR_SHARE
+from holodeck_core.stats.estimates import mean_estimate
 from holodeck_core.stats.estimates import wilson as wilson_estimate
-from holodeck_core.stats.paired import mcnemar_midp, paired_comparison
 
-__all__ = ["INFRASTRUCTURE_ERROR_SHARE", "Paired", "mcnemar_midp", "paired", "wilson"]
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd  # type: ignore[import-untyped]
+
+__all__ = ["INFRASTRUCTURE_ERROR_SHARE", "wilson", "with_intervals"]
+
+CASE_MEANS = """
+SELECT metric_name, avg(coalesce(score, raw_score)), bool_or(unit IS NOT NULL)
+FROM metric_results
+WHERE run_id = ? AND error IS NULL AND coalesce(score, raw_score) IS NOT NULL
+GROUP BY metric_name, case_id
+"""
+"""One run's per-case mean score per metric (``v_metric_stats``' ``per_case``)."""
 
 INFRASTRUCTURE_ERROR_SHARE = MAX_ERROR_SHARE
 """DESIGN §8.7 (``evaluations.max_error_share``'s default): a run with more than this share
@@ -28,37 +40,22 @@ def wilson(passed: int, total: int) -> tuple[float, float] | None:
     return estimate.low or 0.0, estimate.high or 0.0
 
 
-@dataclass(frozen=True)
-class Paired:
-    """Run B against baseline A over their shared cases."""
-
-    n: int
-    mean_diff: float
-    low: float
-    high: float
-    p_value: float
-    fixed: int
-    broken: int
-    verdict: str
-
-
-def paired(before: Sequence[bool], after: Sequence[bool]) -> Paired:
-    """Paired pass/fail outcomes of the same cases (same order) in A and B."""
-    if len(before) != len(after):
-        raise ValueError("paired outcomes need the same cases in both runs")
-    result = paired_comparison(
-        {str(i): float(x) for i, x in enumerate(before)},
-        {str(i): float(x) for i, x in enumerate(after)},
-        binary=True,
-    )
-    broken, fixed = result.discordant or (0, 0)
-    return Paired(
-        n=result.n,
-        mean_diff=result.mean_diff or 0.0,
-        low=math.nan if result.low is None else result.low,
-        high=math.nan if result.high is None else result.high,
-        p_value=1.0 if result.p_value is None else result.p_value,
-        fixed=fixed,
-        broken=broken,
-        verdict=result.verdict.value,
-    )
+def with_intervals(
+    con: duckdb.DuckDBPyConnection, metrics: pd.DataFrame, run_id: str
+) -> pd.DataFrame:
+    """``metrics`` with ``ci_low``, ``ci_high``, ``ci_n``, ``ci_method`` on ``run_id``'s rows:
+    each metric's interval of its per-case means, as ``v_metric_stats`` gives it."""
+    values: dict[str, list[float]] = {}
+    units: set[str] = set()
+    for name, mean, in_unit in con.execute(CASE_MEANS, [run_id]).fetchall():
+        values.setdefault(str(name), []).append(float(mean))
+        if in_unit:
+            units.add(str(name))
+    found = {n: mean_estimate(xs, bounded=n not in units) for n, xs in values.items()}
+    latest = metrics["run_id"] == run_id
+    columns = {"ci_low": "low", "ci_high": "high", "ci_n": "n", "ci_method": "method"}
+    return metrics.assign(**{
+        column: [getattr(found[m], field) if here and m in found else None
+                 for m, here in zip(metrics["metric_name"], latest, strict=True)]
+        for column, field in columns.items()
+    })  # fmt: skip

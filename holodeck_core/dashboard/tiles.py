@@ -72,13 +72,12 @@ def kpis(runs: pd.DataFrame) -> html.Div:
             className="kpi", id=tile_id,
         )  # fmt: skip
 
-    low, high = latest["ci_low"], latest["ci_high"]
     where = f"{latest['agent_name']} {latest['prompt_version']}"
     note = "" if comparable else " · most cases ERROR: an infrastructure failure"
     return html.Div(
         [
             tile("Latest pass rate", "pass_rate", ui.pct, lambda d: f"{100 * d:+.1f} pp", True,
-                 f"{where} · 95% CI {ui.pct(low)}-{ui.pct(high)}{note}"),
+                 f"{where} · {ui.interval(latest, ui.pct)}{note}"),
             ui.kpi("Runs", ui.num(len(runs)), f"{runs['agent_name'].nunique()} agent(s)"),
             tile("Errored cases", "errored", ui.num, lambda d: f"{d:+,.0f}", False,
                  f"{ui.num(runs['errored'].sum())} in all runs shown"),
@@ -137,8 +136,10 @@ def _metric_row(row: dict[str, Any]) -> html.Div:
     if not unit and not ui.missing(threshold) and not math.isnan(float(threshold)):
         bar.append(html.Div(className="thresh", style={"left": f"{100 * float(threshold):.0f}%"},
                             title=f"threshold {float(threshold):g}"))  # fmt: skip
+    interval = ui.interval(row, lambda v: ui.with_unit(v, unit))
     return html.Div(
         [html.Div(row["metric_name"], className="metric-name"), html.Div(bar, className="bar"),
-         html.Div(value, className="metric-value"), html.Div(passed, className="muted")],
+         html.Div(value, className="metric-value"), html.Div(passed, className="muted"),
+         *([html.Div(interval, className="muted metric-interval")] if interval else [])],
         className="metric-row", id=f"metric-{row['metric_name']}",
     )  # fmt: skip

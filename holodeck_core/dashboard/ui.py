@@ -8,6 +8,7 @@ from typing import Any
 from dash import dcc, html
 
 from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
+from holodeck_core.stats.intervals import METHOD_NAMES
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #1f2933; background: #f7f8fa; }
@@ -130,6 +131,16 @@ def with_unit(value: Any, unit: str | None) -> str:
     if missing(value) or not unit:
         return score(value)
     return usd(value) if unit == "USD" else f"{float(value):,.0f} {unit}"
+
+
+def interval(row: Any, fmt: Any) -> str:
+    """``95% CI 0.41-0.79 (n = 12, interval method: …)`` from a row's ``ci_low``, ``ci_high``,
+    ``ci_n`` and ``ci_method`` (the views' numbers); empty without an interval."""
+    low, high = row["ci_low"], row["ci_high"]
+    if missing(low) or missing(high):
+        return ""
+    method = METHOD_NAMES.get(str(row["ci_method"]), str(row["ci_method"]))
+    return f"95% CI {fmt(low)}-{fmt(high)} (n = {int(row['ci_n'])}, interval method: {method})"
 
 
 def infrastructure_failure(run: Any) -> bool:

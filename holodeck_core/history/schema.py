@@ -21,6 +21,7 @@ from holodeck_core.history import (
     migration_v6_labels,
     migration_v7_cost,
     migration_v8_budgets,
+    migration_v9_verdicts,
 )
 
 if TYPE_CHECKING:
@@ -222,6 +223,7 @@ MIGRATIONS += (
         migration_v7_cost.STATEMENTS_V7,
     ),
     Migration(8, migration_v8_budgets.DESCRIPTION_V8, migration_v8_budgets.STATEMENTS_V8),
+    Migration(9, migration_v9_verdicts.DESCRIPTION_V9, migration_v9_verdicts.STATEMENTS_V9),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

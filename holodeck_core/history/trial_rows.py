@@ -44,6 +44,9 @@ def trial_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, Ta
             "score": score.score,
             "error": score.error,
             "recorded_at": datetime.now(UTC).replace(tzinfo=None),
+            "passed": score.passed,
+            "human_passed": score.human_passed,
+            "human_score": score.human_score,
         }
         for score in run.report.judge_control or []
     ]

@@ -3,11 +3,18 @@ that the agent's judge metrics score again on every run, never from the judge ca
 change in the judge itself (a new model snapshot, a changed provider) shows as a change of
 these scores (``v_judge_drift``, the ``judge_drift`` check).
 
+A row may carry people's verdicts per judge metric (``human``: ``passed`` and/or a 0-1
+``score``), so the judge is measured against people on every run, not only against its own first
+scores: ``v_judge_control_agreement`` (Cohen's κ, false pass/fail rates, Spearman rho, mean bias
+per run, metric and judge, as ``v_judge_agreement`` computes them) and the ``judge_drift``
+check's description.
+
 The file::
 
     rows:
       - {id: refund-ok, input: "Can I get a refund?", output: "Yes, within 30 days.",
-         expected: "Refunds within 30 days.", retrieval_context: ["Refunds: 30 days."]}
+         expected: "Refunds within 30 days.", retrieval_context: ["Refunds: 30 days."],
+         human: {faithfulness: {passed: true, score: 0.9}}}
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.config.yaml_source import load_yaml_model
@@ -31,12 +38,28 @@ from holodeck_core.models.evaluation import Metric
 from holodeck_core.providers.base import ModelClient
 
 
+class HumanVerdict(StrictModel):
+    """A person's verdict on a control row for one metric."""
+
+    passed: bool | None = None
+    score: float | None = Field(None, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _something(self) -> HumanVerdict:
+        if self.passed is None and self.score is None:
+            raise ValueError("give passed (true/false), a 0-1 score, or both")
+        return self
+
+
 class ControlRow(StrictModel):
     id: str = Field(min_length=1)
     input: str
     output: str
     expected: str | None = None
     retrieval_context: list[str] | None = None
+    human: dict[str, HumanVerdict] = Field(
+        default_factory=dict, description="Metric name → a person's verdict on this row."
+    )
 
 
 class ControlFile(StrictModel):
@@ -65,11 +88,20 @@ def load_control(agent: Agent, resolve: Callable[[str], Path]) -> list[ControlRo
     duplicates = sorted({r.id for r in rows if sum(1 for o in rows if o.id == r.id) > 1})
     if duplicates:
         raise ConfigError(f"duplicate row ids {', '.join(duplicates)}", file=str(path))
-    if not any(is_judge_metric(m) for m in evaluations.metrics):
+    judged = {m.display_name for m in evaluations.metrics if is_judge_metric(m)}
+    if not judged:
         raise ConfigError(
             "evaluations.judge_control needs at least one LLM-judge metric (geval, rag or a "
             "legacy judged metric) to re-score its rows"
         )
+    for row in rows:
+        unknown = sorted(set(row.human) - judged)
+        if unknown:
+            raise ConfigError(
+                f"row {row.id}: human: {', '.join(unknown)} is not a judge metric of the "
+                f"agent; use one of {', '.join(sorted(judged))}",
+                file=str(path),
+            )
     return rows
 
 
@@ -104,16 +136,22 @@ async def score_control(
                 else None,
             )
             results = await aevaluate_metrics(metrics, inputs, context=context)
-            return [
-                JudgeControlScore(
-                    control_id=row.id,
-                    metric_name=r.metric_name,
-                    judge_model=r.model_used,
-                    score=r.score if r.error is None else None,
-                    error=r.error,
+            scores = []
+            for r in results:
+                human = row.human.get(r.metric_name)
+                scores.append(
+                    JudgeControlScore(
+                        control_id=row.id,
+                        metric_name=r.metric_name,
+                        judge_model=r.model_used,
+                        score=r.score if r.error is None else None,
+                        passed=r.passed if r.error is None else None,
+                        human_passed=human.passed if human else None,
+                        human_score=human.score if human else None,
+                        error=r.error,
+                    )
                 )
-                for r in results
-            ]
+            return scores
 
         scored = await asyncio.gather(*map(one, rows))
     finally:

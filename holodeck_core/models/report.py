@@ -24,6 +24,11 @@ class JudgeControlScore(StrictModel):
     metric_name: str
     judge_model: str | None = None
     score: float | None = None
+    passed: bool | None = None
+    """The judge's verdict against the metric's threshold (None: errored, or recorded before)."""
+    human_passed: bool | None = None
+    """A person's verdict on the row (the control file's ``human``), if given."""
+    human_score: float | None = None
     error: str | None = None
 
 

@@ -6,7 +6,8 @@ xᵢ = passesᵢ / K (or its mean score) is one observation, and the standard er
 cluster-robust one with the case as the cluster (Miller 2024, eq. 4 for equal cluster
 sizes): SE = sqrt(Σ(xᵢ - x̄)² / (n(n - 1))). Intervals stay on their scale (DESIGN §8.7,
 :mod:`holodeck_core.stats.intervals`): the pass rate and 0-1 scores get Wilson's interval with
-continuity correction on their effective n, means in a unit Student's t truncated at 0."""
+continuity correction on their effective n, means in a unit Student's t with Hall's skewness
+correction, at least 0."""
 
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ from holodeck_core.defaults import CONFIDENCE, MAX_ERROR_SHARE
 from holodeck_core.defaults import T975 as T975_TABLE
 from holodeck_core.stats.health import infrastructure_failure
 from holodeck_core.stats.intervals import (
+    HALL_T,
     METHOD_NAMES,
-    T_NONNEGATIVE,
     WILSON_CC,
     WILSON_CC_EFFECTIVE,
     effective_n,
+    hall_t,
+    skewness,
     wilson_cc,
     z_value,
 )
@@ -68,7 +71,13 @@ class _Frozen(BaseModel):
 
 
 IntervalMethod = Literal[
-    "wilson_cc", "wilson_cc_effective_n", "t_truncated_at_0", "wilson", "clustered", "t"
+    "wilson_cc",
+    "wilson_cc_effective_n",
+    "t_hall_skewness",
+    "t_truncated_at_0",
+    "wilson",
+    "clustered",
+    "t",
 ]
 """The first three are this release's (:mod:`holodeck_core.stats.intervals`); the others are
 read from runs recorded before it."""
@@ -189,10 +198,10 @@ def mean_estimate(
 ) -> Estimate:
     """The mean of per-case values with its clustered SE. ``bounded``: the values lie in
     [0, 1] (pass fractions of ``trials`` trials, or normalized scores: ``trials`` None) and
-    the interval is Wilson's on the effective n; else (a unit, ≥ 0) Student's t truncated
-    at 0."""
+    the interval is Wilson's on the effective n; else (a unit, ≥ 0) Student's t with Hall's
+    skewness correction, at least 0."""
     n = len(values)
-    method = WILSON_CC_EFFECTIVE if bounded else T_NONNEGATIVE
+    method = WILSON_CC_EFFECTIVE if bounded else HALL_T
     if n == 0:
         return Estimate(mean=0.0, n=0, method=method, confidence=confidence)
     mean = sum(values) / n
@@ -212,11 +221,13 @@ def mean_estimate(
     se = clustered_se(values)
     t = t_quantile(confidence, n - 1)
     if not bounded:
+        skew = skewness(values, mean, se * math.sqrt(n))
+        low, high = hall_t(mean, se, skew, n, t)
         return Estimate(
             mean=mean,
             se=se,
-            low=max(0.0, mean - t * se),
-            high=mean + t * se,
+            low=low,
+            high=high,
             n=n,
             method=method,
             confidence=confidence,
