@@ -25,7 +25,7 @@ from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.budget_ledger import HistoryPool, shared_pools
-from holodeck_core.history.lake import Lake
+from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.models.cost import Budget, SharedBudgets
 from holodeck_core.testing import run_model_server
@@ -293,8 +293,9 @@ def test_a_backfills_budget_holds_its_runs_only(tmp_path: Path) -> None:
 
 def test_shared_budgets_need_a_history_with_transactions(tmp_path: Path) -> None:
     budgets = SharedBudgets(daily=Budget(usd=1.0))
-    with pytest.raises(ConfigError, match=r"the Parquet lake .* cannot"):
-        shared_pools(Lake(str(tmp_path / "lake")), budgets, backfill=None)
-    assert shared_pools(Lake(str(tmp_path / "lake")), SharedBudgets(), backfill="b") == []
+    lake = DuckLake.parse(str(tmp_path / "lake"))
+    with pytest.raises(ConfigError, match=r"is a DuckLake, which does not keep it yet"):
+        shared_pools(lake, budgets, backfill=None)
+    assert shared_pools(lake, SharedBudgets(), backfill="b") == []
     [pool] = shared_pools(tmp_path / "h.duckdb", budgets, backfill="b", today="2026-12-01")
     assert (pool.scope, pool.key) == ("daily", "2026-12-01")  # no backfill budget: no pool

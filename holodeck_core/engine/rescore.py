@@ -127,8 +127,8 @@ def _existing(source: Location, what: str) -> Location:
 
 def agent_file(source: Location, run: EvalRun, project: Project) -> Path:
     """The agent of the stored run: ``<agent dir>/<agent_config_path>`` for a run in
-    ``<agent dir>/results/<slug>/[holodeck-pipelines/]``; for one elsewhere (object storage, ``results_url``), the
-    project's agent of the run's name."""
+    ``<agent dir>/results/<slug>/[holodeck-pipelines/]``; for one elsewhere (object storage,
+    ``results_url``), the project's agent of the run's name."""
     from holodeck_core.config.project import results_folder_of
     from holodeck_core.naming import slugify
 

@@ -153,8 +153,8 @@ def shared_pools(
         return []
     if not isinstance(history, Path):
         raise ConfigError(
-            f"budget: in holodeck.yaml needs a history that keeps a shared ledger in a "
-            f"transaction; the Parquet lake {history} cannot. Use the DuckDB file (unset "
+            f"budget: in holodeck.yaml keeps its shared ledger in the DuckDB file; the history "
+            f"{history} is a DuckLake, which does not keep it yet. Use the DuckDB file (unset "
             "history_url / HOLODECK_HISTORY_URL) or remove budget.daily and budget.backfill",
             file="holodeck.yaml",
         )

@@ -70,7 +70,12 @@ class CostCheck:
 
 
 def cost_check(
-    db: History, run_id: str, baseline: str | None, limit: float, *, not_compared: str | None
+    db: History | duckdb.DuckDBPyConnection,
+    run_id: str,
+    baseline: str | None,
+    limit: float,
+    *,
+    not_compared: str | None,
 ) -> CostCheck:
     """``run_id``'s cost per passing case against ``baseline``'s (the no_regression check's
     run; None: there is none yet, or ``not_compared`` says why the run is compared with
