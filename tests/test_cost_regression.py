@@ -16,6 +16,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.history.cost_check import CostCheck
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
+from holodeck_pipelines.pools import apply_pools
 
 PRICING = "pricing:\n  models:\n    house-model: {input: 0.0, output: 10.0}\n"
 """Output tokens only: the cost per passing case follows the length of the answers."""
@@ -45,8 +46,11 @@ def make_project(root: Path, url: str, *, model: str, limit: float | None) -> Pa
 
 
 def job(root: Path, instance: dg.DagsterInstance) -> Any:
+    """The agent's job on ``instance``, with its partition and the pools a deployment sets."""
     instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
-    return build_definitions(Project.discover(root)).resolve_job_def("geo_agent_eval")
+    project = Project.discover(root)
+    apply_pools(instance, project)
+    return build_definitions(project).resolve_job_def("geo_agent_eval")
 
 
 def checks(result: dg.ExecuteInProcessResult) -> dict[str, Any]:

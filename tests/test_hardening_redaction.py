@@ -129,7 +129,7 @@ def test_a_dagster_partition_with_secret_pieces_in_ids_and_patterns_materializes
         assert result.success
         logs = "\n".join(str(entry) for entry in instance.all_logs(result.run_id))
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 2)]
-    [path] = sorted((folder / "results").glob("*/*.json"))
+    [path] = sorted((folder / "results").glob("*/holodeck-pipelines/*.json"))
     run = EvalRun.model_validate_json(path.read_text())
     assert [r.test_id for r in run.report.results] == [PLACEHOLDER, f"case.{PLACEHOLDER}.2"]
     (folder / "agent.yaml").unlink()  # the user's own file: everything else is checked

@@ -141,7 +141,7 @@ def test_labelled_control_rows_measure_the_judge_against_people(tmp_path: Path) 
         assert main(["test", str(agent), "-q"]) == 0
     runs = [
         EvalRun.model_validate_json(p.read_text())
-        for p in sorted(tmp_path.glob("results/*/*.json"))
+        for p in sorted(tmp_path.glob("results/*/holodeck-pipelines/*.json"))
     ]
     last = runs[-1]
     scored = {s.control_id: s for s in last.report.judge_control or []}

@@ -47,7 +47,7 @@ def test_latency_interval_is_halls_everywhere_and_stays_above_0(
         )
         assert main(["test", str(agent), "-o", str(tmp_path / "report.md")]) == 0
     out = capsys.readouterr().out
-    [path] = sorted(tmp_path.glob("results/*/*.json"))
+    [path] = sorted(tmp_path.glob("results/*/holodeck-pipelines/*.json"))
     run = EvalRun.model_validate_json(path.read_text())
     stats = run.report.summary.statistics
     assert stats is not None

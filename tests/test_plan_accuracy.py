@@ -25,7 +25,10 @@ CORPUS_SAMPLES = ("customer-support/openai", "ticket-routing/openai")
 
 
 def newest_cost(agent: Path) -> float:
-    path = max((agent.parent / "results").glob("*/*.json"), key=lambda p: p.stat().st_mtime_ns)
+    path = max(
+        (agent.parent / "results").glob("*/holodeck-pipelines/*.json"),
+        key=lambda p: p.stat().st_mtime_ns,
+    )
     cost = EvalRun.model_validate_json(path.read_text()).report.summary.cost_usd
     assert cost is not None, f"{path}: the run's cost is unknown"
     return cost

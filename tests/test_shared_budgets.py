@@ -250,7 +250,9 @@ def test_a_targets_calls_stop_at_the_token_budget(
         (tmp_path / "holodeck.yaml").write_text(json.dumps(settings))
         assert main(["test", str(tmp_path / "agent.yaml"), "-q"]) == 3
     run = EvalRun.model_validate_json(
-        sorted((tmp_path / "results" / "served").glob("*.json"))[-1].read_text()
+        sorted((tmp_path / "results" / "served" / "holodeck-pipelines").glob("*.json"))[
+            -1
+        ].read_text()
     )
     cost = run.report.summary.cost
     assert cost is not None and cost.budget is not None

@@ -112,7 +112,11 @@ def estimate_cost(
     """The run's expected spend: measured per case in the newest recorded run of this prompt
     version with costs (cases it lacks at the mean of the others), else from sizes."""
     cases = loaded.agent.cases
-    recorded = history is not None and (not isinstance(history, Path) or history.is_file())
+    recorded = history is not None and (
+        history.is_file()
+        if isinstance(history, Path)
+        else history.local_catalog is None or history.local_catalog.is_file()
+    )
     measured = _measured(loaded, history, prompt_version) if history and recorded else None
     if measured is not None:
         run_id, per_case, outside = measured

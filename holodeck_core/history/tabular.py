@@ -31,8 +31,8 @@ PARAMETER_INSERT_MAX_VALUES = 100_000
 def literal(value: Any) -> str:
     """``value`` as a DuckDB SQL literal: what binding it as a parameter would give, without
     the pandas import DuckDB 1.5 makes for any bound Python value. Strings are quoted by
-    doubling ``'`` (DuckDB's strings have no backslash escapes); an aware datetime is written
-    in UTC."""
+    doubling ``'`` (DuckDB's strings have no backslash escapes), a NUL as ``chr(0)``; an aware
+    datetime is written in UTC."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -42,7 +42,9 @@ def literal(value: Any) -> str:
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else f"'{value}'::DOUBLE"
     if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
+        quoted = "'" + value.replace("'", "''") + "'"
+        # a NUL ends DuckDB's SQL text: written as chr(0) between the string's pieces
+        return quoted.replace("\0", "' || chr(0) || '") if "\0" in value else quoted
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(UTC).replace(tzinfo=None)
