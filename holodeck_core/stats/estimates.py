@@ -220,21 +220,13 @@ def mean_estimate(
         )
     se = clustered_se(values)
     t = t_quantile(confidence, n - 1)
-    if not bounded:
-        skew = skewness(values, mean, se * math.sqrt(n))
-        low, high = hall_t(mean, se, skew, n, t)
-        return Estimate(
-            mean=mean,
-            se=se,
-            low=low,
-            high=high,
-            n=n,
-            method=method,
-            confidence=confidence,
-        )
-    z = z_value(confidence)
-    n_eff = effective_n(mean, se, n, None if trials is None else float(n * trials), t, z)
-    low, high = wilson_cc(mean, n_eff, z)
+    n_eff: float | None = None
+    if bounded:
+        z = z_value(confidence)
+        n_eff = effective_n(mean, se, n, None if trials is None else float(n * trials), t, z)
+        low, high = wilson_cc(mean, n_eff, z)
+    else:
+        low, high = hall_t(mean, se, skewness(values, mean, se * math.sqrt(n)), n, t)
     return Estimate(
         mean=mean,
         se=se,
