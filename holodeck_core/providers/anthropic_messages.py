@@ -3,44 +3,39 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import anthropic
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, TokenUsage
-from holodeck_core.providers.base import parse_tool_call, sdk_http_client
+from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
 from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
-from holodeck_core.providers.table import provider_spec
 
 DEFAULT_MAX_TOKENS = 1024
 
 
-class AnthropicClient:
+class AnthropicClient(SDKClient):
     def __init__(self, model: LLMProvider, api_key: str) -> None:
-        self.model = model
-        self._classify = provider_spec(model.provider).classify_error
-        self._client = anthropic.AsyncAnthropic(
+        client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=model.endpoint,
             max_retries=0,
             http_client=sdk_http_client(anthropic, model.endpoint),
         )
+        super().__init__(model, client)
 
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    async def complete(
+    def request(
         self,
         system: str,
         messages: list[Message],
         *,
-        tools: list[ToolSpec] | None = None,
-        response_schema: dict[str, Any] | None = None,
-        timeout: float | None = None,
-        top_logprobs: int | None = None,
-    ) -> ModelReply:
+        tools: list[ToolSpec] | None,
+        response_schema: dict[str, Any] | None,
+        top_logprobs: int | None,
+    ) -> dict[str, Any]:
+        """Messages has no logprobs (the table says so) and no structured-output field: a
+        response schema is asked for in the system prompt."""
         if response_schema is not None:
             system += (
                 "\n\nRespond with only a JSON document that matches this JSON Schema:\n"
@@ -64,13 +59,13 @@ class AnthropicClient:
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in tools
             ]
-        started = time.perf_counter()
-        try:
-            response = await self._client.messages.create(**request, timeout=timeout)
-        except Exception as exc:
-            raise self._classify(exc) from exc
-        elapsed = int((time.perf_counter() - started) * 1000)
-        return _reply(response, elapsed)
+        return request
+
+    async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
+        return await self._client.messages.create(**request, timeout=timeout)
+
+    def reply(self, response: Any, elapsed_ms: int) -> ModelReply:
+        return _reply(response, elapsed_ms)
 
 
 def _to_anthropic(messages: list[Message]) -> list[dict[str, Any]]:

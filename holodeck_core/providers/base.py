@@ -5,12 +5,15 @@ importing it)."""
 from __future__ import annotations
 
 import json
+import time
+from abc import ABC, abstractmethod
 from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from holodeck_core.models import LLMProvider
 from holodeck_core.providers.messages import Message, ModelReply, ToolCall, ToolSpec
+from holodeck_core.providers.table import provider_spec
 
 
 def sdk_http_client(sdk: ModuleType, endpoint: str | None) -> Any:
@@ -43,6 +46,65 @@ class ModelClient(Protocol):
     ) -> ModelReply: ...
 
     async def aclose(self) -> None: ...
+
+
+class SDKClient(ABC):
+    """A backend on an official SDK client (``openai`` or ``anthropic``): what the three
+    wire protocols share is here once — the provider's error classes, the timed call that
+    turns every SDK exception into a :class:`~holodeck_core.calls.errors.ModelCallError`,
+    closing the client. A backend says how it builds a request, sends it and reads the reply."""
+
+    def __init__(self, model: LLMProvider, client: Any) -> None:
+        self.model = model
+        self._classify = provider_spec(model.provider).classify_error
+        self._client = client
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self,
+        system: str,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        response_schema: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        top_logprobs: int | None = None,
+    ) -> ModelReply:
+        request = self.request(
+            system,
+            messages,
+            tools=tools,
+            response_schema=response_schema,
+            top_logprobs=top_logprobs,
+        )
+        started = time.perf_counter()
+        try:
+            response = await self.send(request, timeout)
+        except Exception as exc:
+            raise self._classify(exc) from exc
+        return self.reply(response, int((time.perf_counter() - started) * 1000))
+
+    @abstractmethod
+    def request(
+        self,
+        system: str,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None,
+        response_schema: dict[str, Any] | None,
+        top_logprobs: int | None,
+    ) -> dict[str, Any]:
+        """The request body, as keyword arguments of the SDK's create call."""
+
+    @abstractmethod
+    async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
+        """One SDK call; its exceptions are classified by :meth:`complete`."""
+
+    @abstractmethod
+    def reply(self, response: Any, elapsed_ms: int) -> ModelReply:
+        """The SDK's response as a :class:`ModelReply` (a malformed one raises)."""
 
 
 def parse_tool_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import openai
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
-from holodeck_core.providers.base import parse_tool_call, sdk_http_client
+from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
 from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
 from holodeck_core.providers.table import provider_spec
 
@@ -40,25 +39,19 @@ def openai_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI:
     )
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(SDKClient):
     def __init__(self, model: LLMProvider, api_key: str) -> None:
-        self.model = model
-        self._classify = provider_spec(model.provider).classify_error
-        self._client = openai_sdk_client(model, api_key)
+        super().__init__(model, openai_sdk_client(model, api_key))
 
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    async def complete(
+    def request(
         self,
         system: str,
         messages: list[Message],
         *,
-        tools: list[ToolSpec] | None = None,
-        response_schema: dict[str, Any] | None = None,
-        timeout: float | None = None,
-        top_logprobs: int | None = None,
-    ) -> ModelReply:
+        tools: list[ToolSpec] | None,
+        response_schema: dict[str, Any] | None,
+        top_logprobs: int | None,
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model.name,
             "messages": [{"role": "system", "content": system}, *map(_to_openai, messages)],
@@ -87,13 +80,13 @@ class OpenAIChatClient:
         if top_logprobs:
             request["logprobs"] = True
             request["top_logprobs"] = top_logprobs
-        started = time.perf_counter()
-        try:
-            completion = await self._client.chat.completions.create(**request, timeout=timeout)
-        except Exception as exc:
-            raise self._classify(exc) from exc
-        elapsed = int((time.perf_counter() - started) * 1000)
-        return _reply(completion, elapsed)
+        return request
+
+    async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
+        return await self._client.chat.completions.create(**request, timeout=timeout)
+
+    def reply(self, response: Any, elapsed_ms: int) -> ModelReply:
+        return _reply(response, elapsed_ms)
 
 
 def _to_openai(message: Message) -> dict[str, Any]:

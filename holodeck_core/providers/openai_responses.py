@@ -11,17 +11,15 @@ for the agent. Calls go through the same scheduler, charges and error classes as
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import openai
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
-from holodeck_core.providers.base import parse_tool_call, sdk_http_client
+from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
 from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
 from holodeck_core.providers.openai_chat import openai_sdk_client
-from holodeck_core.providers.table import provider_spec
 
 REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 """HoloDeck's heuristic for reasoning models: they get no ``temperature`` or ``top_p``."""
@@ -46,23 +44,18 @@ def responses_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI
     )
 
 
-class OpenAIResponsesClient:
+class OpenAIResponsesClient(SDKClient):
     def __init__(self, model: LLMProvider, api_key: str) -> None:
-        self.model = model
-        self._classify = provider_spec(model.provider).classify_error
-        self._client = responses_sdk_client(model, api_key)
-
-    async def aclose(self) -> None:
-        await self._client.close()
+        super().__init__(model, responses_sdk_client(model, api_key))
 
     def request(
         self,
         system: str,
         messages: list[Message],
         *,
-        tools: list[ToolSpec] | None = None,
-        response_schema: dict[str, Any] | None = None,
-        top_logprobs: int | None = None,
+        tools: list[ToolSpec] | None,
+        response_schema: dict[str, Any] | None,
+        top_logprobs: int | None,
     ) -> dict[str, Any]:
         """The body ``openai-agents`` 0.17.4 sends for HoloDeck's agent (empty ``include``
         and ``tools`` included; the sampling settings that are set)."""
@@ -85,29 +78,11 @@ class OpenAIResponsesClient:
             request["top_logprobs"] = top_logprobs
         return request
 
-    async def complete(
-        self,
-        system: str,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        response_schema: dict[str, Any] | None = None,
-        timeout: float | None = None,
-        top_logprobs: int | None = None,
-    ) -> ModelReply:
-        request = self.request(
-            system,
-            messages,
-            tools=tools,
-            response_schema=response_schema,
-            top_logprobs=top_logprobs,
-        )
-        started = time.perf_counter()
-        try:
-            response = await self._client.responses.create(**request, timeout=timeout)
-        except Exception as exc:
-            raise self._classify(exc) from exc
-        return _reply(response, int((time.perf_counter() - started) * 1000))
+    async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
+        return await self._client.responses.create(**request, timeout=timeout)
+
+    def reply(self, response: Any, elapsed_ms: int) -> ModelReply:
+        return _reply(response, elapsed_ms)
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:
