@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ConfigError
@@ -111,12 +110,10 @@ def estimate_cost(
 ) -> CostEstimate:
     """The run's expected spend: measured per case in the newest recorded run of this prompt
     version with costs (cases it lacks at the mean of the others), else from sizes."""
+    from holodeck_core.history.store import was_written
+
     cases = loaded.agent.cases
-    recorded = history is not None and (
-        history.is_file()
-        if isinstance(history, Path)
-        else history.local_catalog is None or history.local_catalog.is_file()
-    )
+    recorded = history is not None and was_written(history)
     measured = _measured(loaded, history, prompt_version) if history and recorded else None
     if measured is not None:
         run_id, per_case, outside = measured

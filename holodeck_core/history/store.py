@@ -45,6 +45,15 @@ SAFE_READER_CONFIG: dict[str, Any] = {"enable_external_access": False, "lock_con
 """For user SQL: no file, network or extension access, and no ``SET`` to undo it."""
 
 
+def was_written(history: History) -> bool:
+    """Whether a history may hold runs, without opening it: a DuckDB file or a DuckLake's
+    local catalog exists (a remote catalog is assumed to). A reader that only wants what was
+    recorded asks this first, so it never creates an empty history as a side effect."""
+    if isinstance(history, Path):
+        return history.is_file()
+    return history.local_catalog is None or history.local_catalog.is_file()
+
+
 @dataclass(frozen=True)
 class LockHolder:
     """The process DuckDB names as holding the file lock."""
