@@ -47,8 +47,11 @@ def responses_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI
 
 
 class OpenAIResponsesClient:
-    def __init__(self, model: LLMProvider, api_key: str) -> None:
+    def __init__(
+        self, model: LLMProvider, api_key: str, reasoning: dict[str, str] | None = None
+    ) -> None:
         self.model = model
+        self.reasoning = reasoning
         self._classify = provider_spec(model.provider).classify_error
         self._client = responses_sdk_client(model, api_key)
 
@@ -79,6 +82,8 @@ class OpenAIResponsesClient:
             value = getattr(self.model, option)
             if value is not None:
                 request["max_output_tokens" if option == "max_tokens" else option] = value
+        if self.reasoning is not None:
+            request["reasoning"] = self.reasoning
         if response_schema is not None:
             request["text"] = {"format": _text_format(response_schema)}
         if top_logprobs:
