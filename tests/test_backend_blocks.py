@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import Status
@@ -151,3 +152,21 @@ def test_what_shapes_the_agent_is_in_its_fingerprints(tmp_path: Path) -> None:
         identity(extra) for extra in ("openai: {effort: high}\n", "openai: {max_turns: 3}\n")
     }
     assert len(variants | {edited}) == 3
+
+
+def test_validate_says_what_the_blocks_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(AGENT)
+    assert main(["validate", str(agent)]) == 0
+    assert "at most 20 model calls a turn (default, HoloDeck's)" in capsys.readouterr().out
+    (tmp_path / "tools.py").write_text("def f() -> str:\n    return 'x'\n")
+    tool = "tools: [{type: function, name: f, description: d, file: tools.py, function: f}]\n"
+    block = "openai: {max_turns: 7, effort: low, disallowed_tools: [f]}\n"
+    agent.write_text(AGENT + tool + block)
+    assert main(["validate", str(agent)]) == 0
+    out = capsys.readouterr().out
+    assert "at most 7 model calls a turn (openai.max_turns)" in out
+    assert "effort:   low" in out and "not offered to the model: f" in out
+    assert "ignored:" not in out

@@ -171,6 +171,14 @@ class Agent(StrictModel):
         return ours or defaults.MAX_TOOL_TURNS
 
     @property
+    def max_turns_source(self) -> str:
+        """Where :attr:`max_turns` comes from (``holodeck validate``)."""
+        if self._turns_key is not None:
+            return self._turns_key
+        has_ours = self.execution is not None and self.execution.max_tool_turns is not None
+        return "execution.max_tool_turns" if has_ours else "default, HoloDeck's"
+
+    @property
     def openai_settings(self) -> OpenAIBlock | None:
         """The ``openai:`` block when HoloDeck applies it (an openai/azure_openai agent)."""
         block = self.backend_block
