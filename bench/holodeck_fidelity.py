@@ -80,6 +80,13 @@ def _theirs(peer: Path) -> Callable[[Path], list[str]]:
     return lambda agent: [str(peer / "bin" / "holodeck"), "test", str(agent), "--limit", str(LIMIT)]
 
 
+def _tiktoken_cache(peer: Path) -> Path:
+    found = sorted(peer.glob("lib/python*/site-packages/litellm/litellm_core_utils/tokenizers"))
+    if not found:
+        sys.exit(f"no LiteLLM tokenizers under {peer} (HoloDeck's venv installs LiteLLM)")
+    return found[0]
+
+
 def _ours(agent: Path) -> list[str]:
     return [str(REPO / ".venv" / "bin" / "holodeck"), *our_command(agent)]
 
@@ -105,6 +112,9 @@ def record(peer: Path | None, only: list[str]) -> None:
                     "HOME": str(root / "home"),
                     "OPENAI_BASE_URL": server.openai_base_url,  # its openai ignores `endpoint`
                     "OPENAI_AGENTS_DISABLE_TRACING": "1",
+                    # the hierarchical_document tool counts tokens with tiktoken, which would
+                    # download cl100k_base; LiteLLM ships it under tiktoken's cache name
+                    "TIKTOKEN_CACHE_DIR": str(_tiktoken_cache(peer)),
                 }
                 theirs = _side(server, agent_file, root / "sample", _theirs(peer), env)
             ours_env = {**base, "HOLODECK_HOME": str(root / "home-ours")}

@@ -16,8 +16,9 @@ MAX_PARALLEL_TEST_CASES = 1000
 """The largest ``execution.parallel_test_cases`` the loader accepts."""
 LLM_TIMEOUT_S = 60.0
 """Seconds per model call (``execution.llm_timeout``, ``--timeout``)."""
-MAX_TOOL_TURNS = 10
-"""Model turns with tool calls per case turn before the case is an ERROR."""
+MAX_TOOL_TURNS = 20
+"""Model calls per case turn before the case is an ERROR: HoloDeck 0.7.1's default
+``openai.max_turns`` / ``claude.max_turns`` (both backends: 20)."""
 MAX_TOOL_TURNS_LIMIT = 100
 """The largest ``execution.max_tool_turns`` the loader accepts."""
 FILE_TIMEOUT_S = 30.0

@@ -267,7 +267,7 @@ def test_prompt_body_is_copied_from_the_snapshot_store(db: Path, tmp_path: Path)
     def prompt(body: str) -> Prompt:
         digest = hashlib.sha256(body.encode()).hexdigest()
         version = PromptVersion(version="v1", source="inline", body_hash=digest)
-        return Prompt(version=version, body=body)
+        return Prompt(version=version, body=body, text=body)
 
     assert snapshots.register(prompt("Be brief.")).key == "v1"
     reused = snapshots.register(prompt("Be very brief."))  # same label, another body

@@ -39,6 +39,42 @@ def test_auto_version_without_frontmatter(tmp_path: Path) -> None:
     assert version.version == f"auto-{digest[:8]}" and version.body_hash == digest
 
 
+def test_the_model_is_sent_the_file_as_holodeck_sends_it(tmp_path: Path) -> None:
+    """HoloDeck 0.7.1 reads the instructions file raw (frontmatter and final newline kept);
+    the version and its body hash still come from the frontmatter and the body."""
+    path = tmp_path / "p.md"
+    raw = "---\nversion: v1\nauthor: ann\n---\nBe brief, {{name}}.\n"
+    path.write_text(raw)
+    prompt = file_prompt(path, "p.md")
+    assert prompt.text == raw  # no template is rendered either: `{{name}}` reaches the model
+    assert prompt.body == "Be brief, {{name}}."
+    assert prompt.version.body_hash == hashlib.sha256(b"Be brief, {{name}}.").hexdigest()
+    inline = inline_prompt("Be brief.\n")
+    assert inline.text == inline.body == "Be brief.\n"  # inline: as written
+
+
+def test_a_snapshot_keeps_the_text_sent(tmp_path: Path) -> None:
+    """A snapshot stores the text sent; a frontmatter edit with the same label and body is
+    another prompt (the model reads it) and gets its own key; a snapshot stored before the
+    text was kept (its body was sent) is not taken for the raw file."""
+    store = PromptStore(tmp_path / "prompts", "a")
+    first = file_prompt(prompt_file(tmp_path, "v1", "Body."), "p.md")
+    assert store.register(first).key == "v1"
+    assert store.require("v1").prompt() == first
+    (tmp_path / "prompt.md").write_text("---\nversion: v1\nauthor: bob\n---\nBody.\n")
+    edited = file_prompt(tmp_path / "prompt.md", "p.md")
+    assert edited.version.body_hash == first.version.body_hash
+    again = store.register(edited)
+    assert again.key == f"v1+{first.version.body_hash[:8]}" and again.warning
+    assert store.require(again.key).prompt().text == edited.text
+    older = PromptStore(tmp_path / "older", "a")
+    snapshot = store.require("v1").model_copy(update={"text": None})
+    older.folder.mkdir(parents=True)
+    (older.folder / "v1.json").write_text(snapshot.model_dump_json())
+    assert older.require("v1").prompt().text == "Body."
+    assert older.key_for(first) is None and older.find(first.version) == "v1"
+
+
 def test_malformed_frontmatter_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "p.md"
     path.write_text("---\nversion: v1\nauthor: [unclosed\n---\nbody\n")
@@ -61,7 +97,7 @@ def test_reused_label_with_new_body_gets_its_own_key(tmp_path: Path) -> None:
     assert (first.key, first.created) == ("v1", True)
     assert (again.key, again.created) == ("v1", False)
     assert reused.key == f"v1+{changed.version.body_hash[:8]}" and reused.created
-    assert reused.warning and "different body" in reused.warning
+    assert reused.warning and "different text" in reused.warning
     assert store.require("v1").body == "Body one."  # the old snapshot stays
     assert store.require(reused.key).body == "Body two."
     assert (tmp_path / "prompts" / "my-agent" / "v1.json").is_file()
@@ -90,7 +126,7 @@ def test_prompts_register_and_list_cli(tmp_path: Path, capsys: pytest.CaptureFix
     (tmp_path / "a.md").write_text("---\nversion: v1\nauthor: ann\n---\nA, edited\n")
     assert main(["prompts", "register", str(agent)]) == 0
     out = capsys.readouterr()
-    assert "v1+" in out.out and "different body" in out.err
+    assert "v1+" in out.out and "different text" in out.err
     assert main(["prompts", "list", str(agent)]) == 0
     listing = capsys.readouterr().out
     assert listing.count("\nv1") == 2 and "v2" in listing and "ann" in listing

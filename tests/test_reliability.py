@@ -110,25 +110,6 @@ def test_invalid_tool_call_json_is_an_error_result_for_that_call(tmp_path: Path)
     assert result.status is Status.PASS and code == 0  # the suite went on
 
 
-def test_tool_loop_is_bounded(tmp_path: Path) -> None:
-    rules = {
-        "rules": [
-            {
-                "match": {"user": "loop"},
-                "tool_calls": [{"name": "get_weather", "arguments": {"city": "X"}}],
-            }
-        ]
-    }
-    extra = "execution: {max_tool_turns: 3}\n"
-    with run_model_server(rules) as server:
-        code, run, _ = run_suite(
-            tmp_path, server.openai_base_url, "  - {input: loop}\n", extra=extra
-        )
-    [result] = run.report.results
-    assert result.status is Status.ERROR and "after 3 rounds" in result.errors[0]
-    assert len(result.tool_invocations) == 3 and code == 3
-
-
 def corrupt_files(folder: Path) -> dict[str, str]:
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2000))
     (folder / "broken.xlsx").write_bytes(b"PK\x03\x04" + os.urandom(500))

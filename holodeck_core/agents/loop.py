@@ -120,7 +120,7 @@ class AgentRunner:
                     outcome.usage = outcome.usage + invocation.usage
             history.extend(tool_message(invocation) for invocation in invocations)
         outcome.error = (
-            f"the model kept calling tools after {self.max_tool_turns} rounds "
-            "(raise execution.max_tool_turns if that is expected)"
+            f"the model kept calling tools after {self.max_tool_turns} model calls "
+            "(raise max_turns in the agent's openai: or claude: block if that is expected)"
         )
         return outcome

@@ -67,7 +67,7 @@ def run_plan_command(args: argparse.Namespace) -> int:
     estimates = []
     for key in args.prompt_keys or [None]:
         prompt, registered = resolve_prompt(loaded, project, key)
-        estimate = estimate_cost(loaded, history, registered, prompt.body, trials)
+        estimate = estimate_cost(loaded, history, registered, prompt.text, trials)
         estimates.append(estimate)
         out.write("".join(f"{line}\n" for line in estimate_lines(estimate)))
     if len(estimates) > 1:

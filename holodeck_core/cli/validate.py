@@ -70,6 +70,13 @@ def _validate(args: argparse.Namespace) -> int:
                 f"  warning:  tools ({tool.name}): load_prompts is not supported; the server's "
                 "prompts are not offered to the model (its tools are)"
             )
+    _show(f"  turns:    at most {agent.max_turns} model calls a turn ({agent.max_turns_source})")
+    settings = agent.openai_settings
+    if settings is not None and settings.effort is not None:
+        _show(f"  effort:   {settings.effort} (openai.effort, sent as the request's reasoning)")
+    if settings is not None and settings.disallowed & {t.name for t in tools}:
+        blocked = ", ".join(sorted(settings.disallowed & {t.name for t in tools}))
+        _show(f"  not offered to the model: {blocked} (openai: disallowed tools)")
     if agent.ignored_blocks():
         ignored = ", ".join(agent.ignored_blocks())
         _show(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")

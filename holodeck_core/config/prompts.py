@@ -1,6 +1,8 @@
 """Prompt versions (seed 003) and the immutable snapshot store (DESIGN §3.2, §6.6).
 
-A prompt file's identity is its frontmatter ``version`` (else ``auto-<sha256(body)[:8]>``).
+A prompt file's identity is its frontmatter ``version`` (else ``auto-<sha256(body)[:8]>``), the
+body being the text after the frontmatter; what the model is sent is the file as it is,
+frontmatter and final newline included, as HoloDeck 0.7.1 sends it (docs/holodeck-fidelity.md).
 The store under ``HOLODECK_HOME/prompts/<agent slug>/`` keeps every body ever registered, so
 evaluating partition ``v2`` uses the stored v2 body even after the file moved on. A label that
 comes back with a different body is stored as ``<label>+<sha8>``: nothing is overwritten."""
@@ -34,10 +36,12 @@ Matched with ``\\Z`` (``$`` would let ``v1\\n`` through)."""
 
 @dataclass(frozen=True)
 class Prompt:
-    """A prompt body and its identity."""
+    """A prompt body and its identity; ``text`` is what the model is sent (HoloDeck's
+    instructions: a file as it is, frontmatter included; inline text as written)."""
 
     version: PromptVersion
     body: str
+    text: str
 
 
 def sha256(text: str) -> str:
@@ -49,7 +53,7 @@ def inline_prompt(text: str) -> Prompt:
     version = PromptVersion(
         version=f"auto-{digest[:8]}", source="inline", file_path=None, body_hash=digest
     )
-    return Prompt(version=version, body=text)
+    return Prompt(version=version, body=text, text=text)
 
 
 def file_prompt(path: Path, display_path: str) -> Prompt:
@@ -57,7 +61,8 @@ def file_prompt(path: Path, display_path: str) -> Prompt:
     import frontmatter
 
     try:
-        post = frontmatter.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        post = frontmatter.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"prompt file not found: {path}", file=display_path) from None
     except Exception as exc:  # python-frontmatter surfaces YAML errors of several kinds
@@ -98,7 +103,7 @@ def file_prompt(path: Path, display_path: str) -> Prompt:
         )
     except ValidationError as exc:
         raise ConfigError(f"frontmatter: {_one_line(exc)}", file=display_path) from None
-    return Prompt(version=version, body=body)
+    return Prompt(version=version, body=body, text=text)
 
 
 def _optional_str(value: Any) -> str | None:
@@ -116,7 +121,15 @@ class PromptSnapshot(StrictModel):
     agent: str
     prompt_version: PromptVersion
     body: str
+    text: str | None = Field(
+        None,
+        description="What the model is sent (the file as it is); absent on snapshots "
+        "registered before we sent frontmatter as HoloDeck does: their body was sent.",
+    )
     registered_at: str
+
+    def prompt(self) -> Prompt:
+        return Prompt(version=self.prompt_version, body=self.body, text=self.text or self.body)
 
 
 @dataclass(frozen=True)
@@ -162,17 +175,23 @@ class PromptStore:
         return sorted(snapshots, key=lambda s: (s.registered_at, s.key))
 
     def key_for(self, prompt: Prompt) -> str | None:
-        """The key under which this exact body is already stored, if any."""
-        label = prompt.version.version
-        for key in (label, f"{label}+{prompt.version.body_hash[:8]}"):
+        """The key under which this exact prompt (body and text sent) is already stored."""
+        return self.find(prompt.version, prompt.text)
+
+    def find(self, version: PromptVersion, text: str | None = None) -> str | None:
+        """The key of the snapshot of this label with this body (and this text, if given)."""
+        for key in (version.version, f"{version.version}+{version.body_hash[:8]}"):
             existing = self.get(key)
-            if existing and existing.prompt_version.body_hash == prompt.version.body_hash:
+            if existing is None or existing.prompt_version.body_hash != version.body_hash:
+                continue
+            if text is None or existing.prompt().text == text:
                 return key
         return None
 
     def register(self, prompt: Prompt) -> Registration:
-        """Store ``prompt`` unless this body is already stored. Never overwrites: when another
-        process takes the label first with another body, this one gets ``<label>+<sha8>``."""
+        """Store ``prompt`` unless it is already stored. Never overwrites: when the label is
+        taken by another body or text (or another process takes it first), this one gets
+        ``<label>+<sha8>``."""
         existing = self.key_for(prompt)
         if existing is not None:
             return Registration(key=existing, created=False)
@@ -180,8 +199,8 @@ class PromptStore:
         reused = f"{label}+{prompt.version.body_hash[:8]}"
         warning = (
             f"prompt version {label!r} of agent {self.agent_name!r} was registered before "
-            f"with a different body; this body is registered as {reused!r} (bump 'version' "
-            "in the frontmatter to name it yourself)"
+            f"with a different text (body or frontmatter); this one is registered as {reused!r} "
+            "(bump 'version' in the frontmatter to name it yourself)"
         )
         for key in (label, reused):
             snapshot = PromptSnapshot(
@@ -189,11 +208,11 @@ class PromptStore:
                 agent=self.agent_name,
                 prompt_version=prompt.version,
                 body=prompt.body,
+                text=prompt.text,
                 registered_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             )
             created = self._write_new(self._path(key), snapshot.model_dump_json(indent=2))
-            stored = self.get(key)
-            if stored is not None and stored.prompt_version.body_hash == prompt.version.body_hash:
+            if self.find(prompt.version, prompt.text) == key:
                 return Registration(
                     key=key, created=created, warning=warning if key == reused else None
                 )

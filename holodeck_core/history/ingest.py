@@ -77,11 +77,11 @@ def resolve_prompt(run: EvalRun, prompts_dir: Path | None) -> PromptInfo:
     key = meta.partition_key or version.version
     if prompts_dir is None or not prompts_dir.is_dir():
         return PromptInfo(key=key)
-    from holodeck_core.config.prompts import Prompt, PromptStore
+    from holodeck_core.config.prompts import PromptStore
 
     try:
         prompt_store = PromptStore(prompts_dir, run.report.agent_name)
-        found = meta.partition_key or prompt_store.key_for(Prompt(version=version, body=""))
+        found = meta.partition_key or prompt_store.find(version)
         snapshot = prompt_store.get(found) if found else None
     except (OSError, ValueError):  # a damaged snapshot must not block ingest
         return PromptInfo(key=key)

@@ -1,7 +1,8 @@
 """HoloDeck's ``agent.yaml`` (DESIGN §4), validated strictly.
 
-Top-level blocks we do not use (``observability``, ``deployment``, ``openai``, ``claude``)
-parse and are listed by :meth:`Agent.ignored_blocks`. ``embedding_provider`` selects the
+Top-level blocks we do not use (``observability``, ``deployment``) parse and are listed by
+:meth:`Agent.ignored_blocks`; of the backend blocks (``openai``, ``claude``) we apply what
+shapes the agent (:mod:`holodeck_core.models.backends`). ``embedding_provider`` selects the
 embeddings model of retrieval tools."""
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from typing import Any
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from holodeck_core import defaults
+from holodeck_core.models.backends import ClaudeBlock, OpenAIBlock
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.cost import Budget
 from holodeck_core.models.evaluation import EvaluationConfig
-from holodeck_core.models.llm import LLMProvider
+from holodeck_core.models.llm import LLMProvider, ProviderEnum
 from holodeck_core.models.test_case import TestCaseModel
 from holodeck_core.models.tools import Tool
 from holodeck_core.stats.trials import Reducer
 
-IGNORED_BLOCKS = ("observability", "deployment", "openai", "claude")
+IGNORED_BLOCKS = ("observability", "deployment")
 
 
 class Instructions(StrictModel):
@@ -83,8 +85,12 @@ class Agent(StrictModel):
     observability: dict[str, Any] | None = None
     deployment: dict[str, Any] | None = None
     embedding_provider: LLMProvider | None = None
-    openai: dict[str, Any] | None = None
-    claude: dict[str, Any] | None = None
+    openai: OpenAIBlock | None = Field(
+        None, description="HoloDeck's openai-agents settings (openai, azure_openai agents)."
+    )
+    claude: ClaudeBlock | None = Field(
+        None, description="HoloDeck's Claude Agent SDK settings (anthropic, ollama agents)."
+    )
 
     _warnings: list[str] = PrivateAttr(default_factory=list)
 
@@ -128,6 +134,63 @@ class Agent(StrictModel):
             case.id = candidate
             taken.add(candidate)
         return self
+
+    @model_validator(mode="after")
+    def _one_turn_limit(self) -> Agent:
+        ours = self.execution.max_tool_turns if self.execution else None
+        key = self._turns_key
+        if ours is not None and key is not None and ours != self.max_turns:
+            raise ValueError(
+                f"execution.max_tool_turns ({ours}) and {key} ({self.max_turns}) both limit "
+                f"the agent's model calls per turn; keep {key} (HoloDeck reads it)"
+            )
+        return self
+
+    @property
+    def backend_block(self) -> OpenAIBlock | ClaudeBlock | None:
+        """The block of the backend HoloDeck runs this agent on."""
+        if self.model.provider in (ProviderEnum.OPENAI, ProviderEnum.AZURE_OPENAI):
+            return self.openai
+        return self.claude
+
+    @property
+    def _turns_key(self) -> str | None:
+        block = self.backend_block
+        if block is None or "max_turns" not in block.model_fields_set:
+            return None
+        return f"{'openai' if isinstance(block, OpenAIBlock) else 'claude'}.max_turns"
+
+    @property
+    def max_turns(self) -> int:
+        """Model calls a case turn may make: HoloDeck's ``openai.max_turns`` (or
+        ``claude.max_turns``), else ``execution.max_tool_turns``, else HoloDeck's 20."""
+        block = self.backend_block
+        if self._turns_key is not None and block is not None and block.max_turns is not None:
+            return block.max_turns
+        ours = self.execution.max_tool_turns if self.execution else None
+        return ours or defaults.MAX_TOOL_TURNS
+
+    @property
+    def max_turns_source(self) -> str:
+        """Where :attr:`max_turns` comes from (``holodeck validate``)."""
+        if self._turns_key is not None:
+            return self._turns_key
+        has_ours = self.execution is not None and self.execution.max_tool_turns is not None
+        return "execution.max_tool_turns" if has_ours else "default, HoloDeck's"
+
+    @property
+    def openai_settings(self) -> OpenAIBlock | None:
+        """The ``openai:`` block when HoloDeck applies it (an openai/azure_openai agent)."""
+        block = self.backend_block
+        return block if isinstance(block, OpenAIBlock) else None
+
+    @property
+    def offered_tools(self) -> list[Tool]:
+        """The tools the agent is given: HoloDeck drops the ``openai:`` block's disallowed
+        ones (by their config name)."""
+        settings = self.openai_settings
+        blocked = settings.disallowed if settings else set()
+        return [tool for tool in self.tools or [] if tool.name not in blocked]
 
     @property
     def warnings(self) -> list[str]:

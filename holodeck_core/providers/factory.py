@@ -35,13 +35,16 @@ def make_client(
     where: str = "model",
     fallback_key: str | None = None,
     agent: bool = False,
+    reasoning: dict[str, str] | None = None,
 ) -> ModelClient:
     """A client for ``model``; SDKs are imported here, not at start-up. ``agent``: for the
-    agent's own calls, on the API HoloDeck's agent uses (the table's ``agent_protocol``)."""
+    agent's own calls, on the API HoloDeck's agent uses (the table's ``agent_protocol``);
+    ``reasoning``: the Responses ``reasoning`` of HoloDeck's ``openai.effort`` (that API only)."""
     spec = provider_spec(model.provider, where=where)
     key = api_key_for(model, where=where, fallback=fallback_key)
     if spec.endpoint_required and not model.endpoint:
         raise ConfigError(f"{where}.endpoint is required for provider {model.provider.value}")
     module, _, name = spec.client_class(agent=agent).partition(":")
     client_class = getattr(import_module(module), name)
-    return cast(ModelClient, client_class(model, key))
+    extra = {"reasoning": reasoning} if reasoning else {}
+    return cast(ModelClient, client_class(model, key, **extra))

@@ -45,8 +45,11 @@ def responses_sdk_client(model: LLMProvider, api_key: str) -> openai.AsyncOpenAI
 
 
 class OpenAIResponsesClient(SDKClient):
-    def __init__(self, model: LLMProvider, api_key: str) -> None:
+    def __init__(
+        self, model: LLMProvider, api_key: str, reasoning: dict[str, str] | None = None
+    ) -> None:
         super().__init__(model, responses_sdk_client(model, api_key))
+        self.reasoning = reasoning
 
     def request(
         self,
@@ -72,6 +75,8 @@ class OpenAIResponsesClient(SDKClient):
             value = getattr(self.model, option)
             if value is not None:
                 request["max_output_tokens" if option == "max_tokens" else option] = value
+        if self.reasoning is not None:
+            request["reasoning"] = self.reasoning
         if response_schema is not None:
             request["text"] = {"format": _text_format(response_schema)}
         if top_logprobs:

@@ -1,6 +1,7 @@
 """Fingerprints that decide what a journal or cache entry may be reused for (DESIGN §6.9).
 
-suite = prompt body + model config (no endpoint, no key) + test-set hash (+ the target);
+suite = instructions sent + model config (no endpoint, no key) + the agent's loop settings
+        (``openai:``/``claude:`` blocks) + test-set hash (+ the target);
 case  = suite + the case's input or turns + file content hashes + tool code and mock results
         + response_format."""
 
@@ -20,11 +21,18 @@ def dataset_hash(cases: list[TestCaseModel]) -> str:
     return digest([case.model_dump(mode="json") for case in cases])
 
 
-def config_hash(loaded: LoadedAgent) -> str:
-    """The whole agent config (and its target), redacted: equal configs give equal hashes on
-    every machine."""
-    config = redact(loaded.agent.model_dump(mode="json"))
+def config_hash(loaded: LoadedAgent, instructions: str) -> str:
+    """The whole agent config, the instructions it sends (a file's frontmatter included) and
+    its target, redacted: equal configs give equal hashes on every machine."""
+    config = {
+        "agent": redact(loaded.agent.model_dump(mode="json")),
+        "instructions": _text_hash(instructions),
+    }
     return digest(config if loaded.target is None else [config, loaded.target.snapshot()])
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _file_hash(path: Path) -> str:
@@ -34,15 +42,24 @@ def _file_hash(path: Path) -> str:
         return "missing"
 
 
-def suite_fingerprint(loaded: LoadedAgent, body_hash: str, cases: list[TestCaseModel]) -> str:
+def suite_fingerprint(loaded: LoadedAgent, instructions: str, cases: list[TestCaseModel]) -> str:
     identity: dict[str, Any] = {
-        "prompt": body_hash,
+        "instructions": _text_hash(instructions),
         "model": loaded.agent.model.fingerprint_fields(),
+        "loop": _loop(loaded),
         "dataset": dataset_hash(cases),
     }
     if loaded.target is not None:  # another target answers differently: its own journal
         identity["target"] = loaded.target.identity()
     return digest(identity)[:24]
+
+
+def _loop(loaded: LoadedAgent) -> dict[str, Any]:
+    """What bounds and shapes the agent's loop: the turn limit and HoloDeck's backend block
+    (``effort``, disallowed tools)."""
+    block = loaded.agent.backend_block
+    dumped = None if block is None else block.model_dump(mode="json", exclude_unset=True)
+    return {"max_turns": loaded.agent.max_turns, "block": dumped}
 
 
 def tools_fingerprint(loaded: LoadedAgent) -> str:

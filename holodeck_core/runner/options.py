@@ -61,7 +61,7 @@ def resolve_prompt(loaded: LoadedAgent, project: Project, key: str | None) -> tu
     store = PromptStore(project.prompts_dir, loaded.agent.name)
     if key is not None:
         snapshot = store.require(key)
-        return Prompt(version=snapshot.prompt_version, body=snapshot.body), snapshot.key
+        return snapshot.prompt(), snapshot.key
     for variant in loaded.variants:
         store.register(variant)
     return loaded.prompt, store.register(loaded.prompt).key

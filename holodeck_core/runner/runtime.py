@@ -15,7 +15,6 @@ from holodeck_core.calls.ledger import Ledger
 from holodeck_core.calls.prices import load_price_table
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.calls.shared_budget import Allowance
-from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
     HierarchicalDocumentTool,
@@ -102,9 +101,10 @@ class SuiteRuntime:
         """The agent run here from ``agent.yaml``: its SDK client, tool box and tool loop."""
         loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
         client = self.client_for
+        tools = agent.offered_tools
         self.toolbox = (
             ToolBox(
-                agent.tools,
+                tools,
                 loaded.resolve,
                 timeout=execution.tool_timeout if execution else None,
                 context=ToolContext(
@@ -119,19 +119,23 @@ class SuiteRuntime:
                     embedding_provider=agent.embedding_provider,
                 ),
             )
-            if agent.tools
+            if tools
             else None
         )
+        settings = agent.openai_settings
         self.client = make_client(
-            agent.model, fallback_key=self._keys.get(agent.model.provider), agent=True
+            agent.model,
+            fallback_key=self._keys.get(agent.model.provider),
+            agent=True,
+            reasoning=settings.reasoning if settings else None,
         )
         return AgentRunner(
             client=self.client,
             scheduler=self.scheduler,
-            system=suite.prompt.body,
+            system=suite.prompt.text,
             toolbox=self.toolbox,
             response_schema=loaded.response_schema,
-            max_tool_turns=(execution.max_tool_turns if execution else None) or MAX_TOOL_TURNS,
+            max_tool_turns=agent.max_turns,
             timeout=suite.timeout,
         )
 

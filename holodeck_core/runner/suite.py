@@ -81,9 +81,7 @@ class Suite:
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
         self.reducer = (execution.reducer if execution else None) or Reducer(REDUCER)
         self.control_rows = load_control(agent, loaded.resolve)
-        self.suite_fingerprint = fp.suite_fingerprint(
-            loaded, self.prompt.version.body_hash, self.cases
-        )
+        self.suite_fingerprint = fp.suite_fingerprint(loaded, self.prompt.text, self.cases)
         tools_fp = fp.tools_fingerprint(loaded)
         self.case_fingerprints = {
             case.id or "": fp.case_fingerprint(loaded, self.suite_fingerprint, tools_fp, case)
@@ -338,7 +336,7 @@ class Suite:
             cli_args=redact_argv(self.options.cli_args),
             git_commit=git_commit(self.loaded.base_dir),
             run_id=uuid.uuid4().hex,
-            config_hash=fp.config_hash(self.loaded),
+            config_hash=fp.config_hash(self.loaded, self.prompt.text),
             dataset_hash=fp.dataset_hash(self.cases),
             trigger=self.options.trigger,
             started_at=started_at or self.started_at,

@@ -1,18 +1,33 @@
-"""Code graders of the acme-support example.
+"""Code graders of the acme-support example, a plain module that HoloDeck 0.7.1 loads too.
 
-Each grader receives a :class:`GraderContext` (the turn's input, the agent's response, the
-ground truth, the tool invocations...) and returns a bool, a 0-1 number or a
-:class:`GraderResult`. They are referenced from ``agent.yaml`` as
-``grader: graders.support_checks:<name>``.
+Each grader receives the engine's grader context (the turn's input, the agent's response, the
+ground truth, the tool invocations...: the same fields in HoloDeck and in holodeck-pipelines)
+and returns a bool or a ``GraderResult``. They are referenced from ``agent.yaml`` as
+``grader: graders.support_checks:<name>``. HoloDeck accepts only its own ``GraderResult``
+class, so that is the one used when HoloDeck runs the graders; holodeck-pipelines reads any
+object with ``score``/``passed``/``reason``/``details``, so nothing here imports it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from holodeck_core.metrics.code_graders import GraderContext, GraderResult
+try:  # HoloDeck's own result class, when HoloDeck runs the graders
+    from holodeck.lib.test_runner.code_grader import GraderResult
+except ImportError:
+
+    @dataclass(frozen=True)
+    class GraderResult:  # type: ignore[no-redef]
+        """A grader's structured answer: ``score`` in 0-1; ``passed`` overrides it."""
+
+        score: float
+        passed: bool | None = None
+        reason: str | None = None
+        details: dict[str, Any] | None = None
+
 
 MAX_WORDS = 40
 TRIAGE_CATEGORIES = frozenset({"damaged_item", "late_delivery", "billing", "other"})
@@ -20,7 +35,7 @@ TRIAGE_PRIORITIES = frozenset({"low", "normal", "high"})
 ORDER_ID = re.compile(r"^A-\d{4}$")
 
 
-def quotes_tool_results(ctx: GraderContext) -> GraderResult:
+def quotes_tool_results(ctx: Any) -> GraderResult:
     """Every successful tool result reaches the customer: the share of results quoted."""
     results = [
         str(call.result) for call in ctx.tool_invocations if call.error is None and call.result
@@ -37,12 +52,12 @@ def quotes_tool_results(ctx: GraderContext) -> GraderResult:
     )
 
 
-def concise(ctx: GraderContext) -> bool:
+def concise(ctx: Any) -> bool:
     """Support answers stay short: at most ``MAX_WORDS`` words."""
     return 0 < len(ctx.agent_response.split()) <= MAX_WORDS
 
 
-def valid_triage(ctx: GraderContext) -> GraderResult:
+def valid_triage(ctx: Any) -> GraderResult:
     """The triage reply is a JSON object with a known category, a known priority and an
     order id; the score is the share of these checks that hold."""
     try:

@@ -1,0 +1,77 @@
+"""HoloDeck 0.7.1's per-backend blocks of ``agent.yaml`` (DESIGN §8.1: the agent side is
+HoloDeck's): ``openai:`` for ``openai``/``azure_openai`` agents (HoloDeck's openai-agents
+backend, ``holodeck.models.openai_config``), ``claude:`` for ``anthropic``/``ollama`` ones (its
+Claude Agent SDK backend). What reaches the agent is read; serve-only keys are validated as
+HoloDeck validates them and have no effect on an evaluation (docs/holodeck-fidelity.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+
+from holodeck_core import defaults
+from holodeck_core.models.base import StrictModel
+
+REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+"""HoloDeck's ``openai.effort`` → the Responses ``reasoning.effort``."""
+
+
+class OpenAIPermissions(StrictModel):
+    allowed_tools: list[str] | None = None
+    disallowed_tools: list[str] | None = None
+
+
+class OpenAIBlock(StrictModel):
+    """``openai:``, as HoloDeck's ``OpenAIConfig`` validates it (unknown keys refused)."""
+
+    max_concurrent_sessions: int | None = Field(None, ge=1, le=500, description="Serve only.")
+    session_memory_estimate_mib: int = Field(100, ge=50, le=2000, description="Serve only.")
+    max_turns: int = Field(
+        defaults.MAX_TOOL_TURNS, ge=1, description="Model calls a turn may make (tool rounds)."
+    )
+    i_understand_this_is_unsafe: bool = Field(False, description="Hosted tools only.")
+    disable_default_hooks: StrictBool = False
+    disable_subprocess_env_scrub: StrictBool = False
+    permissions: OpenAIPermissions | None = None
+    effort: Literal["low", "medium", "high", "max"] | None = Field(
+        None, description="Sent as the Responses `reasoning` ({effort, summary: auto})."
+    )
+    max_budget_usd: float | None = Field(None, gt=0, description="A case's spend cap.")
+    fallback_model: str | None = None
+    disallowed_tools: list[str] | None = Field(
+        None, description="Tools removed from the agent (with permissions.disallowed_tools)."
+    )
+
+    @model_validator(mode="after")
+    def _allowed_and_disallowed(self) -> OpenAIBlock:
+        both = set(self.permissions.allowed_tools or []) if self.permissions else set()
+        both &= self.disallowed
+        if both:
+            raise ValueError(
+                "tools listed in both allowed_tools and disallowed_tools: "
+                f"{', '.join(sorted(both))}; remove them from one list"
+            )
+        return self
+
+    @property
+    def disallowed(self) -> set[str]:
+        """HoloDeck's union of ``disallowed_tools`` and ``permissions.disallowed_tools``."""
+        listed = set(self.disallowed_tools or [])
+        return listed | set(self.permissions.disallowed_tools or [] if self.permissions else [])
+
+    @property
+    def reasoning(self) -> dict[str, str] | None:
+        """The Responses ``reasoning`` HoloDeck's backend sends (``summary: auto`` with it)."""
+        if self.effort is None:
+            return None
+        return {"effort": REASONING_EFFORT[self.effort], "summary": "auto"}
+
+
+class ClaudeBlock(BaseModel):
+    """``claude:``: only ``max_turns`` shapes what we run (HoloDeck's Claude Agent SDK
+    settings, for Claude Code, are not ours to apply); the rest passes as written."""
+
+    model_config = ConfigDict(extra="allow")
+
+    max_turns: int | None = Field(None, ge=1)
