@@ -18,9 +18,9 @@ import pytest
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import request_key, run_model_server
-from holodeck_pipelines.assets import trigger_of
 from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.pools import apply_pools
+from holodeck_pipelines.run_tags import trigger_of
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -175,7 +175,9 @@ def test_partitions_materialize_into_duckdb_with_checks(
     usage = run.report.summary.token_usage
     assert usage is not None and usage.total_tokens > 0
     expected_cost = usage.prompt_tokens + 2 * usage.completion_tokens
-    assert list(materialization)[:2] == ["pass_rate", "cost_usd"]  # cost beside pass_rate
+    # the IO manager's file first (a step's output metadata precedes each partition's), then
+    # the cost beside the pass rate
+    assert list(materialization)[:3] == ["path", "pass_rate", "cost_usd"]
     assert materialization["cost_usd"].value == pytest.approx(expected_cost)
     assert "sk-test-123456" not in evalruns[0].read_text()
 
