@@ -95,6 +95,21 @@ def materialize(
     )
 
 
+def record_failure(
+    defs: dg.Definitions, instance: dg.DagsterInstance, failed: dg.ExecuteInProcessResult
+) -> None:
+    """What the ``holodeck_failed_runs`` sensor does when the run ``failed`` fails."""
+    run_failure = next(e for e in failed.all_events if e.event_type_value == "PIPELINE_FAILURE")
+    context = dg.build_run_status_sensor_context(
+        sensor_name="holodeck_failed_runs",
+        dagster_event=run_failure,
+        dagster_instance=instance,
+        dagster_run=failed.dagster_run,
+        resources=defs.resources,
+    ).for_run_failure()
+    defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
+
+
 def history_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
     with duckdb.connect(str(project.history_db), read_only=True) as con:
         return con.execute(sql).fetchall()
@@ -218,15 +233,7 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         [row] = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
         assert row.data["case"] == "c3" and "503" in row.data["reason"]
         assert user.metadata["partition"].value == "v2"
-        run_failure = next(e for e in first.all_events if e.event_type_value == "PIPELINE_FAILURE")
-        context = dg.build_run_status_sensor_context(
-            sensor_name="holodeck_failed_runs",
-            dagster_event=run_failure,
-            dagster_instance=instance,
-            dagster_run=first.dagster_run,
-            resources=defs.resources,
-        ).for_run_failure()
-        defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
+        record_failure(defs, instance, first)
         before = server.stats()["by_key"]
         server.set_rules(RULES)  # the outage is over
         second = materialize(defs, instance, "v2")

@@ -15,7 +15,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_pipelines import RULES, history_rows, make_project, register
+from tests.test_pipelines import RULES, history_rows, make_project, record_failure, register
 from tests.test_shared_budgets import GEO_RULES, PARTITION_CASES, geo_project, ledger_rows
 
 ASSETS = ["processed_files", "agent_responses", "metric_results", "report_summary", "eval_history"]
@@ -106,15 +106,7 @@ def test_a_failed_backfill_run_reruns_calling_the_model_only_for_unfinished_case
         defs = build_definitions(project)
         register(defs, instance)
         first = materialize_range(defs, instance, tags)
-        run_failure = next(e for e in first.all_events if e.event_type_value == "PIPELINE_FAILURE")
-        context = dg.build_run_status_sensor_context(
-            sensor_name="holodeck_failed_runs",
-            dagster_event=run_failure,
-            dagster_instance=instance,
-            dagster_run=first.dagster_run,
-            resources=defs.resources,
-        ).for_run_failure()
-        defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
+        record_failure(defs, instance, first)
         before = server.stats()["by_key"]
         server.set_rules(RULES)  # the outage is over
         second = materialize_range(defs, instance, tags)
