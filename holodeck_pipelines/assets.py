@@ -103,36 +103,38 @@ def build_agent_pipeline(
     }
     checks = checks_of(loaded.agent.evaluations)
 
-    def suite(
+    def suites(
         context: dg.AssetExecutionContext,
         project: HoloDeckProject,
-        partition: str,
         keys: ModelProviderKeys | None = None,
-    ) -> Suite:
-        options = SuiteOptions(
-            prompt_key=partition,
-            trigger=trigger_of(context.run.tags),
-            dagster_run_id=context.run.run_id,
-            partition_key=partition,
-            cli_args=[f"dagster:{context.job_def.name}"],
-            api_keys=keys.fallbacks() if keys else {},
-            trials=trials_of(context),
-            shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
-        )
+    ) -> dict[str, Suite]:
+        """The suite of each prompt version of the step's run, by partition key."""
+        trigger = trigger_of(context.run.tags)
+        built: dict[str, Suite] = {}
         try:
             require_pools(context.instance, project.project())
-            built = Suite(loaded_agent(agent_file), options, project=project.project())
+            for key in context.partition_keys:
+                options = SuiteOptions(
+                    prompt_key=key,
+                    trigger=trigger,
+                    dagster_run_id=context.run.run_id,
+                    partition_key=key,
+                    cli_args=[f"dagster:{context.job_def.name}"],
+                    api_keys=keys.fallbacks() if keys else {},
+                    trials=trials_of(context),
+                    shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
+                )
+                built[key] = Suite(loaded_agent(agent_file), options, project=project.project())
         except ConfigError as exc:
             # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
             # retry can fix that, so fail at once and say which versions exist
             raise dg.Failure(
                 description=redact_text(str(exc)),
-                metadata={"partition": partition},
+                metadata={"partition": ", ".join(context.partition_keys)},
                 allow_retries=False,
             ) from None
-        label_run(
-            context, {AGENT_TAG: name, TRIGGER_TAG: options.trigger, TRIALS_TAG: built.trials}
-        )
+        trials = next(iter(built.values())).trials  # one agent, one setting for all versions
+        label_run(context, {AGENT_TAG: name, TRIGGER_TAG: trigger, TRIALS_TAG: trials})
         return built
 
     @stage_asset(
@@ -145,7 +147,7 @@ def build_agent_pipeline(
     def processed_files(
         context: dg.AssetExecutionContext, project: HoloDeckProject
     ) -> dict[str, ProcessedFiles]:
-        stages = {key: suite(context, project, key) for key in context.partition_keys}
+        stages = suites(context, project)
         estimates = {
             key: estimate_cost(
                 stage.loaded,
@@ -197,8 +199,7 @@ def build_agent_pipeline(
         # retry or a re-execution resumes them all. A budget's refusal is not retried.
         stopped = StageFailures("cases", trouble=BUDGET_TROUBLE)
         failed = StageFailures("cases")
-        for key in context.partition_keys:
-            stage = suite(context, project, key, keys)
+        for key, stage in suites(context, project, keys).items():
             result = asyncio.run(respond(stage, preload=preload and not results))
             metadata = {
                 "cases": len(result.runs),
@@ -237,8 +238,7 @@ def build_agent_pipeline(
         results: dict[str, MetricResults] = {}
         # §6.8: successful judge answers are cached, so a rerun pays only for the rest
         failed = StageFailures("judge calls")
-        for key in context.partition_keys:
-            stage = suite(context, project, key, keys)
+        for key, stage in suites(context, project, keys).items():
             result = asyncio.run(run_metric_stage(stage, agent_responses[key]))
             statuses = [r.status for r in result.results]
             metadata = {status.value.lower(): statuses.count(status) for status in Status}
@@ -266,8 +266,7 @@ def build_agent_pipeline(
     ) -> dict[str, RunReport]:
         dashboard_url = project.project().settings.dashboard_url
         reports: dict[str, RunReport] = {}
-        for key in context.partition_keys:
-            stage = suite(context, project, key, keys)
+        for key, stage in suites(context, project, keys).items():
             report = write_report(stage, agent_responses[key], metric_results[key])
             context.add_asset_metadata(
                 report_metadata(report.eval_run, report.path, dashboard_url), partition_key=key
