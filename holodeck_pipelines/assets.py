@@ -3,10 +3,13 @@ the history write with the run's checks.
 
     processed_files → agent_responses → metric_results → report_summary → eval_history
 
-Every asset is a thin wrapper over ``holodeck_core.engine.stages``."""
+Every asset is a thin wrapper over ``holodeck_core.engine.stages``. A run covers one prompt
+version or, in a backfill, several (``BackfillPolicy``: Dagster's launch paid once per run):
+every step iterates the run's partitions, each with its own materialization and checks."""
 
 import asyncio
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,6 @@ import dagster as dg
 from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
-from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.engine.plan import estimate_cost
 from holodeck_core.engine.run import shared_budgets
 from holodeck_core.engine.stages import (
@@ -32,46 +34,37 @@ from holodeck_core.engine.stages import (
 )
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.backend import project_history
-from holodeck_core.history.cost_check import cost_check
-from holodeck_core.history.regression import regression_check
-from holodeck_core.models import Status, Trigger
+from holodeck_core.models import Status
 from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
-from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
-from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
-from holodeck_pipelines.failures import metric_errors, stage_failure
+from holodeck_pipelines.checks import check_outputs, evaluations, partitioned_checks
+from holodeck_pipelines.failures import StageFailures, metric_errors
 from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
 from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
-from holodeck_pipelines.verdicts import (
-    agreement_result,
-    cost_result,
-    drift_result,
-    regression_result,
+from holodeck_pipelines.run_tags import (
+    AGENT_TAG,
+    BACKFILL_TAG,
+    ESTIMATE_TAG,
+    TRIALS_TAG,
+    TRIGGER_TAG,
+    label_run,
+    trials_of,
+    trigger_of,
 )
+from holodeck_pipelines.verdicts import checks_of, run_checks
 
-TRIGGER_TAG = "holodeck/trigger"
-TRIALS_TAG = "holodeck/trials"
-AGENT_TAG = "holodeck/agent"
 AGENT_STEP_RETRIES = 2
-BACKFILL_TAG = "dagster/backfill"
-ESTIMATE_TAG = "holodeck/estimate_usd"
 BUDGET_TROUBLE = "were stopped by a budget"
 
 
-def trigger_of(tags: Mapping[str, str]) -> Trigger:
-    """What started a run, from its tags: ours where we launched it, else Dagster's own
-    (a backfill, a schedule, a sensor); a run launched by hand in the UI has none."""
-    if TRIGGER_TAG in tags:
-        return Trigger(tags[TRIGGER_TAG])
-    if BACKFILL_TAG in tags:
-        return Trigger.BACKFILL
-    if "dagster/schedule_name" in tags:
-        return Trigger.NIGHTLY
-    if "dagster/sensor_name" in tags:
-        return Trigger.SENSOR
-    return Trigger.MANUAL
+def stage_asset(**kwargs: Any) -> Any:
+    """``dg.asset`` with a backfill policy: a beta parameter of Dagster 1.13, whose warning is
+    expected here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.asset(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -85,7 +78,16 @@ class AgentPipeline:
     job: Any  # what dg.define_asset_job returns (not exported under a public name)
 
 
-def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline:
+def backfill_policy(versions_per_run: int | None) -> dg.BackfillPolicy:
+    """A backfill's prompt versions in one run (None), or in runs of ``versions_per_run``."""
+    if versions_per_run is None:
+        return dg.BackfillPolicy.single_run()
+    return dg.BackfillPolicy.multi_run(versions_per_run)
+
+
+def build_agent_pipeline(
+    agent_file: Path, loaded: LoadedAgent, versions_per_run: int | None = None
+) -> AgentPipeline:
     name = dagster_name(loaded.agent.name)
     partitions = dg.DynamicPartitionsDefinition(name=partitions_def_name(loaded.agent.name))
     owner_tags = {AGENT_TAG: name}
@@ -97,50 +99,45 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         "partitions_def": partitions,
         "tags": owner_tags,
         "io_manager_key": "holodeck_io_manager",
+        "backfill_policy": backfill_policy(versions_per_run),
     }
-    evaluations = loaded.agent.evaluations
-    cost_spec = (
-        {
-            "cost_regression": "The cost per passing case rose by at most "
-            "evaluations.max_cost_increase against the run no_regression compares with "
-            "(an unknown cost: skipped, with the reason)."
-        }
-        if evaluations and evaluations.max_cost_increase is not None
-        else {}
-    )
+    checks = checks_of(loaded.agent.evaluations)
 
-    def suite(
+    def suites(
         context: dg.AssetExecutionContext,
         project: HoloDeckProject,
         keys: ModelProviderKeys | None = None,
-    ) -> Suite:
-        options = SuiteOptions(
-            prompt_key=context.partition_key,
-            trigger=trigger_of(context.run.tags),
-            dagster_run_id=context.run.run_id,
-            partition_key=context.partition_key,
-            cli_args=[f"dagster:{context.job_def.name}"],
-            api_keys=keys.fallbacks() if keys else {},
-            trials=trials_of(context),
-            shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
-        )
+    ) -> dict[str, Suite]:
+        """The suite of each prompt version of the step's run, by partition key."""
+        trigger = trigger_of(context.run.tags)
+        built: dict[str, Suite] = {}
         try:
             require_pools(context.instance, project.project())
-            built = Suite(loaded_agent(agent_file), options, project=project.project())
+            for key in context.partition_keys:
+                options = SuiteOptions(
+                    prompt_key=key,
+                    trigger=trigger,
+                    dagster_run_id=context.run.run_id,
+                    partition_key=key,
+                    cli_args=[f"dagster:{context.job_def.name}"],
+                    api_keys=keys.fallbacks() if keys else {},
+                    trials=trials_of(context),
+                    shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
+                )
+                built[key] = Suite(loaded_agent(agent_file), options, project=project.project())
         except ConfigError as exc:
             # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
             # retry can fix that, so fail at once and say which versions exist
             raise dg.Failure(
                 description=redact_text(str(exc)),
-                metadata={"partition": context.partition_key},
+                metadata={"partition": ", ".join(context.partition_keys)},
                 allow_retries=False,
             ) from None
-        label_run(
-            context, {AGENT_TAG: name, TRIGGER_TAG: options.trigger, TRIALS_TAG: built.trials}
-        )
+        trials = next(iter(built.values())).trials  # one agent, one setting for all versions
+        label_run(context, {AGENT_TAG: name, TRIGGER_TAG: trigger, TRIALS_TAG: trials})
         return built
 
-    @dg.asset(
+    @stage_asset(
         name="processed_files",
         kinds={"python", "markitdown"},
         description=f"{loaded.agent.name}: test-case attachments converted to Markdown "
@@ -149,32 +146,39 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     )
     def processed_files(
         context: dg.AssetExecutionContext, project: HoloDeckProject
-    ) -> ProcessedFiles:
-        stage = suite(context, project)
-        estimate = estimate_cost(
-            stage.loaded,
-            project_history(stage.project),
-            stage.prompt_key,
-            stage.prompt.body,
-            stage.trials,
-        )
+    ) -> dict[str, ProcessedFiles]:
+        stages = suites(context, project)
+        estimates = {
+            key: estimate_cost(
+                stage.loaded,
+                project_history(stage.project),
+                stage.prompt_key,
+                stage.prompt.body,
+                stage.trials,
+            )
+            for key, stage in stages.items()
+        }
         # before the agent step spends anything: on the run (its tags show in the backfill's
-        # runs) and on this first materialization of the run
-        label_run(context, {ESTIMATE_TAG: usd_text(estimate.total_usd)})
-        result = asyncio.run(process_suite_files(stage))
-        errors = result.errors
-        context.add_output_metadata(
-            {
-                "files": result.count,
-                "cases_with_file_errors": len(errors),
-                **estimate_metadata(estimate),
-            }
+        # runs; the sum of its versions') and on each version's first materialization
+        spent = [estimate.total_usd for estimate in estimates.values()]
+        known = [usd for usd in spent if usd is not None]
+        label_run(
+            context, {ESTIMATE_TAG: usd_text(sum(known) if len(known) == len(spent) else None)}
         )
-        for case_id, messages in errors.items():
-            context.log.warning(redact_text(f"case {case_id}: {'; '.join(messages)}"))
-        return result
+        results: dict[str, ProcessedFiles] = {}
+        for key, stage in stages.items():
+            result = asyncio.run(process_suite_files(stage))
+            errors = result.errors
+            metadata = {"files": result.count, "cases_with_file_errors": len(errors)}
+            context.add_asset_metadata(
+                {**metadata, **estimate_metadata(estimates[key])}, partition_key=key
+            )
+            for case_id, messages in errors.items():
+                context.log.warning(redact_text(f"{key}: case {case_id}: {'; '.join(messages)}"))
+            results[key] = result
+        return results
 
-    @dg.asset(
+    @stage_asset(
         name="agent_responses",
         kinds={"python", loaded.agent.model.provider.value},
         description=f"{loaded.agent.name}: the agent's answer, tool calls and token usage per "
@@ -188,33 +192,36 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     )
     def agent_responses(
         context: dg.AssetExecutionContext, project: HoloDeckProject, keys: ModelProviderKeys
-    ) -> AgentResponses:
-        stage = suite(context, project, keys)
-        result = asyncio.run(
-            respond(stage, preload=context.job_def.executor_def.name == "in_process")
-        )
-        resumed = sum(1 for run in result.runs if run.resumed)
-        usage = [run.usage.total_tokens for run in result.runs]
-        metadata = {
-            "cases": len(result.runs),
-            "resumed_from_journal": resumed,
-            "case_errors": sum(1 for run in result.runs if run.error),
-            "total_tokens": sum(usage),
-            # calls that got an answer: a refused connection is an attempt, not a call
-            "model_calls": int(str(result.scheduler.get("answered", 0))),
-            "model_call_attempts": int(str(result.scheduler.get("attempts", 0))),
-        }
-        failing = [(run.case_id, run.error or "") for run in result.runs if run.transient]
-        stopped = [(run.case_id, run.error or "") for run in result.runs if run.budget_stopped]
-        if stopped:  # a retry would be refused again: fail at once, naming the budget
-            raise stage_failure(context, "cases", stopped, metadata, trouble=BUDGET_TROUBLE)
-        if failing:
-            # §6.8: finished cases are journaled; fail so a retry or UI rerun resumes.
-            raise stage_failure(context, "cases", failing, metadata, retries=AGENT_STEP_RETRIES)
-        context.add_output_metadata(metadata)
-        return result
+    ) -> dict[str, AgentResponses]:
+        preload = context.job_def.executor_def.name == "in_process"
+        results: dict[str, AgentResponses] = {}
+        # §6.8: finished cases are journaled; the step fails once every version ran, so a
+        # retry or a re-execution resumes them all. A budget's refusal is not retried.
+        stopped = StageFailures("cases", trouble=BUDGET_TROUBLE)
+        failed = StageFailures("cases")
+        for key, stage in suites(context, project, keys).items():
+            result = asyncio.run(respond(stage, preload=preload and not results))
+            metadata = {
+                "cases": len(result.runs),
+                "resumed_from_journal": sum(1 for run in result.runs if run.resumed),
+                "case_errors": sum(1 for run in result.runs if run.error),
+                "total_tokens": sum(run.usage.total_tokens for run in result.runs),
+                # calls that got an answer: a refused connection is an attempt, not a call
+                "model_calls": int(str(result.scheduler.get("answered", 0))),
+                "model_call_attempts": int(str(result.scheduler.get("attempts", 0))),
+            }
+            runs = result.runs
+            stopped.add(
+                key, [(r.case_id, r.error or "") for r in runs if r.budget_stopped], metadata
+            )
+            failed.add(key, [(r.case_id, r.error or "") for r in runs if r.transient], metadata)
+            context.add_asset_metadata(metadata, partition_key=key)
+            results[key] = result
+        stopped.raise_if_any(context)
+        failed.raise_if_any(context, retries=AGENT_STEP_RETRIES)
+        return results
 
-    @dg.asset(
+    @stage_asset(
         name="metric_results",
         kinds={"python"},
         description=f"{loaded.agent.name}: metric scores and PASS/FAIL/ERROR per test case "
@@ -226,24 +233,24 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         context: dg.AssetExecutionContext,
         project: HoloDeckProject,
         keys: ModelProviderKeys,
-        agent_responses: AgentResponses,
-    ) -> MetricResults:
-        result = asyncio.run(run_metric_stage(suite(context, project, keys), agent_responses))
-        statuses = [r.status for r in result.results]
-        metadata = {status.value.lower(): statuses.count(status) for status in Status}
-        if result.judge_transient_failures:
-            # §6.8: successful judge answers are cached, so a rerun pays only for the rest
-            raise stage_failure(
-                context,
-                "judge calls",
-                metric_errors(result.results),
-                metadata,
-                count=result.judge_transient_failures,
-            )
-        context.add_output_metadata(metadata)
-        return result
+        agent_responses: dict[str, AgentResponses],
+    ) -> dict[str, MetricResults]:
+        results: dict[str, MetricResults] = {}
+        # §6.8: successful judge answers are cached, so a rerun pays only for the rest
+        failed = StageFailures("judge calls")
+        for key, stage in suites(context, project, keys).items():
+            result = asyncio.run(run_metric_stage(stage, agent_responses[key]))
+            statuses = [r.status for r in result.results]
+            metadata = {status.value.lower(): statuses.count(status) for status in Status}
+            if result.judge_transient_failures:
+                errors = metric_errors(result.results)
+                failed.add(key, errors, metadata, count=result.judge_transient_failures)
+            context.add_asset_metadata(metadata, partition_key=key)
+            results[key] = result
+        failed.raise_if_any(context)
+        return results
 
-    @dg.asset(
+    @stage_asset(
         name="report_summary",
         kinds={"python", "json"},
         description=f"{loaded.agent.name}: the run's TestReport and summary, written as an "
@@ -254,103 +261,63 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         context: dg.AssetExecutionContext,
         project: HoloDeckProject,
         keys: ModelProviderKeys,
-        agent_responses: AgentResponses,
-        metric_results: MetricResults,
-    ) -> RunReport:
-        report = write_report(suite(context, project, keys), agent_responses, metric_results)
+        agent_responses: dict[str, AgentResponses],
+        metric_results: dict[str, MetricResults],
+    ) -> dict[str, RunReport]:
         dashboard_url = project.project().settings.dashboard_url
-        context.add_output_metadata(report_metadata(report.eval_run, report.path, dashboard_url))
-        return report
+        reports: dict[str, RunReport] = {}
+        for key, stage in suites(context, project, keys).items():
+            report = write_report(stage, agent_responses[key], metric_results[key])
+            context.add_asset_metadata(
+                report_metadata(report.eval_run, report.path, dashboard_url), partition_key=key
+            )
+            reports[key] = report
+        return reports
 
-    @dg.asset(
+    @stage_asset(
         name="eval_history",
         kinds={"duckdb"},
         description=f"{loaded.agent.name}: the EvalRun appended to the DuckDB history "
         "(one short transaction, idempotent by run id), with the run's checks.",
         pool=HISTORY_POOL,
-        check_specs=partitioned_checks(
-            dg.AssetKey([name, "eval_history"]),
-            partitions,
-            {
-                "pass_rate_gate": "The pass rate and error count meet evaluations.gate.",
-                "no_regression": "No significant drop of the paired pass fraction against the "
-                "previous run of this prompt version (or evaluations.baseline); with "
-                "evaluations.regression: strict, no case that passed then fails now.",
-                "judge_agreement": "Each judge agrees with the human labels of this agent's "
-                "cases (Cohen's kappa at least evaluations.min_judge_kappa).",
-                "judge_drift": "The judges score the evaluations.judge_control rows as they "
-                "first did (within evaluations.judge_drift_max).",
-                "no_errored_cases": "Every case could be evaluated (no ERROR status).",
-                **cost_spec,
-            },
-        ),
+        check_specs=partitioned_checks(dg.AssetKey([name, "eval_history"]), partitions, checks),
         **common,
     )
     def eval_history(
         context: dg.AssetExecutionContext,
         project: HoloDeckProject,
         history: RunHistory,
-        report_summary: RunReport,
-    ) -> Iterator[dg.Output[RunReport] | dg.AssetCheckResult]:
+        report_summary: dict[str, RunReport],
+    ) -> Iterator[dg.Output[Any] | dg.AssetCheckEvaluation]:
         # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
         # the definitions every sensor tick and code server reload
         from holodeck_core.engine.record import recorded
 
-        run = report_summary.eval_run
-        run_id = run.metadata.run_id or ""
-        summary = run.report.summary
-        partition = context.partition_key
-        gate = check_gate(summary, evaluations.gate if evaluations else None)
-        checks = [
-            dg.AssetCheckResult(
-                check_name="pass_rate_gate",
-                passed=gate.passed,
-                severity=dg.AssetCheckSeverity.ERROR,
-                description=gate.description,
-                metadata={
-                    "pass_rate": summary.pass_rate / 100,
-                    "errored": summary.errored,
-                    "gate": gate.rule,
+        asset = dg.AssetKey([name, "eval_history"])
+        checked: dict[str, list[dg.AssetCheckResult]] = {}
+        for key in context.partition_keys:
+            report = report_summary[key]
+            run = report.eval_run
+            # the history is opened once a version: the run is written, the checks read on
+            # that connection
+            with recorded(
+                history.path,
+                run,
+                source_path=location(report.path),
+                prompts_dir=project.project().prompts_dir,
+            ) as (written, con):
+                checked[key] = run_checks(con, run, loaded.agent.evaluations)
+            context.add_asset_metadata(
+                {
+                    "run_id": run.metadata.run_id or "",
+                    "newly_ingested": written,
+                    "db": str(history.path),
                 },
-            ),
-        ]
-        # the history is opened once: the run is written and the checks read on that connection
-        with recorded(
-            history.path,
-            run,
-            source_path=location(report_summary.path),
-            prompts_dir=project.project().prompts_dir,
-        ) as (written, con):
-            regression = regression_check(
-                con,
-                run_id,
-                baseline=evaluations.baseline if evaluations else None,
-                strict=bool(evaluations and evaluations.regression == "strict"),
-                alpha=(evaluations.alpha if evaluations else None) or ALPHA,
+                partition_key=key,
             )
-            checks.append(regression_result(regression))
-            if evaluations and evaluations.max_cost_increase is not None:
-                limit = evaluations.max_cost_increase
-                found = cost_check(con, run_id, regression.previous, limit,
-                                   not_compared=regression.not_compared)  # fmt: skip
-                checks.append(cost_result(found))
-            checks.append(drift_result(con, run_id, evaluations))
-            checks.append(agreement_result(con, run_id, evaluations))
-        checks.append(
-            dg.AssetCheckResult(
-                check_name="no_errored_cases",
-                passed=summary.errored == 0,
-                severity=dg.AssetCheckSeverity.WARN,
-                description=f"{summary.errored} cases could not be evaluated",
-            )
-        )
-        yield dg.Output(
-            report_summary,
-            metadata={"run_id": run_id, "newly_ingested": written, "db": str(history.path)},
-        )
-        for check in checks:
-            key = dg.AssetCheckKey(dg.AssetKey([name, "eval_history"]), check.check_name or "")
-            yield in_partition(check, partition, failing_partitions(context.instance, key))
+        yield dg.Output(report_summary)
+        yield from evaluations(context.instance, asset, checked)
+        yield from check_outputs(context, asset, checks)
 
     return AgentPipeline(
         agent_file=agent_file,
@@ -360,32 +327,11 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
         job=dg.define_asset_job(
             f"{name}_eval",
             selection=dg.AssetSelection.groups(name),
-            description=f"Evaluate {loaded.agent.name} on one prompt version.",
+            description=f"Evaluate {loaded.agent.name} on one prompt version, or on several in "
+            "one run (a backfill).",
             tags=owner_tags,
         ),
     )
-
-
-def label_run(context: dg.AssetExecutionContext, tags: Mapping[str, object]) -> None:
-    """Give a run launched without our tags (a plain materialization from the UI, a
-    re-execution) the tags the demo, the schedule and the sensor set, with the values this run
-    assumed (its agent, trigger and trials), so every run reads and filters alike."""
-    missing = {key: str(value) for key, value in tags.items() if key not in context.run.tags}
-    if missing:
-        context.instance.add_run_tags(context.run.run_id, missing)
-        context.log.info(f"run tags added (what this run assumed): {missing}")
-
-
-def trials_of(context: dg.AssetExecutionContext) -> int | None:
-    """``holodeck/trials: K`` on the run overrides ``execution.trials``."""
-    value = context.run.tags.get(TRIALS_TAG)
-    if value is None:
-        return None
-    if not value.isdigit() or not TRIALS_MIN <= int(value) <= TRIALS_MAX:
-        raise dg.Failure(
-            description=f"tag {TRIALS_TAG}={value!r}: give an integer {TRIALS_MIN}-{TRIALS_MAX}"
-        )
-    return int(value)
 
 
 async def respond(stage: Suite, *, preload: bool) -> AgentResponses:

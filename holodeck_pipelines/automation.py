@@ -1,7 +1,7 @@
 """How the pipelines run by themselves: prompt versions appear as partitions (a sensor), active
 versions are evaluated nightly (a schedule)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,8 +11,9 @@ from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.prompts import PromptStore
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.models import Trigger
-from holodeck_pipelines.assets import TRIGGER_TAG, AgentPipeline, trigger_of
+from holodeck_pipelines.assets import AgentPipeline
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
+from holodeck_pipelines.run_tags import TRIGGER_TAG, trigger_of
 
 
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
@@ -122,11 +123,18 @@ def failed_runs_sensor(context: dg.RunFailureSensorContext, history: RunHistory)
         history.path,
         dagster_run_id=run.run_id,
         job_name=run.job_name,
-        partition_key=run.tags.get("dagster/partition"),
+        partition_key=run.tags.get("dagster/partition") or partition_range(run.tags),
         trigger=trigger_of(run.tags).value,
         failed_at=datetime.now(UTC),
         error=failure_reason(context),
     )
+
+
+def partition_range(tags: Mapping[str, str]) -> str | None:
+    """``v1...v9``: the prompt versions of a single-run backfill, from its range tags."""
+    start = tags.get("dagster/asset_partition_range_start")
+    end = tags.get("dagster/asset_partition_range_end")
+    return f"{start}...{end}" if start and end else None
 
 
 def failure_reason(context: dg.RunFailureSensorContext) -> str | None:

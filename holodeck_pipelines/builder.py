@@ -49,7 +49,11 @@ def build_pipelines(project: Project, skipped: dict[str, str] | None = None) -> 
     skipped = {} if skipped is None else skipped
     for path in project.agent_paths():
         try:
-            pipelines.append(build_agent_pipeline(path, loaded_agent(path)))
+            pipelines.append(
+                build_agent_pipeline(
+                    path, loaded_agent(path), project.settings.backfill_versions_per_run
+                )
+            )
         except (HolodeckError, dg.DagsterError) as exc:
             skipped[str(path)] = safe_message(exc)
             logger.error("holodeck: agent %s is not loaded: %s", path, skipped[str(path)])

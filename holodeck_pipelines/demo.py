@@ -18,11 +18,11 @@ from holodeck_core.history import store
 from holodeck_core.history.backend import project_history
 from holodeck_core.history.queries import compare_runs
 from holodeck_core.testing import load_rules, run_model_server
-from holodeck_pipelines.assets import TRIALS_TAG, TRIGGER_TAG
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
 from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.resources import HoloDeckProject
+from holodeck_pipelines.run_tags import TRIALS_TAG, TRIGGER_TAG
 
 DEMO_TRIALS = 3
 """Every case runs this many times (the ``holodeck/trials`` run tag), so the summary shows

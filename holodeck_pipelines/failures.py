@@ -3,6 +3,7 @@ what to do), not Dagster's "Exceeded max_retries of 2"; the cases are a table be
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
@@ -33,6 +34,7 @@ def headline(
 
 def stage_failure(
     context: dg.AssetExecutionContext,
+    partitions: list[str],
     what: str,
     failing: list[tuple[str, str]],
     metadata: dict[str, Any],
@@ -41,25 +43,70 @@ def stage_failure(
     retries: int = 0,
     trouble: str = "hit transient errors",
 ) -> dg.Failure:
-    """A step failure that says which cases failed and why, where the partition and backfill
-    pages show it (the description, whose first line is the headline) and as a table (the
-    metadata). On the step's last attempt (``retries`` used up) it is not retried, so the
-    step's headline is this description, not Dagster's "Exceeded max_retries"."""
+    """A step failure that says which prompt versions and cases failed and why, where the
+    partition and backfill pages show it (the description, whose first line is the headline)
+    and as a table (the metadata). On the step's last attempt (``retries`` used up) it is not
+    retried, so the step's headline is this description, not Dagster's "Exceeded
+    max_retries"."""
     reasons = [w for _, w in failing]
     title = headline(len(failing) if count is None else count, what, reasons, trouble)
     lines = [f"- {case}: {redact_text(why)[:200]}" for case, why in failing[:10]]
     more = [f"- … and {len(failing) - 10} more"] if len(failing) > 10 else []
+    versions = ", ".join(partitions)
     return dg.Failure(
-        description="\n".join([f"prompt version {context.partition_key}: {title}", *lines, *more]),
+        description="\n".join([f"prompt version {versions}: {title}", *lines, *more]),
         metadata={
             **metadata,
-            "partition": context.partition_key,
+            "partition": versions,
             "failing_cases": case_table(
                 [(case, "ERROR", why) for case, why in failing[:MAX_FAILING_ROWS]]
             ),
         },
         allow_retries=context.retry_number < retries,
     )
+
+
+@dataclass
+class StageFailures:
+    """The failures of a step's partitions, raised together once every partition ran (one
+    version's outage never stops the others' paid work from being kept). In a step of several
+    versions, each case and metadata key is named with its version (``v2/c3``)."""
+
+    what: str
+    trouble: str = "hit transient errors"
+    failing: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    count: int = 0
+
+    def add(
+        self,
+        partition: str,
+        failing: list[tuple[str, str]],
+        metadata: dict[str, Any],
+        *,
+        count: int | None = None,
+    ) -> None:
+        if not failing and not count:
+            return
+        self.failing[partition] = failing
+        self.metadata[partition] = metadata
+        self.count += len(failing) if count is None else count
+
+    def raise_if_any(self, context: dg.AssetExecutionContext, *, retries: int = 0) -> None:
+        if not self.failing:
+            return
+        several = len(context.partition_keys) > 1
+        named = (lambda key, name: f"{key}/{name}") if several else (lambda _, name: name)
+        raise stage_failure(
+            context,
+            list(self.failing),
+            self.what,
+            [(named(key, case), why) for key, cases in self.failing.items() for case, why in cases],
+            {named(key, k): v for key, found in self.metadata.items() for k, v in found.items()},
+            count=self.count,
+            retries=retries,
+            trouble=self.trouble,
+        )
 
 
 def metric_errors(results: list[TestResult]) -> list[tuple[str, str]]:

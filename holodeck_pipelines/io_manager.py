@@ -1,10 +1,12 @@
-"""Stage outputs as readable JSON, one file per asset and partition, no pickles.
+"""Stage outputs as readable JSON, one file per asset and partition, no pickles. A stage's
+value is its partitions' models by key (one key, or several in a single-run backfill).
 
 The base is a local folder (default ``HOLODECK_HOME/artifacts``) or any ``UPath`` URL
 (``s3://bucket/prefix`` when the pipelines are scaled out). Object-store credentials are
 resource fields bound to ``dg.EnvVar`` (``builder.py``): Dagster resolves them in the worker
 and shows only the variable's name, never the value."""
 
+import typing
 import uuid
 from typing import Any
 
@@ -32,30 +34,39 @@ class PydanticJsonIOManager(dg.ConfigurableIOManager):
         }
         return {name: value for name, value in options.items() if value}
 
-    def _path(self, context: dg.OutputContext | dg.InputContext) -> UPath:
-        key = context.asset_key.path
-        partition = context.partition_key if context.has_partition_key else "all"
+    def _path(self, context: dg.OutputContext | dg.InputContext, partition: str) -> UPath:
         path: UPath = UPath(self.base_url, **self._storage_options()).joinpath(
-            *key, f"{partition}.json"
+            *context.asset_key.path, f"{partition}.json"
         )
         return path
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        if not isinstance(obj, BaseModel):
+        if not (isinstance(obj, dict) and all(isinstance(v, BaseModel) for v in obj.values())):
             raise TypeError(
-                f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; "
-                "stage outputs must be pydantic models"
+                f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; stage "
+                "outputs must be pydantic models by partition key"
             )
-        path = self._path(context)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # concurrent runs
-        tmp.write_text(redact(obj).model_dump_json(indent=2), encoding="utf-8")
-        tmp.rename(path)
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path))})
+        paths = []
+        for partition, model in obj.items():
+            path = self._path(context, partition)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # concurrent runs
+            tmp.write_text(redact(model).model_dump_json(indent=2), encoding="utf-8")
+            tmp.rename(path)
+            paths.append(path)
+        shown = paths[0] if len(paths) == 1 else paths[0].parent
+        context.add_output_metadata({"path": dg.MetadataValue.path(str(shown))})
 
     def load_input(self, context: dg.InputContext) -> Any:
-        model = context.dagster_type.typing_type
+        _, model = typing.get_args(context.dagster_type.typing_type) or (None, None)
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise TypeError(f"cannot load {model!r}: inputs must be annotated with a model")
-        path = self._path(context)
-        return model.model_validate_json(path.read_text(encoding="utf-8"))
+            raise TypeError(
+                f"cannot load {context.dagster_type.typing_type!r}: inputs must be annotated "
+                "dict[str, <a pydantic model>]"
+            )
+        return {
+            partition: model.model_validate_json(
+                self._path(context, partition).read_text(encoding="utf-8")
+            )
+            for partition in context.asset_partition_keys
+        }

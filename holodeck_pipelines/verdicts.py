@@ -1,6 +1,7 @@
-"""The statistical checks of ``eval_history`` (DESIGN §7.8): ``no_regression``, decided as
-``holodeck history compare`` decides, ``judge_drift``, ``judge_agreement`` and, when
-``evaluations.max_cost_increase`` is set, ``cost_regression``."""
+"""The checks of ``eval_history``: the gate, the statistical ones (DESIGN §7.8:
+``no_regression``, decided as ``holodeck history compare`` decides, ``judge_drift``,
+``judge_agreement`` and, when ``evaluations.max_cost_increase`` is set, ``cost_regression``) and
+``no_errored_cases``."""
 
 from __future__ import annotations
 
@@ -8,15 +9,100 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from holodeck_core.history.cost_check import CostCheck
+from holodeck_core.defaults import ALPHA
+from holodeck_core.history.cost_check import CostCheck, cost_check
 from holodeck_core.history.drift import control_agreement, judge_drift
 from holodeck_core.history.labels import judge_agreement_of, render_agreement
-from holodeck_core.history.regression import RegressionCheck
+from holodeck_core.history.regression import RegressionCheck, regression_check
 from holodeck_core.history.store import History
+from holodeck_core.models import EvalRun
 from holodeck_core.models.evaluation import EvaluationConfig
+from holodeck_core.runner.gates import check_gate
 
 if TYPE_CHECKING:
     import duckdb
+
+
+CHECKS = {
+    "pass_rate_gate": "The pass rate and error count meet evaluations.gate.",
+    "no_regression": "No significant drop of the paired pass fraction against the previous run "
+    "of this prompt version (or evaluations.baseline); with evaluations.regression: strict, no "
+    "case that passed then fails now.",
+    "judge_agreement": "Each judge agrees with the human labels of this agent's cases (Cohen's "
+    "kappa at least evaluations.min_judge_kappa).",
+    "judge_drift": "The judges score the evaluations.judge_control rows as they first did "
+    "(within evaluations.judge_drift_max).",
+    "no_errored_cases": "Every case could be evaluated (no ERROR status).",
+}
+COST_CHECK = {
+    "cost_regression": "The cost per passing case rose by at most evaluations.max_cost_increase "
+    "against the run no_regression compares with (an unknown cost: skipped, with the reason)."
+}
+
+
+def checks_of(evaluations: EvaluationConfig | None) -> dict[str, str]:
+    """Each check of ``eval_history`` and what it asserts: ``cost_regression`` only when
+    ``evaluations.max_cost_increase`` is set."""
+    wants_cost = evaluations is not None and evaluations.max_cost_increase is not None
+    return {**CHECKS, **(COST_CHECK if wants_cost else {})}
+
+
+def run_checks(
+    con: duckdb.DuckDBPyConnection, run: EvalRun, evaluations: EvaluationConfig | None
+) -> list[dg.AssetCheckResult]:
+    """Every check of a run just written to the history ``con`` is connected to."""
+    run_id = run.metadata.run_id or ""
+    summary = run.report.summary
+    gate = check_gate(summary, evaluations.gate if evaluations else None)
+    regression = regression_check(
+        con,
+        run_id,
+        baseline=evaluations.baseline if evaluations else None,
+        strict=bool(evaluations and evaluations.regression == "strict"),
+        alpha=(evaluations.alpha if evaluations else None) or ALPHA,
+    )
+    return [
+        dg.AssetCheckResult(
+            check_name="pass_rate_gate",
+            passed=gate.passed,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=gate.description,
+            metadata={
+                "pass_rate": summary.pass_rate / 100,
+                "errored": summary.errored,
+                "gate": gate.rule,
+            },
+        ),
+        regression_result(regression),
+        *cost_results(con, run_id, regression, evaluations),
+        drift_result(con, run_id, evaluations),
+        agreement_result(con, run_id, evaluations),
+        dg.AssetCheckResult(
+            check_name="no_errored_cases",
+            passed=summary.errored == 0,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=f"{summary.errored} cases could not be evaluated",
+        ),
+    ]
+
+
+def cost_results(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    regression: RegressionCheck,
+    evaluations: EvaluationConfig | None,
+) -> list[dg.AssetCheckResult]:
+    """``cost_regression`` against the run ``no_regression`` compared with, when asked for."""
+    if evaluations is None or evaluations.max_cost_increase is None:
+        return []
+    found = cost_check(
+        con,
+        run_id,
+        regression.previous,
+        evaluations.max_cost_increase,
+        not_compared=regression.not_compared,
+    )
+    return [cost_result(found)]
 
 
 def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:

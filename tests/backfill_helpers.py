@@ -339,10 +339,18 @@ def tag(run: dict[str, Any], key: str) -> str | None:
     return next((t["value"] for t in run["tags"] if t["key"] == key), None)
 
 
-def status_by_partition(backfill: dict[str, Any]) -> dict[str, list[str]]:
+def partitions_of(run: dict[str, Any]) -> str:
+    """A run's partition (``v2``), or its range (``v1...v3``: a single-run backfill's)."""
+    start = tag(run, "dagster/asset_partition_range_start")
+    end = tag(run, "dagster/asset_partition_range_end")
+    return tag(run, "dagster/partition") or (f"{start}...{end}" if start and end else "?")
+
+
+def status_by_partition(runs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each run's status by the partitions it covered (a backfill's, or any runs')."""
     statuses: dict[str, list[str]] = {}
-    for run in backfill["runs"]:
-        statuses.setdefault(tag(run, "dagster/partition") or "?", []).append(run["status"])
+    for run in runs:
+        statuses.setdefault(partitions_of(run), []).append(run["status"])
     return {key: sorted(value) for key, value in sorted(statuses.items())}
 
 

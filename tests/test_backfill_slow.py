@@ -3,19 +3,22 @@
 What it proves, headless and only on 127.0.0.1:
 
 1. A backfill of three prompt versions (``v1``, ``v2``, ``v3``), launched through the GraphQL
-   API (``launchPartitionBackfill``) and run by ``dagster-daemon``, ends with ``v3`` failed and
-   ``v1``/``v2`` succeeded when the loopback model server answers 503 for two of ``v3``'s cases
-   (they stay transient after the runner's retries and the asset's ``RetryPolicy``, DESIGN §6.8).
+   API (``launchPartitionBackfill``) and run by ``dagster-daemon``, is **one run** over the range
+   ``v1...v3`` (``BackfillPolicy.single_run``: Dagster's launch paid once, issue 29). When the
+   loopback model server answers 503 for two of ``v3``'s cases (transient after the runner's
+   retries and the asset's ``RetryPolicy``, DESIGN §6.8), the agent step runs every version,
+   then fails naming ``v3``'s cases; the run fails, and with it the range (a run's partitions
+   materialize together).
 2. After the outage is over, ``reexecutePartitionBackfill`` with ``FROM_FAILURE`` creates a
-   backfill of ``v3`` only (DESIGN §5); it succeeds, ``v1``/``v2`` are not run again. (This holds
-   for an *asset* backfill, which is what the UI launches for asset partitions: it targets what
-   did not materialize, so ``processed_files[v3]`` is left out and Dagster reports
-   ``partitionNames`` as null; the test reads the targeted partitions per asset. A *job*
-   backfill re-executed from failure would copy all partition names and skip the successful
-   ones when submitting.)
+   backfill of what did not materialize (DESIGN §5): every asset after ``processed_files``
+   (which materialized all three versions in the failed run, so it is left out; Dagster reports
+   ``partitionNames`` as null and the test reads the targeted partitions per asset), again as
+   one run; it succeeds.
 3. The rerun resumes from the journal (DESIGN §3.5, §6.9): the model is called again only for
-   the two cases that had failed, never for ``v3``'s cases that finished in the failed run.
-4. The DuckDB history holds exactly three runs, one per partition, all with trigger ``backfill``.
+   the two cases that had failed, never for a case any version finished in the failed run
+   (``v1``/``v2`` entirely from the journal).
+4. The DuckDB history holds exactly three runs, one per partition, all with trigger ``backfill``;
+   each version has its own materialization in the rerun.
 
 It runs twice: on SQLite storage, and on PostgreSQL (the ``deploy/postgres/dagster.yaml``
 profile's storage against a server the test starts, tests/services.py; issue 19).
@@ -58,7 +61,6 @@ from tests.backfill_helpers import (
     make_project,
     register_partitions,
     status_by_partition,
-    tag,
     targeted,
     wait_for_backfill,
     wait_for_webserver,
@@ -169,12 +171,10 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         first = wait_for_backfill(gql, first_id)
         assert first["isAssetBackfill"] and sorted(first["partitionNames"]) == VERSIONS
         assert targeted(first) == dict.fromkeys(ASSETS, VERSIONS)
-        assert status_by_partition(first) == {
-            "v1": ["SUCCESS"],
-            "v2": ["SUCCESS"],
-            "v3": ["FAILURE"],
-        }, f"{first}\n{gql.context()}"
-        [failed_run] = [run for run in first["runs"] if run["status"] == "FAILURE"]
+        assert status_by_partition(first["runs"]) == {"v1...v3": ["FAILURE"]}, (
+            f"{first}\n{gql.context()}"
+        )
+        [failed_run] = first["runs"]
         events = gql(STEP_FAILURES, runId=failed_run["runId"])["logsForRun"]["events"]
         failures = [e for e in events if e["__typename"] == "ExecutionStepFailureEvent"]
         retries = [e for e in events if e["__typename"] == "ExecutionStepUpForRetryEvent"]
@@ -184,8 +184,9 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         # the step failure's headline names the prompt version, the failing cases and why (not
         # Dagster's "Exceeded max_retries of 2": the last attempt is not retried)
         assert "Exceeded max_retries" not in headline, failures
+        # (only v3 failed; in a run of several versions each case is named with its version)
         assert "prompt version v3: 2 cases hit transient errors: " in headline, failures
-        assert "- c4: server_error 503" in headline and "- c5: server_error 503" in headline
+        assert "- v3/c4: server_error 503" in headline and "- v3/c5: server_error 503" in headline
 
         # 2. the outage is over; re-execute the backfill from failure
         server.set_rules(HEALTHY)
@@ -200,32 +201,24 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         second = wait_for_backfill(gql, second_id)
         after = server.stats()["by_key"]
         runs = gql(RUNS, filter={})["runsOrError"]["results"]
-        v3_materializations = gql(
-            MATERIALIZATIONS, key={"path": [AGENT, "agent_responses"]}, partitions=["v3"]
+        materializations = gql(
+            MATERIALIZATIONS, key={"path": [AGENT, "agent_responses"]}, partitions=VERSIONS
         )["assetOrError"]["assetMaterializations"]
 
     print(  # shown with -s: what the test observed
-        f"first backfill {status_by_partition(first)}; re-execution {status_by_partition(second)}"
+        f"first backfill {status_by_partition(first['runs'])}; re-execution "
+        f"{status_by_partition(second['runs'])}"
         f"; calls per case before/after: "
         + ", ".join(f"({i}) {before[case_key(i)]}->{after[case_key(i)]}" for i in range(CASES))
     )
 
-    # 3. only the failed partition reran
-    # (its processed_files[v3] had materialized before agent_responses failed: not targeted)
+    # 3. what did not materialize reran, as one run
+    # (processed_files had materialized every version before agent_responses failed)
     assert second["isAssetBackfill"] and targeted(second) == {
-        asset: [] if asset == "processed_files" else ["v3"] for asset in ASSETS
+        asset: [] if asset == "processed_files" else VERSIONS for asset in ASSETS
     }, second
-    assert status_by_partition(second) == {"v3": ["SUCCESS"]}, second
-    runs_per_partition: dict[str, list[str]] = {}
-    for run in runs:
-        runs_per_partition.setdefault(tag(run, "dagster/partition") or "?", []).append(
-            run["status"]
-        )
-    assert {k: sorted(v) for k, v in runs_per_partition.items()} == {
-        "v1": ["SUCCESS"],
-        "v2": ["SUCCESS"],
-        "v3": ["FAILURE", "SUCCESS"],
-    }
+    assert status_by_partition(second["runs"]) == {"v1...v3": ["SUCCESS"]}, second
+    assert status_by_partition(runs) == {"v1...v3": ["FAILURE", "SUCCESS"]}
 
     # 4. no second payment. In the failed run, each finished case was called once per version
     # (the key is route + user text, shared by the versions), also across the step's retries
@@ -238,10 +231,15 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
             assert before[case_key(i)] == len(VERSIONS), (i, before)
             assert after[case_key(i)] == before[case_key(i)], (i, before, after)
     [rerun] = second["runs"]
-    [resumed] = [m for m in v3_materializations if m["runId"] == rerun["runId"]]
-    metadata = {entry["label"]: entry.get("intValue") for entry in resumed["metadataEntries"]}
-    assert metadata["resumed_from_journal"] == CASES - len(FAILING_CASES), metadata
-    assert metadata["model_calls"] == len(FAILING_CASES), metadata
+    resumed = {
+        m["partition"]: {entry["label"]: entry.get("intValue") for entry in m["metadataEntries"]}
+        for m in materializations
+        if m["runId"] == rerun["runId"]
+    }
+    assert sorted(resumed) == VERSIONS  # each version its own materialization
+    assert resumed["v3"]["resumed_from_journal"] == CASES - len(FAILING_CASES), resumed
+    assert resumed["v3"]["model_calls"] == len(FAILING_CASES), resumed
+    assert resumed["v1"]["resumed_from_journal"] == CASES and resumed["v1"]["model_calls"] == 0
 
     # 5. the history holds all three runs, one per partition
     with duckdb.connect(str(history_db), read_only=True) as con:

@@ -62,7 +62,7 @@ def test_one_run_parses_the_agent_once_and_the_next_sees_an_edit(
         )
         result = materialize(defs, instance, "v2")
         assert result.success
-        report = result.output_for_node("geo_agent__report_summary")
+        report = result.output_for_node("geo_agent__report_summary")["v2"]
         assert report.eval_run.report.summary.total_tests == 3
         assert len(loads) > 1
 

@@ -18,9 +18,9 @@ import pytest
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import request_key, run_model_server
-from holodeck_pipelines.assets import trigger_of
 from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.pools import apply_pools
+from holodeck_pipelines.run_tags import trigger_of
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -93,6 +93,21 @@ def materialize(
     return job.execute_in_process(
         partition_key=key, instance=instance, raise_on_error=False, tags=tags
     )
+
+
+def record_failure(
+    defs: dg.Definitions, instance: dg.DagsterInstance, failed: dg.ExecuteInProcessResult
+) -> None:
+    """What the ``holodeck_failed_runs`` sensor does when the run ``failed`` fails."""
+    run_failure = next(e for e in failed.all_events if e.event_type_value == "PIPELINE_FAILURE")
+    context = dg.build_run_status_sensor_context(
+        sensor_name="holodeck_failed_runs",
+        dagster_event=run_failure,
+        dagster_instance=instance,
+        dagster_run=failed.dagster_run,
+        resources=defs.resources,
+    ).for_run_failure()
+    defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
 
 
 def history_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
@@ -175,7 +190,9 @@ def test_partitions_materialize_into_duckdb_with_checks(
     usage = run.report.summary.token_usage
     assert usage is not None and usage.total_tokens > 0
     expected_cost = usage.prompt_tokens + 2 * usage.completion_tokens
-    assert list(materialization)[:2] == ["pass_rate", "cost_usd"]  # cost beside pass_rate
+    # the IO manager's file first (a step's output metadata precedes each partition's), then
+    # the cost beside the pass rate
+    assert list(materialization)[:3] == ["path", "pass_rate", "cost_usd"]
     assert materialization["cost_usd"].value == pytest.approx(expected_cost)
     assert "sk-test-123456" not in evalruns[0].read_text()
 
@@ -216,15 +233,7 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         [row] = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
         assert row.data["case"] == "c3" and "503" in row.data["reason"]
         assert user.metadata["partition"].value == "v2"
-        run_failure = next(e for e in first.all_events if e.event_type_value == "PIPELINE_FAILURE")
-        context = dg.build_run_status_sensor_context(
-            sensor_name="holodeck_failed_runs",
-            dagster_event=run_failure,
-            dagster_instance=instance,
-            dagster_run=first.dagster_run,
-            resources=defs.resources,
-        ).for_run_failure()
-        defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
+        record_failure(defs, instance, first)
         before = server.stats()["by_key"]
         server.set_rules(RULES)  # the outage is over
         second = materialize(defs, instance, "v2")

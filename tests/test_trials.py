@@ -340,7 +340,7 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
 
 
 def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
-    from holodeck_pipelines.assets import TRIALS_TAG
+    from holodeck_pipelines.run_tags import TRIALS_TAG
 
     with (
         run_model_server({"default": {"reply": "Paris"}}) as server,

@@ -67,6 +67,13 @@ class ProjectSettings(StrictModel):
         description="Dagster executor: steps in the run's process, or each in its own "
         "(docs/scale-out.md).",
     )
+    backfill_versions_per_run: int | None = Field(
+        None,
+        ge=1,
+        description="A Dagster backfill's prompt versions per run: all in one run (unset, "
+        "Dagster's launch paid once), or runs of this many, spread over run workers "
+        "(docs/scale-out.md).",
+    )
     launch_new_versions: bool = Field(
         False, description="The prompt-version sensor also launches a run for a new version."
     )

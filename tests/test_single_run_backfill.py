@@ -1,0 +1,182 @@
+"""A backfill of many prompt versions as one run (issue 29, Deliver 3): what Dagster's
+single-run backfill launches (one run over a partition range, its ``dagster/backfill`` tag),
+on a real instance. Each version gets its own materialization of every asset and its own
+evaluation of every check; a failed run re-executed calls the model only for unfinished cases;
+the backfill's shared budget holds the whole run; ``backfill_versions_per_run`` splits it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from holodeck_core.config.project import Project
+from holodeck_core.errors import ConfigError
+from holodeck_core.testing import request_key, run_model_server
+from holodeck_pipelines.builder import build_definitions
+from tests.test_pipelines import RULES, history_rows, make_project, record_failure, register
+from tests.test_shared_budgets import GEO_RULES, PARTITION_CASES, geo_project, ledger_rows
+
+ASSETS = ["processed_files", "agent_responses", "metric_results", "report_summary", "eval_history"]
+VERSIONS = ("v1", "v2", "v3")
+
+
+def range_tags(start: str, end: str, **extra: str) -> dict[str, str]:
+    return {
+        "dagster/asset_partition_range_start": start,
+        "dagster/asset_partition_range_end": end,
+        **extra,
+    }
+
+
+def materialize_range(
+    defs: dg.Definitions, instance: dg.DagsterInstance, tags: dict[str, str]
+) -> dg.ExecuteInProcessResult:
+    """What a single-run backfill launches: one run of the job over a partition range."""
+    job = defs.resolve_job_def("geo_agent_eval")
+    return job.execute_in_process(instance=instance, raise_on_error=False, tags=tags)
+
+
+def step_failure(result: dg.ExecuteInProcessResult) -> dg.DagsterEvent:
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return failure
+
+
+def test_a_backfill_of_three_versions_is_one_run_with_each_versions_events(
+    tmp_path: Path,
+) -> None:
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url, extra_versions=1)
+        defs = build_definitions(project)
+        assert register(defs, instance) == list(VERSIONS)
+        result = materialize_range(defs, instance, range_tags("v1", "v3"))
+        materialized = {
+            (e.asset_key.path[-1], e.partition): dict(e.materialization.metadata)
+            for e in result.get_asset_materialization_events()
+        }
+        gate = dg.AssetCheckKey(dg.AssetKey(["geo_agent", "eval_history"]), "pass_rate_gate")
+        statuses = {
+            info.partition_key: info.latest_execution_status.value
+            for info in instance.event_log_storage.get_asset_check_partition_info([gate])
+        }
+        evaluations = [
+            e.asset_check_evaluation_data
+            for e in result.all_events
+            if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        ]
+        [run] = instance.get_runs()
+        calls = server.stats()["by_key"]
+    assert result.success
+    # one materialization per asset and prompt version, each with its own numbers
+    assert set(materialized) == {(a, v) for a in ASSETS for v in VERSIONS}
+    pass_rates = {v: materialized[("report_summary", v)]["pass_rate"].value for v in VERSIONS}
+    assert pass_rates == {"v1": 0.0, "v2": 1.0, "v3": 1.0}
+    assert len({materialized[("eval_history", v)]["run_id"].value for v in VERSIONS}) == 3
+    assert all(materialized[("agent_responses", v)]["cases"].value == 4 for v in VERSIONS)
+    assert all(materialized[("agent_responses", v)]["model_calls"].value == 4 for v in VERSIONS)
+    # the plan's estimate on each version's first materialization, their sum on the run
+    assert all("estimate" in materialized[("processed_files", v)] for v in VERSIONS)
+    assert "holodeck/estimate_usd" in run.tags
+    # every check evaluated once per version, and kept per version
+    assert len(evaluations) == 5 * len(VERSIONS)
+    assert statuses == {"v1": "FAILED", "v2": "SUCCEEDED", "v3": "SUCCEEDED"}
+    [v2_gate] = [e for e in evaluations if e.check_name == "pass_rate_gate" and e.partition == "v2"]
+    assert v2_gate.description is not None
+    assert v2_gate.description.endswith("(failing for prompt version v1)")
+    # each case called once per version: nothing paid twice within the run
+    for i in range(4):
+        assert calls[request_key("responses", f"capital of France ({i})?")] == len(VERSIONS)
+    rows = history_rows(
+        project, "SELECT partition_key, pass_rate, trigger FROM eval_runs ORDER BY 1"
+    )
+    assert rows == [("v1", 0.0, "manual"), ("v2", 1.0, "manual"), ("v3", 1.0, "manual")]
+
+
+def test_a_failed_backfill_run_reruns_calling_the_model_only_for_unfinished_cases(
+    tmp_path: Path,
+) -> None:
+    failing = {
+        **RULES,
+        "rules": [{"match": {"user": r"\(3\)"}, "fault": {"kind": "503"}}, *RULES["rules"]],
+    }
+    tags = range_tags("v1", "v3", **{"dagster/backfill": "bf-range"})
+    with run_model_server(failing) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url, extra_versions=1)
+        defs = build_definitions(project)
+        register(defs, instance)
+        first = materialize_range(defs, instance, tags)
+        record_failure(defs, instance, first)
+        before = server.stats()["by_key"]
+        server.set_rules(RULES)  # the outage is over
+        second = materialize_range(defs, instance, tags)
+        after = server.stats()["by_key"]
+        resumed = {
+            e.partition: e.materialization.metadata["resumed_from_journal"].value
+            for e in second.get_asset_materialization_events()
+            if e.asset_key.path[-1] == "agent_responses"
+        }
+    assert not first.success and second.success
+    failure = step_failure(first)
+    assert failure.step_key == "geo_agent__agent_responses"
+    user = failure.step_failure_data.user_failure_data
+    assert user is not None and user.description is not None
+    # every version ran before the step failed; each case is named with its version
+    assert user.description.startswith("prompt version v1, v2, v3: 3 cases hit transient errors")
+    assert all(f"- {v}/c3: server_error 503" in user.description for v in VERSIONS)
+    assert user.metadata["v2/cases"].value == 4
+    for i in range(3):  # finished by every version before the failure: not called again
+        key = request_key("responses", f"capital of France ({i})?")
+        assert after[key] == before[key] == len(VERSIONS)
+    failed_case = request_key("responses", "capital of France (3)?")
+    assert after[failed_case] == before[failed_case] + len(VERSIONS)  # once more per version
+    assert resumed == dict.fromkeys(VERSIONS, 3)
+    assert history_rows(project, "SELECT count(*), min(trigger) FROM eval_runs") == [
+        (3, "backfill")
+    ]
+    [(partition, error)] = history_rows(project, "SELECT partition_key, error FROM failed_runs")
+    assert partition == "v1...v3"
+    assert error.startswith("geo_agent__agent_responses: prompt version v1, v2, v3: 3 cases")
+
+
+def test_a_single_run_backfill_is_held_by_its_backfill_budget(tmp_path: Path) -> None:
+    with run_model_server(GEO_RULES) as server, dg.instance_for_test() as instance:
+        project = geo_project(
+            tmp_path, server.openai_base_url, "budget: {backfill: {tokens: 40}}\n"
+        )
+        defs = build_definitions(project)
+        register(defs, instance)
+        stopped = materialize_range(
+            defs, instance, range_tags("v1", "v2", **{"dagster/backfill": "bf-9"})
+        )
+        held = server.stats()["total_calls"]
+    # both versions share the one budget: fewer calls than one version's cases
+    assert not stopped.success and 0 < held < PARTITION_CASES
+    failure = step_failure(stopped)
+    assert failure.step_key == "geo_agent__agent_responses"
+    assert not [e for e in stopped.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None and data.description is not None
+    assert data.description.startswith("prompt version v1, v2: ")
+    assert "backfill budget of 40 tokens (backfill bf-9)" in data.description
+    rows = ledger_rows(project.history_db)
+    assert [(scope, key) for scope, key, *_ in rows] == [("backfill", "bf-9")]
+    assert rows[0][5] <= 40
+
+
+def policy_of(project: Project) -> dg.BackfillPolicy | None:
+    defs = build_definitions(project)
+    return defs.resolve_assets_def(dg.AssetKey(["geo_agent", "agent_responses"])).backfill_policy
+
+
+def test_backfill_versions_per_run_sets_how_many_versions_a_run_takes(tmp_path: Path) -> None:
+    project = make_project(tmp_path, "http://127.0.0.1:9/v1")
+    single = policy_of(project)
+    assert single is not None and single.max_partitions_per_run is None  # all in one run
+    settings = tmp_path / "holodeck.yaml"
+    settings.write_text(settings.read_text() + "backfill_versions_per_run: 2\n")
+    split = policy_of(Project.discover(tmp_path))
+    assert split is not None and split.max_partitions_per_run == 2
+    settings.write_text(settings.read_text().replace("per_run: 2", "per_run: 0"))
+    with pytest.raises(ConfigError, match="backfill_versions_per_run"):
+        Project.discover(tmp_path)
