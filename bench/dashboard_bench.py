@@ -83,6 +83,16 @@ def checkout(ref: str, folder: Path) -> Path:
     return folder
 
 
+def migrated(db: Path, folder: Path, source: Path | None) -> Path:
+    """A copy of ``db`` at the schema of the commit in ``source`` (this checkout: None); the
+    dashboard only reads, and each commit reads its own schema version."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = Path(shutil.copy(db, folder / db.name))
+    subprocess.run([sys.executable, "-m", "holodeck_core.cli", "history", "runs", "--db",
+                    str(copy)], check=True, cwd=source, stdout=subprocess.DEVNULL)  # fmt: skip
+    return copy
+
+
 def bench(db: Path, runs: int, repeat: int, tmp: Path, baseline: str | None) -> int:
     last, second, third = (f"bench-{n:05d}" for n in (runs - 1, runs - 11, runs - 21))
     servers: dict[str, Path | None] = {"after": None}
@@ -91,8 +101,8 @@ def bench(db: Path, runs: int, repeat: int, tmp: Path, baseline: str | None) -> 
     loads: dict[tuple[str, str], Loads] = {}
     with ExitStack() as stack, sync_playwright() as playwright:
         bases = {
-            label: stack.enter_context(running(db, stack.enter_context(
-                (tmp / f"server-{label}.log").open("w")), source=source))
+            label: stack.enter_context(running(migrated(db, tmp / label, source),
+                stack.enter_context((tmp / f"server-{label}.log").open("w")), source=source))
             for label, source in servers.items()
         }  # fmt: skip
         browser = launch(playwright)

@@ -14,7 +14,7 @@ import pytest
 
 from holodeck_core.cli.main import build_parser, main
 from holodeck_core.dashboard import app as dashboard_app
-from holodeck_core.dashboard import compare_data, data, explorer_data, stats
+from holodeck_core.dashboard import compare_data, data, explorer_data, stats, summary_data
 from holodeck_core.dashboard.charts import MAX_MARKERS, change_points
 from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
 from holodeck_core.dashboard.runs_table import PAGE_SIZE, table_page
@@ -61,7 +61,7 @@ def test_bad_filters_are_page_errors(query: str, title: str) -> None:
 
 def test_summary_filters_runs(history: Path) -> None:
     def run_ids(**kwargs: Any) -> list[str]:
-        return list(data.summary(history, data.Filters(**kwargs)).runs["run_id"])
+        return list(summary_data.summary(history, data.Filters(**kwargs)).runs["run_id"])
 
     assert run_ids() == [r[0] for r in HISTORY]  # oldest first
     assert run_ids(prompt_versions=["v3"]) == ["r4", "r5"]
@@ -70,14 +70,14 @@ def test_summary_filters_runs(history: Path) -> None:
     assert run_ids(start=day(1).date(), end=day(2).date()) == ["r3", "r4"]
     assert run_ids(tags=["support"]) == [r[0] for r in HISTORY]
     assert run_ids(tags=["other"]) == []
-    result = data.summary(history, data.Filters(prompt_versions=["v3"]))
+    result = summary_data.summary(history, data.Filters(prompt_versions=["v3"]))
     assert set(result.metrics["run_id"]) == {"r4", "r5"}
     assert result.options.prompt_versions == ["v2", "v3"]
     assert result.options.tags == ["support"]
 
 
 def test_change_markers_at_each_version_change_then_first_appearances(history: Path) -> None:
-    runs = data.summary(history, data.Filters()).runs
+    runs = summary_data.summary(history, data.Filters()).runs
     assert [label for _, label in change_points(runs)] == ["prompt v3"]
     alternating = runs.iloc[[i % len(runs) for i in range(2 * MAX_MARKERS)]].copy()
     versions = ["a" if i % 2 else "b" for i in range(len(alternating) - 1)] + ["c"]
@@ -248,7 +248,7 @@ def test_many_runs_summary_is_one_query_per_part(tmp_path: Path) -> None:
     db = tmp_path / "history.duckdb"
     runs = [make_run("PPPF", day(i % 20, 8 + i // 20), run_id=f"m{i:03d}") for i in range(60)]
     assert len(ingest_runs(db, runs).ingested) == 60
-    result = data.summary(db, data.Filters())
+    result = summary_data.summary(db, data.Filters())
     assert len(result.runs) == 60 and result.runs["run_id"].is_unique
 
 
@@ -274,7 +274,7 @@ def test_runs_table_is_sorted_and_paged_on_the_server_and_csv_has_every_run(
     runs = [make_run("PPPF" if i % 2 else "PFFF", day(i % 20, 8 + i // 20), run_id=f"m{i:03d}")
             for i in range(45)]  # fmt: skip
     assert len(ingest_runs(db, runs).ingested) == 45
-    frame = data.summary(db, data.Filters()).runs
+    frame = summary_data.summary(db, data.Filters()).runs
     first = table_page(frame, None, 0)
     assert len(first) == PAGE_SIZE and first[0]["id"] == frame["run_id"].iloc[-1]  # newest
     assert len(table_page(frame, None, 2)) == 45 - 2 * PAGE_SIZE

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from holodeck_core.cli.main import main
-from holodeck_core.dashboard import compare_data, data
+from holodeck_core.dashboard import compare_data, data, summary_data
 from holodeck_core.testing import run_model_server
 from tests.history_helpers import query
 from tests.services import HOST, free_port
@@ -78,9 +78,9 @@ def test_a_dead_model_server_is_an_infrastructure_failure_kept_apart(
         (0,)
     ]
     # shown apart on the dashboard's Summary; kept with failed=1
-    summary = data.summary(db, data.Filters())
+    summary = summary_data.summary(db, data.Filters())
     assert dead not in set(summary.runs["run_id"]) and list(summary.failures["run_id"]) == [dead]
-    kept = data.summary(db, data.Filters(include_failed=True))
+    kept = summary_data.summary(db, data.Filters(include_failed=True))
     assert dead in set(kept.runs["run_id"]) and kept.failures.empty
     # history compare refuses it as evidence, unless asked
     assert main(["history", "compare", good[-1], dead]) == 2

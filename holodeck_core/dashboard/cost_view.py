@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 UNKNOWN_COLOR = "#868e96"
 
 
-def cost_card(data: CostData) -> html.Div:
+def cost_card(data: CostData, charted: set[str]) -> html.Div:
+    """``charted``: the runs the chart draws (the Summary's, :data:`CHART_RUNS` per agent);
+    the table per prompt version counts every run."""
     runs = data.runs
     return html.Div(
         [
@@ -31,7 +33,7 @@ def cost_card(data: CostData) -> html.Div:
                 "one under pricing: in holodeck.yaml): its cost is not 0, it is not known.",
                 className="muted",
             ),
-            dcc.Graph(id="cost-chart", figure=cost_figure(runs)),
+            dcc.Graph(id="cost-chart", figure=cost_figure(runs[runs["run_id"].isin(charted)])),
             _by_version(runs),
             *_stops(data.stops),
         ],

@@ -18,15 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlencode
 
-from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE, with_intervals
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
 from holodeck_core.history.store import History
-from holodeck_core.stats.intervals import WILSON_CC
 
 if TYPE_CHECKING:
     import duckdb
-    import pandas as pd  # type: ignore[import-untyped]
 
 READ_TIMEOUT_S = 10.0
 """How long a page waits for a writer's lock (writers hold it for one short transaction)."""
@@ -253,7 +250,7 @@ def first(query: dict[str, list[str]], key: str) -> str | None:
     return values[0] if values else None
 
 
-# --------------------------------------------------------------------------- summary
+# --------------------------------------------------------------------------- runs
 
 RUNS = """(
 SELECT v.* REPLACE (coalesce(v.cost_usd, src.cost_usd) AS cost_usd)
@@ -276,37 +273,6 @@ LEFT JOIN prompt_versions p
   ON p.agent_slug = r.agent_slug AND p.prompt_version = r.prompt_version
  AND p.body_hash = r.prompt_body_hash
 """
-
-RUN_INTERVALS = """
-SELECT s.run_id, s.ci95_low, s.ci95_high, s.cases, s.method FROM v_run_stats s
-WHERE s.run_id IN (SELECT run_id FROM ({runs}))
-  AND s.run_id IN (SELECT DISTINCT run_id FROM case_trials WHERE trial > 0)
-"""
-"""The clustered interval of the runs with K > 1 trials (DESIGN §7.7); with one trial per
-case, ``v_run_stats``' interval is the Wilson interval of passed / total, computed here
-without reading the trial rows."""
-
-REGRESSIONS = """
-SELECT head_run_id FROM v_run_comparisons
-WHERE verdict = 'regression' AND head_run_id IN (SELECT run_id FROM ({runs}))
-  AND head_run_id IN (SELECT run_id FROM eval_runs WHERE errored <= {share} * total_tests)
-"""
-"""Runs whose paired comparison with the previous run of their prompt version is a
-significant drop (DESIGN §7.8); an infrastructure failure (§8.7) is marked as one instead."""
-
-METRICS = """
-SELECT m.run_id, r.agent_name, r.prompt_version, r.finished_at, m.metric_name,
-       any_value(m.kind) AS kind, any_value(m.unit) AS unit,
-       avg(coalesce(m.score, m.raw_score)) AS mean, max(m.threshold) AS threshold,
-       count(*) FILTER (WHERE m.passed) AS passed,
-       count(*) FILTER (WHERE m.passed = false) AS failed,
-       count(*) FILTER (WHERE m.error IS NOT NULL) AS errors
-FROM metric_results m JOIN ({runs}) r USING (run_id)
-GROUP BY ALL
-ORDER BY r.finished_at, m.run_id, m.metric_name
-"""
-"""Per filtered run and metric: the mean score (raw value for ms and USD), its threshold and
-how many cases (or turns) passed it (the latest run's also its interval, ``ci_*``)."""
 
 
 @dataclass
@@ -336,60 +302,6 @@ def options(con: duckdb.DuckDBPyConnection) -> Options:
         first_day=days[0],
         last_day=days[1],
     )
-
-
-@dataclass
-class SummaryData:
-    runs: pd.DataFrame
-    """Filtered runs, oldest first, with ``ci_low``/``ci_high`` (fractions), the interval's
-    ``ci_n`` and ``ci_method``."""
-    metrics: pd.DataFrame
-    """Per run and metric (:data:`METRICS`) of the filtered runs."""
-    options: Options
-    failures: pd.DataFrame
-    """The infrastructure failures the filters left out, shown apart (newest first)."""
-    regressions: set[str] = field(default_factory=set)
-
-
-def summary(db: History, filters: Filters) -> SummaryData:
-    where, params = filters.where()
-    selected = f"{FILTERED_RUNS}{where}"
-    with connect(db) as con:
-        require_runs(con, db)
-        runs = con.execute(f"{selected} ORDER BY r.finished_at, r.run_id", params).df()
-        found_intervals = con.execute(RUN_INTERVALS.format(runs=selected), params).fetchall()
-        intervals = {str(r[0]): r[1:] for r in found_intervals}
-        regressions = {
-            str(r[0])
-            for r in con.execute(
-                REGRESSIONS.format(runs=selected, share=INFRASTRUCTURE_ERROR_SHARE), params
-            ).fetchall()
-        }
-        metrics = con.execute(METRICS.format(runs=selected), params).df()
-        if len(runs):
-            metrics = with_intervals(con, metrics, str(runs["run_id"].iloc[-1]))
-        failures = con.execute(
-            "SELECT r.run_id, r.finished_at, r.agent_name, r.prompt_version, r.errored, "
-            "r.total_tests FROM v_runs r JOIN v_run_health h USING (run_id) "
-            "WHERE h.infrastructure_failure AND NOT ? ORDER BY r.finished_at DESC, r.run_id",
-            [filters.include_failed],
-        ).df()
-        found = options(con)
-    bounds = [
-        intervals.get(str(i)) or (*wilson_bounds(int(p), int(n)), int(n), WILSON_CC)
-        for i, p, n in zip(runs["run_id"], runs["passed"], runs["total_tests"], strict=True)
-    ]
-    columns = ("ci_low", "ci_high", "ci_n", "ci_method")
-    runs = runs.assign(**{c: [b[i] for b in bounds] for i, c in enumerate(columns)})
-    return SummaryData(
-        runs=runs, metrics=metrics, options=found, failures=failures, regressions=regressions
-    )
-
-
-def wilson_bounds(passed: int, total: int) -> tuple[float, float]:
-    from holodeck_core.dashboard.stats import wilson
-
-    return wilson(passed, total) or (0.0, 0.0)
 
 
 def resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:

@@ -13,8 +13,9 @@ import flask
 from dash import Dash, Input, Output, State, dash_table, dcc, html, no_update
 
 from holodeck_core.dashboard import ui
-from holodeck_core.dashboard.data import Filters, PageError, SummaryData, parse_query
+from holodeck_core.dashboard.data import Filters, PageError, parse_query
 from holodeck_core.dashboard.links import compare_href, explorer_href
+from holodeck_core.dashboard.summary_data import SummaryData
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from holodeck_core.dashboard import cache, runs_table, tiles, ui
+from holodeck_core.dashboard import cache, runs_table, summary_data, tiles, ui
 from holodeck_core.dashboard.charts import metric_figure, pass_rate_figure
 from holodeck_core.dashboard.cost_data import costs
 from holodeck_core.dashboard.cost_view import cost_card
-from holodeck_core.dashboard.data import Filters, Options, SummaryData, summary
+from holodeck_core.dashboard.data import Filters, Options
 from holodeck_core.dashboard.failures_view import failures_card
+from holodeck_core.dashboard.summary_data import SummaryData, summary
 from holodeck_core.history.store import History
 
 if TYPE_CHECKING:
@@ -58,17 +59,31 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
                 "significantly worse than the previous run of its prompt version (paired test). "
                 "▼: most cases ERROR (an infrastructure failure, not a regression).",
                 className="muted"),
+                *_window(data),
                 dcc.Graph(id="pass-rate-chart",
-                          figure=pass_rate_figure(data.runs, data.regressions))],
+                          figure=pass_rate_figure(data.charted, data.regressions))],
                 className="card"),
             cost_card(cache.cached(db, ("costs", filters.to_query()),
-                                   lambda: costs(db, filters))),
+                                   lambda: costs(db, filters)), set(data.charted["run_id"])),
             html.Div(_metric_tabs(data.metrics), className="card", id="metric-trends"),
             tiles.breakdown(data.metrics, str(data.runs.iloc[-1]["run_id"])),
             html.Div(runs_table.runs_table(data.runs, filters.to_query()), className="card"),
         ]  # fmt: skip
     parts += failures_card(data.failures, filters)
     return html.Div(parts, className="page", id="summary-page")
+
+
+def _window(data: SummaryData) -> list[html.P]:
+    """What the charts leave out: runs past each agent's newest
+    :data:`~holodeck_core.dashboard.summary_data.CHART_RUNS`."""
+    shown, total = len(data.charted), len(data.runs)
+    if shown == total:
+        return []
+    return [html.P(
+        f"The charts show each agent's newest {summary_data.CHART_RUNS:,} runs ({shown:,} of "
+        f"{total:,}); the runs table below lists them all. Narrow the date range to chart "
+        "older runs.",
+        className="notes", id="chart-window")]  # fmt: skip
 
 
 def _dropdown(dom_id: str, label: str, choices: list[str], chosen: list[str]) -> html.Div:
