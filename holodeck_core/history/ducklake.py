@@ -13,10 +13,12 @@ URL syntax (``--lake`` / ``HOLODECK_HISTORY_URL``; ``docs/history.md``):
 - ``ducklake:postgresql://USER@HOST:PORT/DBNAME?data=DATA``: the catalog in PostgreSQL (the
   password from ``PGPASSWORD``, never in the URL), ``data`` required.
 
-DuckDB's extensions come from their PyPI packages (``duckdb-extension-ducklake`` ...) and are
-loaded from the installed wheel's file, never downloaded. S3 credentials come from the
-environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
-``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``) into a temporary secret of the connection.
+DuckDB's extensions come from their PyPI packages (``duckdb-extension-ducklake`` ...), never
+downloaded: installed from the wheel's file once per user into a private extension directory,
+then loaded by name (signature check skipped only where it adds nothing: :func:`_trusted`).
+S3 credentials come from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``) into a
+temporary secret of the connection.
 """
 
 from __future__ import annotations
@@ -69,18 +71,91 @@ def extension_file(name: str) -> Path:
     return found
 
 
+def extension_directory() -> Path:
+    """Where the wheels' extensions are installed once for every process of this user:
+    ``$XDG_CACHE_HOME/holodeck/duckdb-extensions`` (``~/.cache/…``), private to the user;
+    DuckDB keys what it installs there by its version and platform."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
+    folder = base / "holodeck" / "duckdb-extensions"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the DuckDB extension directory {folder} ({exc.strerror}); "
+            "point XDG_CACHE_HOME at a folder this user can write"
+        ) from None
+    return folder
+
+
+def _trusted(folder: Path, files: list[Path]) -> bool:
+    """Whether DuckDB's signature check may be skipped for ``files`` (installed copies in
+    ``folder``): each comes from a wheel beside DuckDB's own module, owned as it is and
+    writable by nobody else, and ``folder`` is this user's alone. Whoever could change such a
+    file could change DuckDB's own library, which nothing checks: the check adds nothing
+    there and costs 0.1-0.3 s per extension per connection (docs/history.md)."""
+    import duckdb
+
+    module = Path(duckdb.__file__).resolve()
+    site, owner = module.parent.parent, module.stat().st_uid
+    mode = folder.stat()
+    if mode.st_uid != os.getuid() or mode.st_mode & 0o077:
+        return False
+    for file in files:
+        path = file.resolve()
+        stat = path.stat()
+        if not path.is_relative_to(site) or stat.st_uid != owner or stat.st_mode & 0o022:
+            return False
+    return True
+
+
+def extensions_connection(names: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the extensions ``names`` loaded from the pinned wheels."""
+    import duckdb
+
+    files = [extension_file(name) for name in names]
+    folder = extension_directory()
+    con = duckdb.connect(
+        config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "extension_directory": str(folder),
+            "allow_unsigned_extensions": _trusted(folder, files),
+        }
+    )
+    try:
+        load_extensions(con, names)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
 def load_extensions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> None:
-    """``INSTALL '<wheel file>'; LOAD name`` for each extension not loaded yet."""
-    loaded = {
-        row[0]
-        for row in con.execute(
-            "SELECT extension_name FROM duckdb_extensions() WHERE loaded"
+    """``LOAD`` each extension not loaded yet, first installing the wheel's file into the
+    connection's extension directory when the copy there is missing or older than it (once
+    per user and DuckDB release, not once per connection)."""
+    known = {
+        alias: (bool(loaded), Path(path) if path else None)
+        for name, aliases, loaded, path in con.execute(
+            "SELECT extension_name, aliases, loaded, install_path FROM duckdb_extensions()"
         ).fetchall()
+        for alias in (name, *aliases)
     }
     for name in names:
-        if name not in loaded:
-            con.execute(f"INSTALL {literal(str(extension_file(name)))}")
-            con.execute(f"LOAD {name}")
+        loaded, installed = known.get(name, (False, None))
+        if loaded:
+            continue
+        wheel = extension_file(name)
+        if not _up_to_date(installed, wheel):
+            con.execute(f"FORCE INSTALL {literal(str(wheel))}")
+        con.execute(f"LOAD {name}")
+
+
+def _up_to_date(installed: Path | None, wheel: Path) -> bool:
+    if installed is None or not installed.is_file():
+        return False
+    copy, source = installed.stat(), wheel.stat()
+    return copy.st_size == source.st_size and copy.st_mtime >= source.st_mtime
 
 
 @dataclass(frozen=True)
@@ -159,13 +234,8 @@ class DuckLake:
 
     def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with the extensions loaded and the lake attached and in use."""
-        import duckdb
-
-        con = duckdb.connect(
-            config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-        )
+        con = extensions_connection(self.extensions())
         try:
-            load_extensions(con, self.extensions())
             if self.on_s3:
                 _s3_secret(con)
             self._attach(con, read_only=read_only)
