@@ -182,7 +182,8 @@ def test_eight_writers_one_killed_mid_commit_give_every_run_once_and_nothing_par
     assert rows(lake, "SELECT count(*), count(DISTINCT run_id) FROM eval_runs") == [(total, total)]
     assert rows(lake, PARTIAL) == []
     assert run_maintain(lake_url) == 0  # then a direct read of the data path
-    from holodeck_core.history.ducklake import _s3_secret, extensions_connection
+    from holodeck_core.history.ducklake import _s3_secret
+    from holodeck_core.history.extensions import extensions_connection
 
     with extensions_connection(("httpfs",)) as con:
         _s3_secret(con)

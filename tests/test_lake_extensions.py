@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from holodeck_core.history import store
-from holodeck_core.history.ducklake import DuckLake, extension_directory, extensions_connection
+from holodeck_core.history.ducklake import DuckLake
+from holodeck_core.history.extensions import extension_directory, extensions_connection
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = ("ducklake", "httpfs", "postgres")
