@@ -200,9 +200,13 @@ def _s3_secret(con: duckdb.DuckDBPyConnection) -> None:
 
 def _migrate(con: duckdb.DuckDBPyConnection, label: str) -> None:
     """The schema's migrations, their tables made without what DuckLake lacks (keys,
-    CHECK constraints); two writers migrating a new lake at once: the loser retries."""
+    CHECK constraints); two writers migrating a new lake at once: the loser retries. A lake
+    at the latest version is left alone: ``schema.migrate``'s ``CREATE TABLE IF NOT EXISTS``
+    costs a DuckLake catalog round trip and a scratch database for its translation."""
     import duckdb
 
+    if schema.current_version(con) == schema.LATEST_VERSION:
+        return
     for attempt in range(5):
         try:
             schema.migrate(con, db_label=label, translate=lake_ddl)
