@@ -82,3 +82,30 @@ def test_the_signature_check_stays_on_when_the_extension_directory_is_not_privat
     assert unsigned_allowed()
     extension_directory().chmod(0o775)  # the group may write: the copies are not ours alone
     assert not unsigned_allowed()  # the check runs, and the wheels' signed files pass it
+
+
+RUNS = """
+import sys
+from holodeck_core.cli.main import main
+code = main(["history", "runs", *sys.argv[1:], "--format", "csv"])
+print("pandas imported" if "pandas" in sys.modules else "no pandas", file=sys.stderr)
+raise SystemExit(code)
+"""
+
+
+@pytest.mark.parametrize("backend", ["--db", "--lake"])
+def test_history_runs_imports_no_pandas(cache: Path, tmp_path: Path, backend: str) -> None:
+    """DuckDB 1.5 imports pandas (0.7 s) for any bound parameter: `history runs` binds none."""
+    from tests.history_helpers import build_history
+
+    target = tmp_path / ("history.duckdb" if backend == "--db" else "lake")
+    build_history(target if backend == "--db" else DuckLake.parse(str(target)))  # type: ignore[arg-type]
+    done = subprocess.run(
+        [sys.executable, "-c", RUNS, backend, str(target), "--agent", "support-bot"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=os.environ,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "support-bot" in done.stdout and "no pandas" in done.stderr, done.stderr
