@@ -13,15 +13,14 @@ URL syntax (``--lake`` / ``HOLODECK_HISTORY_URL``; ``docs/history.md``):
 - ``ducklake:postgresql://USER@HOST:PORT/DBNAME?data=DATA``: the catalog in PostgreSQL (the
   password from ``PGPASSWORD``, never in the URL), ``data`` required.
 
-DuckDB's extensions come from their PyPI packages (``duckdb-extension-ducklake`` ...) and are
-loaded from the installed wheel's file, never downloaded. S3 credentials come from the
-environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
-``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``) into a temporary secret of the connection.
+DuckDB's extensions come from their PyPI packages, never downloaded (``extensions.py``).
+S3 credentials come from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``) into a
+temporary secret of the connection.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
 import time
@@ -35,6 +34,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from holodeck_core.config.project import LAKE_ENV
 from holodeck_core.errors import ConfigError, ExecutionError
 from holodeck_core.history import schema
+from holodeck_core.history.extensions import extensions_connection
 from holodeck_core.history.locking import is_lock_error
 from holodeck_core.history.tabular import literal
 from holodeck_core.redaction import redact_text
@@ -46,41 +46,6 @@ ALIAS = "history"
 SCHEME = "ducklake:"
 _POSTGRES = ("postgresql://", "postgres://")
 _ATTACH_TIMEOUT_S = 30.0
-
-
-def extension_file(name: str) -> Path:
-    """The ``.duckdb_extension`` file the package ``duckdb-extension-<name>`` installed."""
-    try:
-        package = importlib.import_module(f"duckdb_extension_{name}")
-    except ImportError:
-        raise ConfigError(
-            f"the DuckDB extension {name!r} is not installed: pip install "
-            f"duckdb-extension-{name} (the release pinned with duckdb)"
-        ) from None
-    import duckdb
-
-    folder = Path(str(package.__file__)).parent / "extensions" / f"v{duckdb.__version__}"
-    found = folder / f"{name}.duckdb_extension"
-    if not found.is_file():
-        raise ConfigError(
-            f"duckdb-extension-{name} has no build for DuckDB {duckdb.__version__} ({found}); "
-            "install the duckdb-extension packages of the pinned DuckDB release"
-        )
-    return found
-
-
-def load_extensions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> None:
-    """``INSTALL '<wheel file>'; LOAD name`` for each extension not loaded yet."""
-    loaded = {
-        row[0]
-        for row in con.execute(
-            "SELECT extension_name FROM duckdb_extensions() WHERE loaded"
-        ).fetchall()
-    }
-    for name in names:
-        if name not in loaded:
-            con.execute(f"INSTALL {literal(str(extension_file(name)))}")
-            con.execute(f"LOAD {name}")
 
 
 @dataclass(frozen=True)
@@ -159,13 +124,8 @@ class DuckLake:
 
     def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with the extensions loaded and the lake attached and in use."""
-        import duckdb
-
-        con = duckdb.connect(
-            config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-        )
+        con = extensions_connection(self.extensions())
         try:
-            load_extensions(con, self.extensions())
             if self.on_s3:
                 _s3_secret(con)
             self._attach(con, read_only=read_only)
@@ -240,9 +200,13 @@ def _s3_secret(con: duckdb.DuckDBPyConnection) -> None:
 
 def _migrate(con: duckdb.DuckDBPyConnection, label: str) -> None:
     """The schema's migrations, their tables made without what DuckLake lacks (keys,
-    CHECK constraints); two writers migrating a new lake at once: the loser retries."""
+    CHECK constraints); two writers migrating a new lake at once: the loser retries. A lake
+    at the latest version is left alone: ``schema.migrate``'s ``CREATE TABLE IF NOT EXISTS``
+    costs a DuckLake catalog round trip and a scratch database for its translation."""
     import duckdb
 
+    if schema.current_version(con) == schema.LATEST_VERSION:
+        return
     for attempt in range(5):
         try:
             schema.migrate(con, db_label=label, translate=lake_ddl)

@@ -13,6 +13,7 @@ from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.health import refuse_failed
 from holodeck_core.history.paired import PairedRuns, compare_paired
+from holodeck_core.history.tabular import literal
 from holodeck_core.stats import Verdict
 from holodeck_core.stats.multiple import Adjustment
 
@@ -58,14 +59,15 @@ def list_runs(
     prompt_version: str | None = None,
     limit: int = 20,
 ) -> list[dict[str, Any]]:
-    """Most recent runs first."""
+    """Most recent runs first. Literals, not bound parameters: DuckDB 1.5 imports pandas
+    for any bound Python value, 0.7 s of a `history runs` that needs none of it."""
+    name, version = literal(agent), literal(prompt_version)
     return _dicts(
         con.execute(
             f"SELECT {', '.join(RUN_COLUMNS)} FROM eval_runs "
-            "WHERE (? IS NULL OR agent_slug = ? OR agent_name = ?) "
-            "AND (? IS NULL OR prompt_version = ?) "
-            "ORDER BY finished_at DESC, run_id DESC LIMIT ?",
-            [agent, agent, agent, prompt_version, prompt_version, limit],
+            f"WHERE ({name} IS NULL OR agent_slug = {name} OR agent_name = {name}) "
+            f"AND ({version} IS NULL OR prompt_version = {version}) "
+            f"ORDER BY finished_at DESC, run_id DESC LIMIT {int(limit)}"
         )
     )
 
