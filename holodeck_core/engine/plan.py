@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.errors import ConfigError
+from holodeck_core.errors import ConfigError, NoHistoryError
 from holodeck_core.models.cost import Heading, HeadingCost, total_usd
 
 if TYPE_CHECKING:
@@ -112,12 +111,10 @@ def estimate_cost(
     """The run's expected spend: measured per case in the newest recorded run of this prompt
     version with costs (cases it lacks at the mean of the others), else from sizes."""
     cases = loaded.agent.cases
-    recorded = history is not None and (
-        history.is_file()
-        if isinstance(history, Path)
-        else history.local_catalog is None or history.local_catalog.is_file()
-    )
-    measured = _measured(loaded, history, prompt_version) if history and recorded else None
+    try:
+        measured = _measured(loaded, history, prompt_version) if history else None
+    except NoHistoryError:  # nothing recorded yet (no file, a lake nobody wrote)
+        measured = None
     if measured is not None:
         run_id, per_case, outside = measured
         mean = _scaled(_summed(list(per_case.values())), 1 / max(len(per_case), 1))

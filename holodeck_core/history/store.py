@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.errors import ConfigError, ExecutionError
+from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
 from holodeck_core.history import schema
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.history.locking import LOCK_TEXTS, is_lock_error
@@ -205,7 +205,7 @@ def reader(
             yield lake_con
         return
     if not path.is_file():
-        raise ConfigError(
+        raise NoHistoryError(
             f"no history database at {path}. Create it with `holodeck history sync "
             "RESULTS_DIR` or `holodeck history import FILE...`, or point --db / "
             "HOLODECK_HISTORY_DB at an existing one"
