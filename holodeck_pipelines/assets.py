@@ -41,7 +41,12 @@ from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
 from holodeck_pipelines.failures import metric_errors, stage_failure
-from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
+from holodeck_pipelines.metadata import (
+    estimate_metadata,
+    estimate_tags,
+    report_metadata,
+    tagged_estimate,
+)
 from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 from holodeck_pipelines.verdicts import (
@@ -56,7 +61,6 @@ TRIALS_TAG = "holodeck/trials"
 AGENT_TAG = "holodeck/agent"
 AGENT_STEP_RETRIES = 2
 BACKFILL_TAG = "dagster/backfill"
-ESTIMATE_TAG = "holodeck/estimate_usd"
 BUDGET_TROUBLE = "were stopped by a budget"
 
 
@@ -123,6 +127,7 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             api_keys=keys.fallbacks() if keys else {},
             trials=trials_of(context),
             shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
+            estimator=tagged_estimate(context),
         )
         try:
             require_pools(context.instance, project.project())
@@ -157,10 +162,11 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             stage.prompt_key,
             stage.prompt.body,
             stage.trials,
+            stage.cases,
         )
         # before the agent step spends anything: on the run (its tags show in the backfill's
         # runs) and on this first materialization of the run
-        label_run(context, {ESTIMATE_TAG: usd_text(estimate.total_usd)})
+        label_run(context, estimate_tags(estimate))
         result = asyncio.run(process_suite_files(stage))
         errors = result.errors
         context.add_output_metadata(

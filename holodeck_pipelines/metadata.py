@@ -11,9 +11,11 @@ import dagster as dg
 from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.models import EvalRun, Status
+from holodeck_core.models.cost import RunEstimate
 from holodeck_core.reports import render_markdown
 from holodeck_core.reports.cost import cost_lines
 from holodeck_core.reports.statistics import statistics_methods, statistics_properties
+from holodeck_core.runner.options import Estimator
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
 
 
@@ -28,6 +30,11 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
             if cost.usd is not None:
                 metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
         metadata["cost"] = dg.MetadataValue.md("\n".join(cost_lines(summary.cost)))
+        estimate = summary.cost.estimate
+        if estimate is not None:
+            metadata["estimate_source"] = estimate.source
+            if estimate.usd is not None:
+                metadata["estimate_usd"] = dg.MetadataValue.float(estimate.usd)
         if summary.cost.budget is not None:
             stopped = summary.cost.budget.stopped_by
             metadata["budget_verdict"] = f"stopped by {stopped}" if stopped else "within budget"
@@ -62,6 +69,30 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
         ]
     )
     return metadata
+
+
+ESTIMATE_TAG = "holodeck/estimate_usd"
+ESTIMATE_JSON_TAG = "holodeck/estimate"
+"""The run's estimate (``summary.cost.estimate``), set before the agent step and read back by
+the report step, so a partition computes it once and before any call."""
+
+
+def estimate_tags(estimate: CostEstimate) -> dict[str, str]:
+    return {
+        ESTIMATE_TAG: usd_text(estimate.total_usd),
+        ESTIMATE_JSON_TAG: estimate.summary().model_dump_json(),
+    }
+
+
+def tagged_estimate(context: dg.AssetExecutionContext) -> Estimator:
+    """The suite's estimator in a Dagster step: the estimate processed_files put on the run."""
+
+    def estimator(*_: object) -> RunEstimate | None:
+        run = context.instance.get_run_by_id(context.run.run_id) or context.run
+        text = run.tags.get(ESTIMATE_JSON_TAG)
+        return RunEstimate.model_validate_json(text) if text else None
+
+    return estimator
 
 
 def usd_text(usd: float | None) -> str:

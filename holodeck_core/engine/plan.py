@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from holodeck_core.errors import ConfigError, NoHistoryError
-from holodeck_core.models.cost import Heading, HeadingCost, total_usd
+from holodeck_core.models.cost import Heading, HeadingCost, RunEstimate, total_usd
 
 if TYPE_CHECKING:
     from holodeck_core.config.loader import LoadedAgent
@@ -95,6 +95,16 @@ class CostEstimate:
     def total_usd(self) -> float | None:
         return total_usd(self.headings)
 
+    def summary(self) -> RunEstimate:
+        """The totals the EvalRun keeps (``summary.cost.estimate``)."""
+        headings = self.headings.values()
+        return RunEstimate(
+            source=self.source,
+            calls=sum(c.calls for c in headings),
+            tokens=sum(c.tokens for c in headings),
+            usd=self.total_usd,
+        )
+
     def per_case_trial_usd(self) -> float | None:
         total = self.total_usd
         return None if total is None else total / max(self.cases * self.trials, 1)
@@ -106,11 +116,17 @@ JUDGE_ANSWER_TOKENS = 60
 
 
 def estimate_cost(
-    loaded: LoadedAgent, history: History | None, prompt_version: str, body: str, trials: int
+    loaded: LoadedAgent,
+    history: History | None,
+    prompt_version: str,
+    body: str,
+    trials: int,
+    cases: list[TestCaseModel] | None = None,
 ) -> CostEstimate:
-    """The run's expected spend: measured per case in the newest recorded run of this prompt
-    version with costs (cases it lacks at the mean of the others), else from sizes."""
-    cases = loaded.agent.cases
+    """The run's expected spend on ``cases`` (default: all the agent's): measured per case in
+    the newest recorded run of this prompt version with costs (cases it lacks at the mean of
+    the others), else from sizes. One history read (a few small queries), or none."""
+    cases = loaded.agent.cases if cases is None else cases
     try:
         measured = _measured(loaded, history, prompt_version) if history else None
     except NoHistoryError:  # nothing recorded yet (no file, a lake nobody wrote)

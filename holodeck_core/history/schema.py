@@ -22,6 +22,7 @@ from holodeck_core.history import (
     migration_v7_cost,
     migration_v8_budgets,
     migration_v9_verdicts,
+    migration_v10_estimate,
 )
 
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ MIGRATIONS += (
     ),
     Migration(8, migration_v8_budgets.DESCRIPTION_V8, migration_v8_budgets.STATEMENTS_V8),
     Migration(9, migration_v9_verdicts.DESCRIPTION_V9, migration_v9_verdicts.STATEMENTS_V9),
+    Migration(10, migration_v10_estimate.DESCRIPTION_V10, migration_v10_estimate.STATEMENTS_V10),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
