@@ -232,6 +232,13 @@ def test_two_partitions_at_once_under_one_daily_budget_stay_within_it(
             assert estimate["estimate/source"].value == "sizes"
             tags = instance.get_run_by_id(alone.run_id).tags  # type: ignore[union-attr]
             assert tags["holodeck/estimate_usd"] == "unknown"  # model m has no price
+            # the report step read it back from the run: the EvalRun and its metadata keep it
+            [report] = alone.asset_materializations_for_node("geo_agent__report_summary")
+            assert report.metadata["estimate_source"].value == "sizes"
+            assert "estimate_usd" not in report.metadata
+            path = str(report.metadata["eval_run_path"].value)
+            cost = EvalRun.model_validate_json(Path(path).read_text()).report.summary.cost
+            assert cost and cost.estimate and cost.estimate.calls == PARTITION_CASES
         assert server.stats()["total_calls"] == PARTITION_CASES
         [responses] = alone.asset_materializations_for_node("geo_agent__agent_responses")
         per_call = int(responses.metadata["total_tokens"].value) // PARTITION_CASES  # type: ignore[arg-type]
