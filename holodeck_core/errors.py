@@ -64,6 +64,10 @@ class ConfigError(HolodeckError):
         super().__init__("\n".join(p.render() for p in problems))
 
 
+class NoHistoryError(ConfigError):
+    """The history named does not exist yet (no file, no lake): nothing recorded to read."""
+
+
 class ExecutionError(HolodeckError):
     """The run could not proceed: infrastructure, a locked database after retries (exit 3)."""
 

@@ -40,13 +40,17 @@ from holodeck_core.redaction import redact_text
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import check_outputs, evaluations, partitioned_checks
 from holodeck_pipelines.failures import StageFailures, metric_errors
-from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
+from holodeck_pipelines.metadata import (
+    estimate_metadata,
+    estimate_tags,
+    report_metadata,
+    tagged_estimate,
+)
 from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
 from holodeck_pipelines.run_tags import (
     AGENT_TAG,
     BACKFILL_TAG,
-    ESTIMATE_TAG,
     TRIALS_TAG,
     TRIGGER_TAG,
     label_run,
@@ -123,6 +127,7 @@ def build_agent_pipeline(
                     api_keys=keys.fallbacks() if keys else {},
                     trials=trials_of(context),
                     shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
+                    estimator=tagged_estimate(context, key),
                 )
                 built[key] = Suite(loaded_agent(agent_file), options, project=project.project())
         except ConfigError as exc:
@@ -155,16 +160,14 @@ def build_agent_pipeline(
                 stage.prompt_key,
                 stage.prompt.body,
                 stage.trials,
+                stage.cases,
             )
             for key, stage in stages.items()
         }
         # before the agent step spends anything: on the run (its tags show in the backfill's
-        # runs; the sum of its versions') and on each version's first materialization
-        spent = [estimate.total_usd for estimate in estimates.values()]
-        known = [usd for usd in spent if usd is not None]
-        label_run(
-            context, {ESTIMATE_TAG: usd_text(sum(known) if len(known) == len(spent) else None)}
-        )
+        # runs: the sum of its versions', and each version's for the agent step to read back)
+        # and on each version's first materialization
+        label_run(context, estimate_tags(estimates))
         results: dict[str, ProcessedFiles] = {}
         for key, stage in stages.items():
             result = asyncio.run(process_suite_files(stage))

@@ -4,6 +4,8 @@ cases and links into the dashboard."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -11,10 +13,13 @@ import dagster as dg
 from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.models import EvalRun, Status
+from holodeck_core.models.cost import RunEstimate
 from holodeck_core.reports import render_markdown
 from holodeck_core.reports.cost import cost_lines
 from holodeck_core.reports.statistics import statistics_methods, statistics_properties
+from holodeck_core.runner.options import Estimator
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
+from holodeck_pipelines.run_tags import ESTIMATE_JSON_TAG, ESTIMATE_TAG
 
 
 def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
@@ -28,6 +33,11 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
             if cost.usd is not None:
                 metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
         metadata["cost"] = dg.MetadataValue.md("\n".join(cost_lines(summary.cost)))
+        estimate = summary.cost.estimate
+        if estimate is not None:
+            metadata["estimate_source"] = estimate.source
+            if estimate.usd is not None:
+                metadata["estimate_usd"] = dg.MetadataValue.float(estimate.usd)
         if summary.cost.budget is not None:
             stopped = summary.cost.budget.stopped_by
             metadata["budget_verdict"] = f"stopped by {stopped}" if stopped else "within budget"
@@ -62,6 +72,32 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
         ]
     )
     return metadata
+
+
+def estimate_tags(estimates: Mapping[str, CostEstimate]) -> dict[str, str]:
+    """The run's tags for its versions' estimates: their sum in USD (unknown when one is),
+    and each version's summary by partition key, which the agent step reads back."""
+    spent = [estimate.total_usd for estimate in estimates.values()]
+    known = [usd for usd in spent if usd is not None]
+    summaries = {
+        key: estimate.summary().model_dump(mode="json") for key, estimate in estimates.items()
+    }
+    return {
+        ESTIMATE_TAG: usd_text(sum(known) if len(known) == len(spent) else None),
+        ESTIMATE_JSON_TAG: json.dumps(summaries, sort_keys=True),
+    }
+
+
+def tagged_estimate(context: dg.AssetExecutionContext, partition_key: str) -> Estimator:
+    """A version's estimator in a Dagster step: the estimate processed_files put on the run."""
+
+    def estimator(*_: object) -> RunEstimate | None:
+        run = context.instance.get_run_by_id(context.run.run_id) or context.run
+        text = run.tags.get(ESTIMATE_JSON_TAG)
+        found = json.loads(text).get(partition_key) if text else None
+        return RunEstimate.model_validate(found) if found else None
+
+    return estimator
 
 
 def usd_text(usd: float | None) -> str:

@@ -13,6 +13,8 @@ TRIALS_TAG = "holodeck/trials"
 AGENT_TAG = "holodeck/agent"
 BACKFILL_TAG = "dagster/backfill"
 ESTIMATE_TAG = "holodeck/estimate_usd"
+ESTIMATE_JSON_TAG = "holodeck/estimate"
+"""Each version's estimate (a JSON object by partition key), read back by the agent step."""
 
 
 def trigger_of(tags: Mapping[str, str]) -> Trigger:

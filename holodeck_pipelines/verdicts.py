@@ -114,7 +114,7 @@ def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
             passed=True,
             severity=dg.AssetCheckSeverity.WARN,
             description=f"not compared: {check.not_compared}",
-            metadata={"previous_run_id": "", "infrastructure_failure": True},
+            metadata={"previous_run_id": "", "infrastructure_failure": True, "status": "skipped"},
         )
     if comparison is None:
         return dg.AssetCheckResult(
@@ -122,7 +122,7 @@ def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
             passed=True,
             severity=dg.AssetCheckSeverity.WARN,
             description="nothing to compare with yet",
-            metadata={"previous_run_id": ""},
+            metadata={"previous_run_id": "", "status": "skipped"},
         )
     assert comparison.paired is not None  # compare_runs always pairs
     paired = comparison.paired.pass_fraction
@@ -212,11 +212,12 @@ def agreement_result(
 
 def cost_result(check: CostCheck) -> dg.AssetCheckResult:
     """``cost_regression``: the cost per passing case against the no_regression check's run.
-    An unknown cost is not a pass: the result says it was skipped and why."""
+    Not compared (no baseline, an unknown cost) it passes with the reason, ``status: skipped``,
+    as ``no_regression`` does with nothing to compare: a skip is no warning."""
     metadata: dict[str, Any] = {
         "baseline_run_id": check.baseline or "",
         "max_cost_increase": dg.MetadataValue.float(check.limit),
-        "skipped": check.skipped is not None,
+        "status": check.status,
     }
     for key, value in (
         ("cost_per_pass_usd", check.after),

@@ -55,6 +55,23 @@ class Postgres:
         }
 
 
+def create_database(pg: Postgres, name: str) -> str:
+    """A new database ``name`` on ``pg``; returns the DuckLake URL of a catalog in it, its
+    data path still to add (``?data=...``)."""
+    import psycopg2  # dagster-postgres's driver: CREATE DATABASE needs autocommit
+
+    admin = psycopg2.connect(
+        host=pg.host, port=pg.port, user=pg.user, password=pg.password, dbname=pg.db_name
+    )
+    try:
+        admin.autocommit = True
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {name}")
+    finally:
+        admin.close()
+    return f"ducklake:postgresql://{pg.user}@{pg.host}:{pg.port}/{name}"
+
+
 def _reachable_by_all(path: Path) -> bool:
     """Whether every folder above ``path`` lets other users through (``o+x``)."""
     return all(folder.stat().st_mode & stat.S_IXOTH for folder in path.parents)

@@ -164,6 +164,29 @@ def test_a_run_records_its_spend_per_heading_everywhere(
     }
     assert properties["cost.price_table"] == cost.price_table
     assert {"cost.total_usd", "cost.agent.usd", "cost.agent.calls"} <= properties.keys()
+    # the estimate made before each run: the first from sizes, each next one measured on the
+    # run before (cold caches assumed: it expects what the first spent), in all the same places
+    estimate = cost.estimate
+    assert estimate is not None and estimate.source == "sizes" and estimate.usd
+    assert f"estimate: {estimate.usd:.6f} USD before the run ({estimate.calls} calls" in out
+    second, third = (EvalRun.model_validate_json(p.read_text()) for p in runs[1:])
+    expected = [c.estimate for c in (second.report.summary.cost, third.report.summary.cost) if c]
+    assert [e.source for e in expected if e] == [
+        f"run {run.metadata.run_id[:12]}",
+        f"run {(second.metadata.run_id or '')[:12]}",
+    ]
+    assert expected[0] and expected[0].usd == pytest.approx(total)  # the same replies
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = con.execute(
+            "SELECT estimate_usd, estimate_source, estimate_calls, estimate_tokens "
+            "FROM v_cost_by_run WHERE run_id = ?",
+            [run.metadata.run_id],
+        ).fetchone()
+    assert stored == (pytest.approx(estimate.usd), "sizes", estimate.calls, estimate.tokens)
+    # the judge answers cached by the first run are not paid again: a small share of it
+    assert f"from run {run.metadata.run_id[:12]}): spent " in markdown
+    assert expected[1] is not None and properties["estimate.source"] == expected[1].source
+    assert float(properties["estimate.usd"]) == pytest.approx(expected[1].usd, rel=1e-5)
 
 
 def test_an_unknown_price_is_unknown_never_zero(

@@ -76,25 +76,32 @@ def test_cost_per_passing_case_up_by_more_than_the_limit_fails_the_check(tmp_pat
             assert result.success
             found.append(checks(result)["cost_regression"])
     first, same, dearer = found
-    assert first.passed is True and "nothing to compare with yet" in first.description
+    assert first.passed is True and "skipped: nothing to compare with yet" in first.description
+    assert meta(first)["status"] == "skipped"
     assert first.description.startswith("prompt version v1: ")
     assert same.passed is True and "within evaluations.max_cost_increase 20%" in same.description
     assert meta(same)["increase"] == pytest.approx(0.0)
     assert dearer.passed is False and dearer.severity == dg.AssetCheckSeverity.WARN
     assert "up by more than evaluations.max_cost_increase 20%" in dearer.description
     values = meta(dearer)
-    assert values["increase"] > 1.0 and values["skipped"] is False
+    assert values["increase"] > 1.0 and values["status"] == "failed"
+    assert meta(same)["status"] == "passed"
     assert values["cost_per_pass_usd"] > values["baseline_cost_per_pass_usd"] > 0
     assert values["partition"] == "v1" and values["baseline_run_id"]
 
 
-def test_an_unknown_cost_is_skipped_with_its_reason_not_passed(tmp_path: Path) -> None:
+def test_an_unknown_cost_is_skipped_with_its_reason_passing_as_no_regression_does(
+    tmp_path: Path,
+) -> None:
     with run_model_server(rules(2)) as server, dg.instance_for_test() as instance:
         make_project(tmp_path, server.openai_base_url, model="unpriced-model", limit=0.2)
         result = job(tmp_path, instance).execute_in_process(partition_key="v1", instance=instance)
     assert result.success
-    data = checks(result)["cost_regression"]
-    assert data.passed is False and meta(data)["skipped"] is True
+    found = checks(result)
+    data, regression = found["cost_regression"], found["no_regression"]
+    # a skip reads as no_regression's with nothing to compare: passed, status skipped
+    assert data.passed is True and meta(data)["status"] == "skipped"
+    assert regression.passed is True and meta(regression)["status"] == "skipped"
     assert "skipped: run " in data.description and "cost is unknown: 6 agent call(s)" in (
         data.description
     )
@@ -122,4 +129,5 @@ def test_a_free_baseline_makes_any_spend_a_rise_and_no_baseline_is_no_verdict() 
     assert CostCheck(0.2, "base-run", before=0.01, after=0.0119).passed is True
     assert CostCheck(0.2, "base-run", before=0.01, after=0.0121).passed is False
     first = CostCheck(0.2, after=0.01)
-    assert first.passed is True and first.render() == "nothing to compare with yet"
+    assert first.passed is True and first.render() == "skipped: nothing to compare with yet"
+    assert first.status == "skipped" and CostCheck(0.2, skipped="why").status == "skipped"

@@ -1,7 +1,8 @@
 """The dashboard's money in a real browser (issue 23, Playwright driving Debian's Chromium): the
 Summary's cost per run and prompt version over time (an unknown cost reads "unknown", never 0),
 the runs a budget stopped with the verdict, Compare's cost delta, total and per passing case,
-with each run's budget verdict, and the Explorer's line of a run's cost and budget.
+with each run's budget verdict and the estimate made before it, and the Explorer's line of a
+run's cost, estimate and budget.
 
 The history holds four real CLI runs of one agent against the loopback server: prompt A priced,
 prompt A stopped by a tiny ``execution.budget`` (exit 3), prompt B priced, and prompt A on a
@@ -98,6 +99,15 @@ def money(history: History, run_id: str) -> tuple[float | None, float | None]:
     return cost, per_pass
 
 
+def estimate(history: History, run_id: str) -> tuple[float | None, str]:
+    ((usd, source),) = query(
+        history.db,
+        "SELECT estimate_usd, estimate_source FROM v_cost_by_run WHERE run_id = ?",
+        [run_id],
+    )
+    return usd, source
+
+
 def test_summary_shows_cost_per_run_and_version_and_unknown_as_unknown(
     page: Page, server: str, history: History
 ) -> None:
@@ -170,26 +180,40 @@ def test_compare_shows_the_cost_delta_total_and_per_passing_case(
         f"${per_b:.4f} ({per_b - per_a:+.4f} USD)",
     ]
     assert rows["budget"] == ["-", "-"]
+    # the first run of each prompt had no history to measure: estimated from sizes
+    firsts = ((cost_a, history.priced), (cost_b, history.other))
+    for cell, (cost, run_id) in zip(rows["estimate before the run"], firsts, strict=True):
+        usd, source = estimate(history, run_id)
+        assert source == "sizes" and usd
+        assert cell == f"${usd:.4f} (from sizes): spent {cost / usd:.0%} of it"
     unknown = headline(page, server, [history.priced, history.unknown])
     assert unknown["cost"] == [f"${cost_a:.4f}", "unknown"]  # no delta against an unknown
     assert unknown["cost per passing case"][1] == "unknown"
     stopped = headline(page, server, [history.priced, history.stopped])
     assert stopped["budget"][0] == "-"
     assert stopped["budget"][1].startswith("stopped at its usd limit (1e-06 USD): spent ")
+    # the stopped run was estimated from the measured spend of the first
+    assert stopped["estimate before the run"][1].startswith("$")
+    assert f"(from run {history.priced[:12]})" in stopped["estimate before the run"][1]
 
 
 def test_explorer_shows_a_runs_cost_and_budget_verdict(
     page: Page, server: str, history: History
 ) -> None:
     cost, per_pass = money(history, history.priced)
-    assert cost and per_pass
-    for run_id, expected in (
-        (history.priced, f"cost ${cost:.4f} (${per_pass:.4f} per passing case) · budget: -"),
-        (history.unknown, "cost unknown (unknown per passing case) · budget: -"),
-    ):
-        page.goto(f"{server}/explorer?run={run_id}")
-        page.wait_for_selector("#run-cost")
-        assert page.inner_text("#run-cost") == expected
+    usd, _ = estimate(history, history.priced)
+    assert cost and per_pass and usd
+    page.goto(f"{server}/explorer?run={history.priced}")
+    page.wait_for_selector("#run-cost")
+    assert page.inner_text("#run-cost") == (
+        f"cost ${cost:.4f} (${per_pass:.4f} per passing case) · estimate: ${usd:.4f} (from "
+        f"sizes): spent {cost / usd:.0%} of it · budget: -"
+    )
+    page.goto(f"{server}/explorer?run={history.unknown}")
+    page.wait_for_selector("#run-cost")
+    line = page.inner_text("#run-cost")
+    assert line.startswith("cost unknown (unknown per passing case) · estimate: ")
+    assert line.endswith(" · budget: -") and "spent" not in line  # no ratio to an unknown
     page.goto(f"{server}/explorer?run={history.stopped}")
     page.wait_for_selector("#run-cost")
     assert "budget: stopped at its usd limit (1e-06 USD)" in page.inner_text("#run-cost")

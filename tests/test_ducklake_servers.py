@@ -22,7 +22,7 @@ from holodeck_core.history.ingest import prepare_run
 from holodeck_core.history.tabular import as_arrow
 from holodeck_core.reports.eval_run_file import write_new_object
 from tests.history_helpers import HISTORY, build_history, ingest_runs, make_run, run_cli
-from tests.services import S3, Postgres, postgres_server, s3_server
+from tests.services import S3, Postgres, create_database, postgres_server, s3_server
 from tests.test_lake import PARTIAL, said, snapshot
 
 BUCKET = "holodeck-lake"
@@ -49,18 +49,7 @@ def lake_url(
         monkeypatch.setenv(variable, value)
     monkeypatch.setenv("PGPASSWORD", pg.password)  # libpq's variable; never in the URL
     name = "lake_" + request.node.name.removeprefix("test_")[:40]
-    import psycopg2  # dagster-postgres's driver: CREATE DATABASE needs autocommit
-
-    admin = psycopg2.connect(
-        host=pg.host, port=pg.port, user=pg.user, password=pg.password, dbname=pg.db_name
-    )
-    try:
-        admin.autocommit = True
-        with admin.cursor() as cursor:
-            cursor.execute(f"CREATE DATABASE {name}")
-    finally:
-        admin.close()
-    return f"ducklake:postgresql://{pg.user}@{pg.host}:{pg.port}/{name}?data=s3://{BUCKET}/{name}"
+    return f"{create_database(pg, name)}?data=s3://{BUCKET}/{name}"
 
 
 def rows(target: store.History, sql: str) -> list[tuple[Any, ...]]:

@@ -1,7 +1,9 @@
 """Budgets runs share (issue 23 Deliver 3, DESIGN §8.5): ``holodeck.yaml`` ``budget: {daily,
-backfill}`` kept in the history's ``budget_ledger``. Two Dagster partitions materialized at once
-in two processes under one daily budget together stay within it (the loopback server's
-counters); consecutive CLI runs of one day share it and a rerun resumes; a crashed holder's
+backfill}`` kept in the history's ``budget_ledger`` (a DuckLake with a PostgreSQL catalog: the
+catalog's ``holodeck_budget_ledger``). Two Dagster partitions materialized at once in two
+processes under one daily budget together stay within it, on the DuckDB file and on a DuckLake
+in PostgreSQL (the loopback server's counters), and so do claims of six processes at once;
+consecutive CLI runs of one day share it and a rerun resumes; a crashed holder's
 claim expires; Dagster shows the estimate before the agent step; a target's calls stop at
 ``budget.tokens`` (issue 24)."""
 
@@ -12,6 +14,7 @@ import multiprocessing
 import os
 import textwrap
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,13 +26,21 @@ import pytest
 from holodeck_core.calls.shared_budget import Amount, PoolRefused
 from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
-from holodeck_core.errors import ConfigError
+from holodeck_core.history.budget_catalog import (
+    CATALOG,
+    TABLE,
+    locked_ledger,
+    postgres_conninfo,
+)
 from holodeck_core.history.budget_ledger import HistoryPool, shared_pools
 from holodeck_core.history.ducklake import DuckLake
+from holodeck_core.history.store import History
+from holodeck_core.history.tabular import literal
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.models.cost import Budget, SharedBudgets
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.services import Postgres, create_database, postgres_server
 from tests.target_servers import AgentState, agent_server
 from tests.test_budget import runs
 from tests.test_cost import RULES, write_agent
@@ -47,12 +58,51 @@ GEO_RULES: dict[str, Any] = {
 }
 
 
-def ledger_rows(db: Path) -> list[tuple[Any, ...]]:
-    with duckdb.connect(str(db), read_only=True) as con:
-        return con.execute(
-            "SELECT scope, scope_key, claimed_usd, spent_usd, claimed_tokens, spent_tokens "
-            "FROM budget_ledger ORDER BY updated_at"
-        ).fetchall()
+LEDGER = "SELECT scope, scope_key, claimed_usd, spent_usd, claimed_tokens, spent_tokens FROM "
+
+
+def ledger_rows(history: History) -> list[tuple[Any, ...]]:
+    if isinstance(history, DuckLake):
+        conninfo = postgres_conninfo(history)
+        assert conninfo is not None
+        with locked_ledger(history, conninfo) as ledger:
+            sql = literal(f"{LEDGER} {TABLE} ORDER BY updated_at")
+            return ledger.con.execute(
+                f"SELECT * FROM postgres_query({literal(CATALOG)}, {sql})"
+            ).fetchall()
+    with duckdb.connect(str(history), read_only=True) as con:
+        return con.execute(f"{LEDGER} budget_ledger ORDER BY updated_at").fetchall()
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Postgres]:
+    with postgres_server() as pg:
+        yield pg
+
+
+def postgres_lake(pg: Postgres, root: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> DuckLake:
+    """A DuckLake with its catalog in a new database of ``pg`` and its data in a folder;
+    ``HOLODECK_HISTORY_URL`` and ``PGPASSWORD`` set (processes started later inherit them)."""
+    url = f"{create_database(pg, name)}?data={root / 'lake-data'}"
+    monkeypatch.setenv("PGPASSWORD", pg.password)
+    monkeypatch.setenv("HOLODECK_HISTORY_URL", url)
+    return DuckLake.parse(url)
+
+
+def histories(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> History:
+    """The history of the given ``kind``: a DuckDB file, a DuckLake with a catalog file, or
+    with its catalog in PostgreSQL."""
+    if kind == "file":
+        return tmp_path / "history.duckdb"
+    if kind == "lake-file":
+        return DuckLake.parse(str(tmp_path / "lake"))
+    pg = request.getfixturevalue("postgres")
+    name = "budget_" + request.node.name.removeprefix("test_")[:20].replace("-", "_")
+    return postgres_lake(
+        pg, tmp_path, "".join(c for c in name if c.isalnum() or c == "_"), monkeypatch
+    )
 
 
 def test_two_runs_of_one_day_share_its_budget_and_a_larger_one_resumes(
@@ -102,8 +152,11 @@ def test_two_runs_of_one_day_share_its_budget_and_a_larger_one_resumes(
     assert set(both.values()) == {1}  # the resumed run sent only what the stopped one had not
 
 
-def test_a_crashed_holders_claim_expires_but_its_spend_counts(tmp_path: Path) -> None:
-    db = tmp_path / "history.duckdb"
+@pytest.mark.parametrize("kind", ["file", "lake-file", "postgres"])
+def test_a_crashed_holders_claim_expires_but_its_spend_counts(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = histories(kind, tmp_path, request, monkeypatch)
     budget = Budget(tokens=1000)
     crashed = HistoryPool(db, "daily", "2026-12-01", budget, lease_s=0.0)
     assert crashed.claim(Amount(tokens=100), Amount(), Amount(tokens=900), Amount(tokens=10)) == (
@@ -156,7 +209,10 @@ def _partition_in_a_process(root: str, key: str, barrier: Any) -> tuple[bool, st
         return result.success, (data.description or "") if data else ""
 
 
-def test_two_partitions_at_once_under_one_daily_budget_stay_within_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["file", "postgres"])
+def test_two_partitions_at_once_under_one_daily_budget_stay_within_it(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     measured, shared = tmp_path / "measured", tmp_path / "shared"
     measured.mkdir()
     shared.mkdir()
@@ -176,6 +232,13 @@ def test_two_partitions_at_once_under_one_daily_budget_stay_within_it(tmp_path: 
             assert estimate["estimate/source"].value == "sizes"
             tags = instance.get_run_by_id(alone.run_id).tags  # type: ignore[union-attr]
             assert tags["holodeck/estimate_usd"] == "unknown"  # model m has no price
+            # the report step read it back from the run: the EvalRun and its metadata keep it
+            [report] = alone.asset_materializations_for_node("geo_agent__report_summary")
+            assert report.metadata["estimate_source"].value == "sizes"
+            assert "estimate_usd" not in report.metadata
+            path = str(report.metadata["eval_run_path"].value)
+            cost = EvalRun.model_validate_json(Path(path).read_text()).report.summary.cost
+            assert cost and cost.estimate and cost.estimate.calls == PARTITION_CASES
         assert server.stats()["total_calls"] == PARTITION_CASES
         [responses] = alone.asset_materializations_for_node("geo_agent__agent_responses")
         per_call = int(responses.metadata["total_tokens"].value) // PARTITION_CASES  # type: ignore[arg-type]
@@ -184,6 +247,11 @@ def test_two_partitions_at_once_under_one_daily_budget_stay_within_it(tmp_path: 
         daily = per_call * PARTITION_CASES
 
         os.environ["HOLODECK_HOME"] = str(shared / "home")
+        history = (
+            shared / "home" / "history.duckdb"
+            if kind == "file"
+            else histories(kind, tmp_path, request, monkeypatch)  # the partitions inherit it
+        )
         project = geo_project(shared, url, f"budget: {{daily: {{tokens: {daily}}}}}\n")
         (shared / "dagster-home").mkdir()
         with dg.instance_for_test(temp_dir=str(shared / "dagster-home")) as instance:
@@ -201,7 +269,7 @@ def test_two_partitions_at_once_under_one_daily_budget_stay_within_it(tmp_path: 
     # every call of both spends the same (the prompts have as many words, and the replies)
     assert stats["total_calls"] * per_call <= daily
     assert min(by_partition.values()) > 0  # both partitions ran
-    rows = ledger_rows(shared / "home" / "history.duckdb")
+    rows = ledger_rows(history)
     assert {row[0] for row in rows} == {"daily"}
     assert sum(row[5] for row in rows) == stats["total_calls"] * per_call  # the ledger's spend
     assert all(row[4] == row[5] for row in rows)  # every claim's rest given back
@@ -293,11 +361,43 @@ def test_a_backfills_budget_holds_its_runs_only(tmp_path: Path) -> None:
     assert rows[0][5] <= 40
 
 
-def test_shared_budgets_need_a_history_with_transactions(tmp_path: Path) -> None:
+def _claim_until_refused(pool: HistoryPool, barrier: Any) -> int:
+    """Claim 7 tokens at a time (each booked as spent) until the pool refuses; the total."""
+    step, granted = Amount(tokens=7), Amount()
+    barrier.wait()
+    while True:
+        try:
+            granted += pool.claim(granted, granted, step, step)
+        except PoolRefused:
+            return granted.tokens
+
+
+CLAIMERS = 6
+
+
+def test_claims_of_six_processes_at_once_on_a_postgres_catalog_never_pass_the_budget(
+    postgres: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = postgres_lake(postgres, tmp_path, "budget_claims", monkeypatch)
+    monkeypatch.setenv("HOLODECK_HISTORY_LOCK_TIMEOUT", "300")  # a busy machine: wait, not fail
+    pools = [HistoryPool(lake, "daily", "2026-12-01", Budget(tokens=200)) for _ in range(CLAIMERS)]
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Manager() as manager, ProcessPoolExecutor(CLAIMERS, mp_context=spawn) as pool:
+        barrier = manager.Barrier(CLAIMERS)
+        granted = list(pool.map(_claim_until_refused, pools, [barrier] * CLAIMERS))
+    # every claim saw all those before it: 28 grants of 7, however they interleaved
+    assert sum(granted) == 196 and sum(1 for g in granted if g) > 1
+    rows = ledger_rows(lake)
+    assert sorted(row[4] for row in rows) == sorted(g for g in granted if g)
+
+
+def test_shared_budgets_on_a_duckdb_file_or_a_lake_and_only_the_scopes_set(
+    tmp_path: Path,
+) -> None:
     budgets = SharedBudgets(daily=Budget(usd=1.0))
-    lake = DuckLake.parse(str(tmp_path / "lake"))
-    with pytest.raises(ConfigError, match=r"is a DuckLake, which does not keep it yet"):
-        shared_pools(lake, budgets, backfill=None)
+    lake = DuckLake.parse(str(tmp_path / "lake"))  # a catalog file: one writer at a time
+    [pool] = shared_pools(lake, budgets, backfill=None, today="2026-12-01")
+    assert pool.claim(Amount(), Amount(), Amount(usd=0.5), Amount(usd=0.1)) == Amount(usd=0.5)
     assert shared_pools(lake, SharedBudgets(), backfill="b") == []
     [pool] = shared_pools(tmp_path / "h.duckdb", budgets, backfill="b", today="2026-12-01")
     assert (pool.scope, pool.key) == ("daily", "2026-12-01")  # no backfill budget: no pool

@@ -104,6 +104,7 @@ def _headline(data: CompareData) -> html.Table:
                 html.Span([fmt(value), " ", html.Span(f"({unit.format(delta)})", className=tone)])
             )
         body.append(cells)
+    body.append(["estimate before the run", *(run["estimate"] for run in data.runs)])
     body.append(["budget", *(run["budget"] for run in data.runs)])
     return ui.grid(["", *(_title(data, k) for k in range(len(data.runs)))], body, "headline")
 

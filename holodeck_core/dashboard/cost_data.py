@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.dashboard import ui
 from holodeck_core.dashboard.data import FILTERED_RUNS, Filters, connect, rows
 from holodeck_core.history.store import History
 
@@ -26,7 +27,8 @@ ORDER BY f.finished_at, f.run_id
 
 BUDGETS = """
 SELECT c.run_id, r.agent_name, c.prompt_version, c.finished_at, c.budget_usd, c.budget_tokens,
-       c.spent_usd, c.spent_tokens, c.budget_stopped_by, k.refused_calls
+       c.spent_usd, c.spent_tokens, c.budget_stopped_by, k.refused_calls, c.estimate_usd,
+       c.estimate_source
 FROM v_cost_by_run c JOIN eval_runs r USING (run_id) JOIN run_costs k USING (run_id)
 """
 STOPS_SHOWN = 20
@@ -58,14 +60,31 @@ def costs(db: History, filters: Filters) -> CostData:
 
 
 def run_money(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> dict[str, Any]:
-    """A run's cost per passing case and its budget verdict (Compare's headline)."""
+    """A run's cost per passing case, its budget verdict and the estimate made before it
+    (Compare's headline, the Explorer's run line)."""
     found = rows(con.execute(f"{BUDGETS} WHERE c.run_id = ?", [run["run_id"]]))
     per_pass = (
         None
         if run["cost_usd"] is None or not run["passed"]
         else float(run["cost_usd"]) / int(run["passed"])
     )
-    return {"cost_per_pass": per_pass, "budget": budget_text(found[0]) if found else "-"}
+    return {
+        "cost_per_pass": per_pass,
+        "budget": budget_text(found[0]) if found else "-",
+        "estimate": estimate_text(found[0] if found else None, run["cost_usd"]),
+    }
+
+
+def estimate_text(row: dict[str, Any] | None, spent: float | None) -> str:
+    """``$0.0120 (from sizes): spent 95% of it``, ``unknown (from run …)`` when a model had no
+    price, or ``-`` for a run recorded without one."""
+    if row is None or row["estimate_source"] is None:
+        return "-"
+    expected = row["estimate_usd"]
+    text = f"{ui.usd(expected)} (from {row['estimate_source']})"
+    if expected and spent is not None:
+        text += f": spent {float(spent) / float(expected):.0%} of it"
+    return text
 
 
 def budget_text(row: dict[str, Any]) -> str:

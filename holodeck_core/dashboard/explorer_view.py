@@ -89,7 +89,7 @@ def _detail(data: Explorer) -> list[Any]:
         ),
         html.P(
             f"cost {ui.usd(run['cost_usd'])} ({ui.usd(run['cost_per_pass'])} per passing case)"
-            f" · budget: {run['budget']}",
+            f" · estimate: {run['estimate']} · budget: {run['budget']}",
             id="run-cost",
         ),
     ]

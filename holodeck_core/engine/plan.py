@@ -5,12 +5,15 @@ variances (DESIGN §7.7-7.8)."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.errors import ConfigError
-from holodeck_core.models.cost import Heading, HeadingCost, total_usd
+from holodeck_core.errors import ConfigError, NoHistoryError
+from holodeck_core.models.cost import Heading, HeadingCost, RunEstimate, total_usd
 
 if TYPE_CHECKING:
     from holodeck_core.config.loader import LoadedAgent
@@ -95,26 +98,56 @@ class CostEstimate:
     def total_usd(self) -> float | None:
         return total_usd(self.headings)
 
+    def summary(self) -> RunEstimate:
+        """The totals the EvalRun keeps (``summary.cost.estimate``)."""
+        headings = self.headings.values()
+        return RunEstimate(
+            source=self.source,
+            calls=sum(c.calls for c in headings),
+            tokens=sum(c.tokens for c in headings),
+            usd=self.total_usd,
+        )
+
     def per_case_trial_usd(self) -> float | None:
         total = self.total_usd
         return None if total is None else total / max(self.cases * self.trials, 1)
 
 
-JUDGE_PROMPT_TOKENS = 400
-"""A judge prompt's own text around the case (sizes estimate)."""
 JUDGE_ANSWER_TOKENS = 60
+"""A judge's reply (a score or verdicts and a short reason; sizes estimate)."""
+TYPICAL_ANSWER_TOKENS = 100
+"""An agent's answer where the case gives no expected one (``max_tokens`` caps it)."""
+TOOL_SCHEMA_TOKENS = 40
+"""A tool's parameters' JSON schema, beside its name and description."""
+TOOL_CALL_TOKENS = 30
+"""The agent's reply that calls a tool (its name and arguments)."""
+TOOL_RESULT_TOKENS = 100
+"""A tool's result, but a retrieval tool's (its ``top_k`` chunks of ``chunk_size``)."""
+
+
+def typical_tokens(*texts: str) -> int:
+    """The plan's token count: a token per 4 characters (OpenAI's rule of thumb for English;
+    no tokenizer is a dependency) plus 4 per message for the framing. The budget's holds use
+    the generous :func:`~holodeck_core.calls.ledger.estimate_tokens` instead."""
+    return sum(-(-len(text) // 4) + 4 for text in texts)
 
 
 def estimate_cost(
-    loaded: LoadedAgent, history: History | None, prompt_version: str, body: str, trials: int
+    loaded: LoadedAgent,
+    history: History | None,
+    prompt_version: str,
+    body: str,
+    trials: int,
+    cases: list[TestCaseModel] | None = None,
 ) -> CostEstimate:
-    """The run's expected spend: measured per case in the newest recorded run of this prompt
-    version with costs (cases it lacks at the mean of the others), else from sizes."""
-    from holodeck_core.history.store import was_written
-
-    cases = loaded.agent.cases
-    recorded = history is not None and was_written(history)
-    measured = _measured(loaded, history, prompt_version) if history and recorded else None
+    """The run's expected spend on ``cases`` (default: all the agent's): measured per case in
+    the newest recorded run of this prompt version with costs (cases it lacks at the mean of
+    the others), else from sizes. One history read (a few small queries), or none."""
+    cases = loaded.agent.cases if cases is None else cases
+    try:
+        measured = _measured(loaded, history, prompt_version) if history else None
+    except NoHistoryError:  # nothing recorded yet (no file, a lake nobody wrote)
+        measured = None
     if measured is not None:
         run_id, per_case, outside = measured
         mean = _scaled(_summed(list(per_case.values())), 1 / max(len(per_case), 1))
@@ -204,20 +237,25 @@ def _measured(
 
 
 def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
-    """One trial of ``case`` from sizes: a call per turn (the prompt, the conversation so far
-    and the tool schemas in; the expected answer, else a quarter of max_tokens, out) and, per
-    turn, the judge calls of the metrics it is scored by (precedence turn > case > agent),
-    each priced at its own judge's rates."""
-    from holodeck_core.calls.ledger import estimate_tokens
+    """One trial of ``case`` from sizes (:func:`typical_tokens`): a call per turn (the
+    prompt, the conversation so far and the tools' names, descriptions and schemas in; the
+    expected answer, else a typical one capped by ``max_tokens``, out) and, per turn, the
+    judge calls of the metrics it is scored by (precedence turn > case > agent), each the
+    metric's own prompt template around the case, priced at its judge's rates."""
     from holodeck_core.calls.prices import load_price_table
     from holodeck_core.config.project import Project
     from holodeck_core.metrics.registry import select_metrics
     from holodeck_core.models import LLMProvider, TokenUsage
+    from holodeck_core.models.evaluation import RAGMetric
     from holodeck_core.providers.table import provider_spec
 
     agent = loaded.agent
     prices = load_price_table(Project.discover(loaded.base_dir).settings.pricing)
-    tools = json.dumps([t.model_dump(mode="json") for t in agent.tools or []])
+    tools = [
+        json.dumps({"name": t.name, "description": getattr(t, "description", "")})
+        for t in agent.tools or []
+    ]
+    tool_tokens = typical_tokens(*tools) + TOOL_SCHEMA_TOKENS * len(tools) if tools else 0
 
     def priced(model: LLMProvider, calls: int, usage: TokenUsage) -> HeadingCost:
         key = provider_spec(model.provider).prices_under
@@ -232,32 +270,100 @@ def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
 
     evaluations = agent.evaluations
     agent_metrics = evaluations.metrics if evaluations else None
-    turns = [(t.input, t.ground_truth, t.evaluations) for t in case.turns or []] or [
-        (case.input or "", case.ground_truth, None)
-    ]
-    answer = (agent.model.max_tokens or 400) // 4
+    turns = [
+        (t.input, t.ground_truth, t.evaluations, t.expected_tools) for t in case.turns or []
+    ] or [(case.input or "", case.ground_truth, None, case.expected_tools)]
+    cap = agent.model.max_tokens or TYPICAL_ANSWER_TOKENS
     prompt = completion = 0
     seen: list[str] = []
     judged: list[HeadingCost] = []
-    for text, expected, turn_metrics in turns:
+    calls_made = 0
+    for text, expected, turn_metrics, expected_tools in turns:
         seen.append(text)
-        prompt += estimate_tokens(body, tools, *seen)
-        completion += estimate_tokens(expected) if expected else answer
+        asked = typical_tokens(body, *seen) + tool_tokens
+        answer = min(cap, typical_tokens(expected) if expected else TYPICAL_ANSWER_TOKENS)
+        # a turn that expects tools is two calls: one calling them, one with their results
+        result = _results_tokens(agent.tools or [], expected_tools or [], loaded.base_dir)
+        prompt += asked + (asked + TOOL_CALL_TOKENS + result if result else 0)
+        completion += answer + (TOOL_CALL_TOKENS if result else 0)
+        calls_made += 2 if result else 1
         seen.append(expected or "")
-        size = estimate_tokens(text, expected or "") + answer + JUDGE_PROMPT_TOKENS
+        case_tokens = typical_tokens(text, expected or "") + answer
         for metric in select_metrics(agent_metrics, case.evaluations, turn_metrics):
             calls = _judge_calls(metric)
             if calls:
                 judge = metric.model or (evaluations.model if evaluations else None) or agent.model
+                # a RAG judge reads the retrieved context too
+                context = result if isinstance(metric, RAGMetric) else 0
+                size = case_tokens + context + _judge_prompt_tokens(metric)
                 usage = TokenUsage(
                     prompt_tokens=calls * size, completion_tokens=calls * JUDGE_ANSWER_TOKENS
                 )
                 judged.append(priced(judge, calls, usage))
     usage = TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
-    out: Costs = {"agent": priced(agent.model, len(turns), usage)}
+    out: Costs = {"agent": priced(agent.model, calls_made, usage)}
     if judged:
         out["judge"] = _summed([{"judge": j} for j in judged])["judge"]
     return out
+
+
+def _results_tokens(tools: Sequence[object], expected: Sequence[object], base: Path) -> int:
+    """What the tools a turn expects (``expected_tools``) return: each one's result."""
+    total = 0
+    for spec in expected:
+        name = spec if isinstance(spec, str) else str(getattr(spec, "name", ""))
+        found = next((t for t in tools if name in str(getattr(t, "name", ""))), None)
+        total += _tool_result_tokens(found, base) if found is not None else 0
+    return total
+
+
+def _tool_result_tokens(tool: object, base: Path) -> int:
+    """A tool's result: a retrieval tool's ``top_k`` chunks of ``chunk_size``, at most its
+    whole source (its files' sizes, no file read); another tool's, a typical one."""
+    from holodeck_core.models.tools import VectorstoreTool
+    from holodeck_core.tools.retrieval.vectorstore import DEFAULT_CHUNK_SIZE
+
+    if not isinstance(tool, VectorstoreTool):
+        return TOOL_RESULT_TOKENS
+    chunks = tool.top_k * (tool.chunk_size or DEFAULT_CHUNK_SIZE)
+    size = _source_bytes(base / tool.source)
+    return chunks if not size else min(chunks, -(-size // 4))
+
+
+@functools.cache
+def _source_bytes(source: Path) -> int:
+    """The size of a retrieval source's files (0: not a local path), listed once a process;
+    the sources' caps bound the listing (20,000 files)."""
+    if source.is_file():
+        return source.stat().st_size
+    return sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
+
+
+def _judge_prompt_tokens(metric: object) -> int:
+    """A judge call's own text: the mean of the metric's packaged templates (G-Eval's score
+    prompt with its criteria and steps; a RAG metric's prompts; a legacy metric's)."""
+    from holodeck_core.models.evaluation import GEvalMetric, RAGMetric, StandardMetric
+
+    if isinstance(metric, GEvalMetric):
+        steps = " ".join(metric.evaluation_steps or [])
+        return _template_tokens("geval_score") + typical_tokens(metric.criteria + steps)
+    if isinstance(metric, RAGMetric):
+        return _template_tokens(str(metric.metric_type))
+    if isinstance(metric, StandardMetric):
+        return _template_tokens(f"legacy_{metric.metric}")
+    return 0
+
+
+@functools.cache
+def _template_tokens(prefix: str) -> int:
+    from importlib import resources
+
+    from holodeck_core.metrics.judge_prompts import load_prompt
+
+    folder = resources.files("holodeck_core.metrics").joinpath("prompts")
+    ids = sorted(f.name[:-4] for f in folder.iterdir() if f.name.startswith(prefix))
+    sizes = [typical_tokens(load_prompt(i).system, load_prompt(i).user) for i in ids]
+    return sum(sizes) // len(sizes) if sizes else 0
 
 
 def _judge_calls(metric: object) -> int:

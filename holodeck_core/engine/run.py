@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from upath import UPath
 
     from holodeck_core.calls.shared_budget import BudgetPool
+    from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.config.project import Project
-    from holodeck_core.models import EvalRun, TestResult
+    from holodeck_core.models import EvalRun, TestCaseModel, TestResult
+    from holodeck_core.models.cost import RunEstimate
     from holodeck_core.runner.options import SharedBudgetsFactory
     from holodeck_core.runner.suite import Suite
 
@@ -47,6 +49,7 @@ async def run_suite(
     """Open the tools, run every case (``progress`` is entered once the tools' identities
     have picked the journal) and score the judge-control set; the tools are closed after."""
     try:
+        suite.estimate()  # before any call: index builds are calls too
         await suite.open_tools()
         # only now, with the SDKs imported: a concurrent import would delay the first call
         preload_history()
@@ -93,6 +96,27 @@ def record_history(
             f"`holodeck history sync {path.parent}` later"
         )
     return None
+
+
+def run_estimate(
+    loaded: LoadedAgent,
+    project: Project,
+    prompt_key: str,
+    body: str,
+    trials: int,
+    cases: list[TestCaseModel],
+) -> RunEstimate | None:
+    """The suite's :class:`~holodeck_core.runner.options.Estimator`: ``holodeck plan``'s
+    estimate from the project's history (one short read; sizes when nothing is recorded).
+    None when the history cannot be read (locked, unreachable): a run never waits on it."""
+    from holodeck_core.engine.plan import estimate_cost
+    from holodeck_core.history.backend import project_history
+
+    try:
+        history = project_history(project)
+        return estimate_cost(loaded, history, prompt_key, body, trials, cases).summary()
+    except HolodeckError:
+        return None
 
 
 def shared_budgets(backfill: str | None = None) -> SharedBudgetsFactory:

@@ -4,21 +4,22 @@
 Every claim is one short transaction on a writer connection, which waits out another
 process's lock as every history write does (``store.connect_with_retry``): it sums what the
 other holders of the budget claimed (while their lease runs) or spent (once it expired), grants
-this holder what fits, and writes its row. The single-writer lock of the DuckDB file makes
-the claims of two processes one after the other; the transaction keeps a claim whole on a
-catalog that lets writers run at once (DuckLake). Plain ``UPDATE``/``INSERT``: no key or check
-constraint is relied on."""
+this holder what fits, and writes its row. The single-writer lock of the DuckDB file, and of a
+DuckLake's catalog file, makes the claims of two processes one after the other. A DuckLake
+whose catalog is in PostgreSQL lets writers commit at once, so its ledger is a table of that
+database, each claim under a table lock (``history/budget_catalog.py`` says why).
+Plain ``UPDATE``/``INSERT``: no key or check constraint is relied on."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from holodeck_core.calls.shared_budget import SHARED_LEASE_S, Amount, PoolRefused
-from holodeck_core.errors import ConfigError
+from holodeck_core.history.budget_catalog import Ledger, locked_ledger, postgres_conninfo
+from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.history.store import History, writer
 from holodeck_core.models.cost import Budget, SharedBudgets, SharedScope
 
@@ -28,10 +29,10 @@ if TYPE_CHECKING:
 _OTHERS = """
 SELECT
     coalesce(sum(CASE WHEN expires_at > ? THEN greatest(claimed_usd, spent_usd)
-                      ELSE spent_usd END), 0),
+                      ELSE spent_usd END), 0) AS usd,
     CAST(coalesce(sum(CASE WHEN expires_at > ? THEN greatest(claimed_tokens, spent_tokens)
-                           ELSE spent_tokens END), 0) AS BIGINT)
-FROM budget_ledger
+                           ELSE spent_tokens END), 0) AS BIGINT) AS tokens
+FROM {table}
 WHERE scope = ? AND scope_key = ? AND holder <> ?
 """
 _UPDATE = """
@@ -47,11 +48,26 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
+@dataclass(frozen=True)
+class _FileLedger:
+    """The ledger in the history's own ``budget_ledger`` table (in the caller's transaction)."""
+
+    con: duckdb.DuckDBPyConnection
+
+    def read(self, sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+        return self.con.execute(sql.format(table="budget_ledger"), params).fetchone()
+
+    def write(self, values: list[Any], label: str) -> None:
+        updated = self.con.execute(_UPDATE, values).fetchone()
+        if not updated or not updated[0]:
+            self.con.execute(_INSERT, [*values, label])
+
+
 @dataclass
 class HistoryPool:
-    """One shared budget (``scope``/``key``) in a DuckDB history file, for one holder."""
+    """One shared budget (``scope``/``key``) in a history, for one holder."""
 
-    path: Path
+    path: History
     scope: SharedScope
     key: str
     budget: Budget
@@ -60,10 +76,13 @@ class HistoryPool:
     holder: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def claim(self, spent: Amount, held: Amount, want: Amount, need: Amount) -> Amount:
+        if isinstance(self.path, DuckLake) and (conninfo := postgres_conninfo(self.path)):
+            with locked_ledger(self.path, conninfo) as ledger:
+                return self._claim(ledger, spent, held, want, need)
         with writer(self.path) as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                extra = self._claim(con, spent, held, want, need)
+                extra = self._claim(_FileLedger(con), spent, held, want, need)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -71,15 +90,10 @@ class HistoryPool:
         return extra
 
     def _claim(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        spent: Amount,
-        held: Amount,
-        want: Amount,
-        need: Amount,
+        self, ledger: Ledger, spent: Amount, held: Amount, want: Amount, need: Amount
     ) -> Amount:
         now = datetime.now(UTC).replace(tzinfo=None)
-        row = con.execute(_OTHERS, [now, now, self.scope, self.key, self.holder]).fetchone()
+        row = ledger.read(_OTHERS, [now, now, self.scope, self.key, self.holder])
         others = Amount(float(row[0]), int(row[1])) if row else Amount()
         mine = Amount(max(held.usd, spent.usd), max(held.tokens, spent.tokens))
         usd = self._grant("usd", self.budget.usd, others.usd + mine.usd, want.usd, need.usd)
@@ -99,9 +113,7 @@ class HistoryPool:
             self.key,
             self.holder,
         ]
-        updated = con.execute(_UPDATE, values).fetchone()
-        if not updated or not updated[0]:
-            con.execute(_INSERT, [*values, self.label])
+        ledger.write(values, self.label)
         return extra
 
     def _grant(
@@ -141,7 +153,7 @@ def shared_pools(
 ) -> list[HistoryPool]:
     """The pools a run draws from: the day's (``today``, default the UTC date now) when
     ``budget.daily`` is set, its backfill's when it runs in one and ``budget.backfill`` is
-    set. A history that cannot keep them in a transaction is a config error."""
+    set."""
     if budgets is None:
         return []
     wanted: list[tuple[SharedScope, str, Budget]] = []
@@ -149,13 +161,4 @@ def shared_pools(
         wanted.append(("daily", today or datetime.now(UTC).date().isoformat(), budgets.daily))
     if budgets.backfill is not None and backfill:
         wanted.append(("backfill", backfill, budgets.backfill))
-    if not wanted:
-        return []
-    if not isinstance(history, Path):
-        raise ConfigError(
-            f"budget: in holodeck.yaml keeps its shared ledger in the DuckDB file; the history "
-            f"{history} is a DuckLake, which does not keep it yet. Use the DuckDB file (unset "
-            "history_url / HOLODECK_HISTORY_URL) or remove budget.daily and budget.backfill",
-            file="holodeck.yaml",
-        )
     return [HistoryPool(history, scope, key, budget, label=label) for scope, key, budget in wanted]

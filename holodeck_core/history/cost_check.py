@@ -1,14 +1,15 @@
 """The ``cost_regression`` check (issue 23): a run's cost per passing case against the run the
 ``no_regression`` check compares it with (:mod:`holodeck_core.history.regression`), flagged
 when it went up by more than ``evaluations.max_cost_increase`` (a fraction). A cost that is
-unknown on either side (a model without a price, a run recorded before costs were) is not
-compared: the check says why instead of passing."""
+unknown on either side (a model without a price, a run recorded before costs were), or no
+baseline yet, is not compared: the check passes with the reason, ``status: skipped``, as
+``no_regression`` does with nothing to compare."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from holodeck_core.history.store import History, opened
 
@@ -44,17 +45,21 @@ class CostCheck:
 
     @property
     def passed(self) -> bool:
-        """False when the cost rose past the limit, or could not be compared."""
-        if self.skipped is not None:
-            return False
+        """False only when the cost rose past the limit (a skipped check passes)."""
         increase = self.increase
         return increase is None or increase <= self.limit
+
+    @property
+    def status(self) -> Literal["passed", "failed", "skipped"]:
+        if self.skipped is not None or self.increase is None:
+            return "skipped"
+        return "passed" if self.passed else "failed"
 
     def render(self) -> str:
         if self.skipped is not None:
             return f"skipped: {self.skipped}"
         if self.baseline is None:
-            return "nothing to compare with yet"
+            return "skipped: nothing to compare with yet"
         before, after = f"{self.before:.6f}", f"{self.after:.6f}"
         change = self.increase
         moved = "" if change is None else f" ({change:+.1%})"

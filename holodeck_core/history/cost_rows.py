@@ -20,7 +20,7 @@ def cost_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, Tab
         per_case = [(cid, r.cost or {}) for cid, r in zip(case_ids, results, strict=True)]
         for case_id, headings in [*per_case, ("", cost.outside)]:
             calls += [_row(run_id, case_id, h, c) for h, c in headings.items() if c.calls]
-        budget = cost.budget
+        budget, estimate = cost.budget, cost.estimate
         runs.append(
             {
                 "run_id": run_id,
@@ -33,6 +33,10 @@ def cost_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, Tab
                 "spent_tokens": budget.spent_tokens if budget else None,
                 "budget_stopped_by": budget.stopped_by if budget else None,
                 "refused_calls": budget.refused_calls if budget else None,
+                "estimate_usd": estimate.usd if estimate else None,
+                "estimate_source": estimate.source if estimate else None,
+                "estimate_calls": estimate.calls if estimate else None,
+                "estimate_tokens": estimate.tokens if estimate else None,
             }
         )
     return {

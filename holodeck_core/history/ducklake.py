@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from holodeck_core.config.project import LAKE_ENV
-from holodeck_core.errors import ConfigError, ExecutionError
+from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
 from holodeck_core.history import schema
 from holodeck_core.history.extensions import extensions_connection
 from holodeck_core.history.locking import is_lock_error
@@ -104,6 +104,12 @@ class DuckLake:
             names += ("postgres",)
         return names + (("httpfs",) if self.on_s3 else ())
 
+    def _missing(self) -> NoHistoryError:
+        return NoHistoryError(
+            f"no history lake at {self}: write to it first (`holodeck history sync "
+            f"RESULTS_DIR`, or a run) or point --lake / {LAKE_ENV} at one"
+        )
+
     def _attach(self, con: duckdb.DuckDBPyConnection, *, read_only: bool) -> None:
         import duckdb
 
@@ -115,6 +121,8 @@ class DuckLake:
                 con.execute(sql)
                 return
             except duckdb.Error as exc:
+                if read_only and "creating a new DuckLake is explicitly disabled" in str(exc):
+                    raise self._missing() from None  # a PostgreSQL catalog nobody wrote yet
                 # a local catalog file allows one writing process at a time: wait for it
                 if not is_lock_error(exc) or time.monotonic() - start > _ATTACH_TIMEOUT_S:
                     said = redact_text(" ".join(str(exc).split()))
@@ -143,10 +151,7 @@ class DuckLake:
         reader holds one snapshot (a transaction) and, ``safe``, no access beyond the lake's
         data (user SQL). A lake at an older schema is upgraded through a brief writer first."""
         if read_only and self.local_catalog and not self.local_catalog.is_file():
-            raise ConfigError(
-                f"no history lake at {self}: write to it first (`holodeck history sync "
-                f"RESULTS_DIR`, or a run) or point --lake / {LAKE_ENV} at one"
-            )
+            raise self._missing()
         if not read_only and self.local_catalog:
             self.local_catalog.parent.mkdir(parents=True, exist_ok=True)
         con = self._open(read_only=read_only)

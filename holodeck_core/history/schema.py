@@ -23,6 +23,7 @@ from holodeck_core.history import (
     migration_v8_budgets,
     migration_v9_verdicts,
     migration_v10_comparisons,
+    migration_v11_estimate,
 )
 
 if TYPE_CHECKING:
@@ -228,6 +229,7 @@ MIGRATIONS += (
     Migration(
         10, migration_v10_comparisons.DESCRIPTION_V10, migration_v10_comparisons.STATEMENTS_V10
     ),
+    Migration(11, migration_v11_estimate.DESCRIPTION_V11, migration_v11_estimate.STATEMENTS_V11),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.errors import ConfigError, ExecutionError
+from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
 from holodeck_core.history import schema
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.history.locking import LOCK_TEXTS, is_lock_error
@@ -43,15 +43,6 @@ _HOLDER = re.compile(
 
 SAFE_READER_CONFIG: dict[str, Any] = {"enable_external_access": False, "lock_configuration": True}
 """For user SQL: no file, network or extension access, and no ``SET`` to undo it."""
-
-
-def was_written(history: History) -> bool:
-    """Whether a history may hold runs, without opening it: a DuckDB file or a DuckLake's
-    local catalog exists (a remote catalog is assumed to). A reader that only wants what was
-    recorded asks this first, so it never creates an empty history as a side effect."""
-    if isinstance(history, Path):
-        return history.is_file()
-    return history.local_catalog is None or history.local_catalog.is_file()
 
 
 @dataclass(frozen=True)
@@ -214,7 +205,7 @@ def reader(
             yield lake_con
         return
     if not path.is_file():
-        raise ConfigError(
+        raise NoHistoryError(
             f"no history database at {path}. Create it with `holodeck history sync "
             "RESULTS_DIR` or `holodeck history import FILE...`, or point --db / "
             "HOLODECK_HISTORY_DB at an existing one"

@@ -81,6 +81,15 @@ class BudgetVerdict(StrictModel):
     refused_calls: int = Field(0, ge=0, description="Calls not sent because of the budget.")
 
 
+class RunEstimate(StrictModel):
+    """What ``holodeck plan`` expected the run to spend, computed before its first call."""
+
+    source: str = Field(description="``run <id>`` (measured per case) or ``sizes``.")
+    calls: int = Field(0, ge=0)
+    tokens: int = Field(0, ge=0)
+    usd: float | None = Field(None, ge=0.0, description="None: a model has no price.")
+
+
 class RunCost(StrictModel):
     """A run's spend per heading (cases and run-level calls such as index builds)."""
 
@@ -92,6 +101,9 @@ class RunCost(StrictModel):
     )
     total_usd: float | None = None
     budget: BudgetVerdict | None = None
+    estimate: RunEstimate | None = Field(
+        None, description="The estimate before the run (None: none was made)."
+    )
 
 
 def _add(into: dict[Heading, HeadingCost], other: dict[Heading, HeadingCost]) -> None:

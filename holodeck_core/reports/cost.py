@@ -22,6 +22,8 @@ def cost_lines(cost: RunCost) -> list[str]:
     taken = f", taken {cost.prices_taken}" if cost.prices_taken else ""
     parts = "; ".join(_heading(name, h) for name, h in cost.headings.items()) or "no model calls"
     lines = [f"cost: {usd(cost.total_usd)}: {parts} (prices {cost.price_table}{taken})"]
+    if cost.estimate is not None:
+        lines.append(estimate_line(cost))
     budget = cost.budget
     if budget is not None:
         limits = (
@@ -45,9 +47,30 @@ def cost_lines(cost: RunCost) -> list[str]:
     return lines
 
 
+def estimate_line(cost: RunCost) -> str:
+    """``estimate: …`` (what the plan expected before the run) against the spend."""
+    estimate = cost.estimate
+    assert estimate is not None
+    source = "sizes of the prompt and cases" if estimate.source == "sizes" else estimate.source
+    ratio = (
+        f": spent {cost.total_usd / estimate.usd:.0%} of it"
+        if estimate.usd and cost.total_usd is not None
+        else ""
+    )
+    return (
+        f"estimate: {usd(estimate.usd)} before the run ({estimate.calls} calls, "
+        f"{estimate.tokens} tokens, from {source}){ratio}"
+    )
+
+
 def cost_properties(cost: RunCost) -> dict[str, str]:
-    """``cost.total_usd``, ``cost.<heading>.usd|tokens|calls``, ``budget.*``."""
+    """``cost.total_usd``, ``cost.<heading>.usd|tokens|calls``, ``estimate.*``, ``budget.*``."""
     out = {"cost.total_usd": _number(cost.total_usd), "cost.price_table": cost.price_table}
+    if cost.estimate is not None:
+        out["estimate.usd"] = _number(cost.estimate.usd)
+        out["estimate.calls"] = str(cost.estimate.calls)
+        out["estimate.tokens"] = str(cost.estimate.tokens)
+        out["estimate.source"] = cost.estimate.source
     for name, heading in cost.headings.items():
         out[f"cost.{name}.usd"] = _number(heading.usd)
         out[f"cost.{name}.tokens"] = str(heading.tokens)

@@ -12,8 +12,12 @@ from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.models import ProviderEnum, TestCaseModel, TestResult, Trigger
+from holodeck_core.models.cost import RunEstimate
 
 SharedBudgetsFactory = Callable[[Project, str], list[BudgetPool]]
+Estimator = Callable[[LoadedAgent, Project, str, str, int, list[TestCaseModel]], RunEstimate | None]
+"""The run's estimate before its first call: given the agent, the project, the prompt's key
+and body, the trials and the cases to run (``holodeck plan``'s, from the history)."""
 
 
 @dataclass
@@ -33,6 +37,7 @@ class SuiteOptions:
     shared_budgets: SharedBudgetsFactory | None = None
     """The budgets shared with other runs (``holodeck.yaml`` ``budget:``), opened by each
     runtime: given the project and a label for the ledger's rows."""
+    estimator: Estimator | None = None
 
 
 CaseCallback = Callable[[TestResult, bool], None]

@@ -8,7 +8,7 @@ from typing import Any
 from holodeck_core.calls.ledger import NOT_SENT
 from holodeck_core.calls.prices import load_price_table
 from holodeck_core.models import Status, TestResult
-from holodeck_core.models.cost import BudgetLimit, CallCosts, RunCost, total_usd
+from holodeck_core.models.cost import BudgetLimit, CallCosts, RunCost, RunEstimate, total_usd
 from holodeck_core.models.results import all_metric_results
 from holodeck_core.runner.case_run import CaseRun
 
@@ -56,7 +56,9 @@ def with_case_costs(results: list[TestResult], costs: CallCosts) -> list[TestRes
     return [r.model_copy(update={"cost": costs.cases.get(r.test_id or "")}) for r in results]
 
 
-def run_cost(costs: CallCosts, pricing: dict[str, Any] | None) -> RunCost:
+def run_cost(
+    costs: CallCosts, pricing: dict[str, Any] | None, estimate: RunEstimate | None = None
+) -> RunCost:
     prices = load_price_table(pricing)
     headings = costs.headings()
     return RunCost(
@@ -66,4 +68,5 @@ def run_cost(costs: CallCosts, pricing: dict[str, Any] | None) -> RunCost:
         outside=costs.outside,
         total_usd=total_usd(headings),
         budget=costs.budget,
+        estimate=estimate,
     )

@@ -34,7 +34,7 @@ from holodeck_core.models import (
     TestResult,
 )
 from holodeck_core.models.base import digest
-from holodeck_core.models.cost import CallCosts
+from holodeck_core.models.cost import CallCosts, RunEstimate
 from holodeck_core.redaction import redact, redact_argv, redact_text
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
@@ -96,9 +96,29 @@ class Suite:
         self.costs_before: CallCosts | None = None
         """What an earlier stage of this run spent (the budget covers the whole run)."""
         self._costs = CallCosts()
+        self._estimate: tuple[RunEstimate | None] | None = None
         self._budget_stopped = False
         self.started_at = now_iso()
         self._clock = time.perf_counter()
+
+    def estimate(self) -> RunEstimate | None:
+        """The run's estimate (the options' estimator, asked once per suite; None without
+        one). Asked before the first call, it is what the plan expected, not what was seen."""
+        if self._estimate is None:
+            estimator = self.options.estimator
+            self._estimate = (
+                estimator(
+                    self.loaded,
+                    self.project,
+                    self.prompt_key,
+                    self.prompt.body,
+                    self.trials,
+                    self.cases,
+                )
+                if estimator is not None
+                else None,
+            )
+        return self._estimate[0]
 
     @property
     def journal(self) -> Journal:
@@ -362,7 +382,7 @@ class Suite:
             reducer=self.reducer,
             max_error_share=self.loaded.agent.max_error_share,
         )
-        cost = run_cost(costs, self.project.settings.pricing)
+        cost = run_cost(costs, self.project.settings.pricing, self.estimate())
         return summary.model_copy(update={"cost_usd": cost.total_usd, "cost": cost})
 
     def scheduler_stats(self) -> dict[str, object]:
