@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from holodeck_core.config import remote
 from holodeck_core.config.project import LAKE_ENV
-from holodeck_core.errors import ConfigError, ExecutionError
+from holodeck_core.errors import ConfigError
 from holodeck_core.history import schema
 from holodeck_core.history.locking import is_lock_error
 from holodeck_core.history.tabular import literal
@@ -113,7 +114,7 @@ class DuckLake:
                     f"history lake {redact_text(url)!r}: a PostgreSQL catalog needs its data "
                     "path: add ?data=s3://bucket/prefix (or a folder)"
                 )
-            conninfo = parts._replace(query=urlencode(query)).geturl()
+            conninfo = remote.postgres_conninfo(parts._replace(query=urlencode(query)).geturl())
             return cls(url, f"postgres:{conninfo}", _folder(data))
         path, _, query_text = rest.partition("?")
         query = dict(parse_qsl(query_text))
@@ -152,8 +153,7 @@ class DuckLake:
             except duckdb.Error as exc:
                 # a local catalog file allows one writing process at a time: wait for it
                 if not is_lock_error(exc) or time.monotonic() - start > _ATTACH_TIMEOUT_S:
-                    said = redact_text(" ".join(str(exc).split()))
-                    raise ExecutionError(f"cannot open history lake {self}: {said}") from None
+                    raise remote.lake_error(f"cannot open history lake {self}", str(exc)) from None
                 time.sleep(delay / 2 + random.uniform(0, delay / 2))
                 delay = min(delay * 2, 1.0)
 
@@ -167,6 +167,9 @@ class DuckLake:
         try:
             load_extensions(con, self.extensions())
             if self.on_s3:
+                remote.require_s3_credentials(f"history lake {self}", keys_only=True)
+                for setting in remote.duckdb_settings():
+                    con.execute(setting)
                 _s3_secret(con)
             self._attach(con, read_only=read_only)
             con.execute(f"USE {ALIAS}")
