@@ -40,7 +40,7 @@ from holodeck_core.redaction import redact_text
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
-from holodeck_pipelines.failures import metric_errors, stage_failure
+from holodeck_pipelines.failures import history_failure, metric_errors, stage_failure
 from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
 from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
@@ -315,12 +315,15 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
             ),
         ]
         # the history is opened once: the run is written and the checks read on that connection
-        with recorded(
-            history.path,
-            run,
-            source_path=location(report_summary.path),
-            prompts_dir=project.project().prompts_dir,
-        ) as (written, con):
+        with (
+            history_failure(context, redact_text(report_summary.path)),
+            recorded(
+                history.path,
+                run,
+                source_path=location(report_summary.path),
+                prompts_dir=project.project().prompts_dir,
+            ) as (written, con),
+        ):
             regression = regression_check(
                 con,
                 run_id,

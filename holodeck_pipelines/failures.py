@@ -3,10 +3,13 @@ what to do), not Dagster's "Exceeded max_retries of 2"; the cases are a table be
 
 import re
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
 
+from holodeck_core.errors import HolodeckError, safe_message
 from holodeck_core.models import TestResult
 from holodeck_core.models.results import all_metric_results
 from holodeck_core.redaction import redact_text
@@ -87,3 +90,22 @@ def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
             ]
         ),
     )
+
+
+@contextmanager
+def history_failure(context: dg.AssetExecutionContext, eval_run: str) -> Iterator[None]:
+    """A history that cannot be reached or written (a silent catalog, refused credentials) as
+    the step's failure, its headline the reason, never a traceback: the EvalRun is already
+    written, and a rerun of the partition (or ``holodeck history sync``) ingests it."""
+    try:
+        yield
+    except HolodeckError as exc:
+        raise dg.Failure(
+            description=(
+                f"prompt version {context.partition_key}: the run history could not be written "
+                f"or read: "
+                f"{safe_message(exc)}; the EvalRun is safe ({eval_run}): rerun the partition "
+                "or `holodeck history sync` it once the history answers"
+            ),
+            metadata={"partition": context.partition_key, "eval_run": eval_run},
+        ) from None

@@ -206,3 +206,75 @@ def test_s3_without_credentials_names_the_variables_to_set(
             text
         ), argv
     assert not (tmp_path / "catalog.ducklake.files").exists()
+
+
+def test_a_run_whose_results_store_hangs_keeps_its_cases_and_resumes(
+    server: Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from holodeck_core.testing import run_model_server
+    from tests.test_pipelines import RULES, make_project
+
+    use_s3(monkeypatch, server("hang"))
+    with run_model_server(RULES) as model:
+        project = make_project(tmp_path, model.openai_base_url, cases=3)
+        agent = str(project.root / "agents" / "geo" / "agent.yaml")
+        monkeypatch.setenv("HOLODECK_RESULTS_URL", "s3://bucket/results")
+        assert main(["test", agent, "-q"]) == 3
+        text = clean(capsys.readouterr().err)
+        assert "the EvalRun could not be written" in text and "did not answer within 2 s" in text
+        assert "the finished cases are journaled in" in text
+        paid = model.stats()["total_calls"]
+        assert paid == 3
+        monkeypatch.delenv("HOLODECK_RESULTS_URL")  # the store is back (here: a local folder)
+        # exit 1: v1's answers FAIL the gate (the run completed; its cases were not redone)
+        assert main(["test", agent, "-q"]) == 1, capsys.readouterr().err
+        assert model.stats()["total_calls"] == paid  # resumed from the journal: no new call
+    assert list((project.root / "agents" / "geo" / "results").rglob("*.json"))
+
+
+def test_a_run_and_a_partition_whose_history_hangs_still_write_the_evalrun(
+    server: Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import dagster as dg
+
+    from holodeck_core.testing import run_model_server
+    from holodeck_pipelines.builder import build_definitions
+    from tests.test_pipelines import RULES, make_project, materialize, register
+
+    address = server("hang")
+    monkeypatch.setenv("PGPASSWORD", SECRET)
+    lake = f"ducklake:postgresql://holodeck@{address}/lake?data={tmp_path / 'data'}"
+    monkeypatch.setenv("HOLODECK_HISTORY_URL", lake)
+    with run_model_server(RULES) as model, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, model.openai_base_url, cases=2)
+        agent = project.root / "agents" / "geo" / "agent.yaml"
+        code = main(["test", str(agent), "-q"])
+        text = clean(capsys.readouterr().err)
+        assert code == 3, text  # the history is infrastructure (§6.7) ...
+        assert "the run history was not updated" in text and address in text
+        assert "the EvalRun is safe" in text  # ... and the run is on disk
+        assert "holodeck history sync" in text
+        results = agent.parent / "results"
+        written = set(results.rglob("*.json"))
+        assert written
+        defs = build_definitions(type(project).discover(tmp_path))
+        register(defs, instance)
+        result = materialize(defs, instance, "v2")
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "geo_agent__eval_history"
+    data = failure.step_failure_data
+    assert data.error is not None
+    headline = data.error.message.splitlines()[0]
+    assert "Traceback" not in headline and SECRET not in data.error.message
+    assert f"cannot open history lake ducklake:postgresql://***@{address}/lake" in headline
+    assert "no answer within 2 s" in headline and "the EvalRun is safe" in headline
+    succeeded = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"}
+    assert "geo_agent__report_summary" in succeeded  # the partition's EvalRun is written
+    assert len(set(results.rglob("*.json"))) > len(written)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.errors import ConfigError
+from holodeck_core.errors import ConfigError, ExecutionError
 from holodeck_core.models.cost import Heading, HeadingCost, total_usd
 
 if TYPE_CHECKING:
@@ -110,14 +110,18 @@ def estimate_cost(
     loaded: LoadedAgent, history: History | None, prompt_version: str, body: str, trials: int
 ) -> CostEstimate:
     """The run's expected spend: measured per case in the newest recorded run of this prompt
-    version with costs (cases it lacks at the mean of the others), else from sizes."""
+    version with costs (cases it lacks at the mean of the others), else (none, or the
+    history unreachable) from sizes."""
     cases = loaded.agent.cases
     recorded = history is not None and (
         history.is_file()
         if isinstance(history, Path)
         else history.local_catalog is None or history.local_catalog.is_file()
     )
-    measured = _measured(loaded, history, prompt_version) if history and recorded else None
+    try:
+        measured = _measured(loaded, history, prompt_version) if history and recorded else None
+    except ExecutionError:  # an unreachable history: the sizes still estimate (issue 25)
+        measured = None
     if measured is not None:
         run_id, per_case, outside = measured
         mean = _scaled(_summed(list(per_case.values())), 1 / max(len(per_case), 1))
