@@ -99,15 +99,21 @@ class Embedder:
                 (key, vector.astype(np.float32).tobytes())
                 for key, vector in zip(missing, fresh, strict=True)
             ]
+            del fresh  # the bytes are all that is kept: one copy besides the matrix
             await asyncio.to_thread(self._store.put_many, items)
             found.update(items)
-        rows = [np.frombuffer(found[key], dtype=np.float32) for key in keys]
-        if not rows:
+        if not keys:
             return np.zeros((0, self.dimensions or 0), dtype=np.float32), stats
-        matrix = np.vstack(rows)
+        # filled and normalised in place: the matrix is the one copy of every vector (a
+        # stack, a quotient and a cast made three more: issue 25, class 10)
+        matrix = np.empty((len(keys), len(found[keys[0]]) // 4), dtype=np.float32)
+        for row, key in enumerate(keys):
+            matrix[row] = np.frombuffer(found[key], dtype=np.float32)
+        found.clear()
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return (matrix / norms).astype(np.float32), stats
+        matrix /= norms
+        return matrix, stats
 
     async def _fetch(self, texts: list[str], stats: EmbedStats) -> list[Vectors]:
         parts = await asyncio.gather(*(self._request(batch, stats) for batch in _batches(texts)))
