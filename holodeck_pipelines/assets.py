@@ -40,7 +40,12 @@ from holodeck_core.redaction import redact_text
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import failing_partitions, in_partition, partitioned_checks
-from holodeck_pipelines.failures import history_failure, metric_errors, stage_failure
+from holodeck_pipelines.failures import (
+    history_failure,
+    metric_errors,
+    stage_errors,
+    stage_failure,
+)
 from holodeck_pipelines.metadata import estimate_metadata, report_metadata, usd_text
 from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
@@ -189,10 +194,11 @@ def build_agent_pipeline(agent_file: Path, loaded: LoadedAgent) -> AgentPipeline
     def agent_responses(
         context: dg.AssetExecutionContext, project: HoloDeckProject, keys: ModelProviderKeys
     ) -> AgentResponses:
-        stage = suite(context, project, keys)
-        result = asyncio.run(
-            respond(stage, preload=context.job_def.executor_def.name == "in_process")
-        )
+        with stage_errors(context, retries=AGENT_STEP_RETRIES):
+            stage = suite(context, project, keys)
+            result = asyncio.run(
+                respond(stage, preload=context.job_def.executor_def.name == "in_process")
+            )
         resumed = sum(1 for run in result.runs if run.resumed)
         usage = [run.usage.total_tokens for run in result.runs]
         metadata = {

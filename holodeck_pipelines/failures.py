@@ -9,7 +9,7 @@ from typing import Any
 
 import dagster as dg
 
-from holodeck_core.errors import HolodeckError, safe_message
+from holodeck_core.errors import ConfigError, HolodeckError, safe_message
 from holodeck_core.models import TestResult
 from holodeck_core.models.results import all_metric_results
 from holodeck_core.redaction import redact_text
@@ -108,4 +108,21 @@ def history_failure(context: dg.AssetExecutionContext, eval_run: str) -> Iterato
                 "or `holodeck history sync` it once the history answers"
             ),
             metadata={"partition": context.partition_key, "eval_run": eval_run},
+        ) from None
+
+
+@contextmanager
+def stage_errors(context: dg.AssetExecutionContext, *, retries: int = 0) -> Iterator[None]:
+    """A stage's :class:`HolodeckError` (a source that cannot be read, a tool that cannot
+    start) as its step's failure, the message its headline, not a traceback or Dagster's
+    "Exceeded max_retries": a config error is never retried (it would fail the same way), an
+    execution error while ``retries`` last (a server may come back)."""
+    try:
+        yield
+    except HolodeckError as exc:
+        retry = not isinstance(exc, ConfigError) and context.retry_number < retries
+        raise dg.Failure(
+            description=f"prompt version {context.partition_key}: {safe_message(exc)}",
+            metadata={"partition": context.partition_key, "exit_code": int(exc.exit_code)},
+            allow_retries=retry,
         ) from None
