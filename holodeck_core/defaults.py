@@ -94,6 +94,16 @@ MAX_SHOWN_TEXT_CHARS = 20_000
 """The dashboard shows this much of a long text (a response, an input, a tool result) and
 links to the rest: a 100 MB response crashed the browser tab."""
 
+REMOTE_TIMEOUT_S = 10.0
+"""Seconds a remote endpoint of the history or the results (a PostgreSQL catalog, S3 or an
+S3-compatible store) may take to accept a connection or answer one request
+(``HOLODECK_REMOTE_TIMEOUT``): libpq's ``connect_timeout``, DuckDB's ``http_timeout``,
+botocore's connect and read timeouts. An endpoint that accepts and never answers ends the
+command with exit 3 (issue 25, class 11)."""
+REMOTE_ATTEMPTS = 2
+"""Requests to a remote endpoint before it is called unreachable (DuckDB's ``http_retries``
+is one less; s3fs's retries)."""
+
 # --------------------------------------------------------------------- the loopback model server
 
 MODEL_SERVER_PORT = 18080

@@ -39,7 +39,12 @@ from holodeck_core.naming import dagster_name, partitions_def_name
 from holodeck_core.redaction import redact_text
 from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import check_outputs, evaluations, partitioned_checks
-from holodeck_pipelines.failures import StageFailures, metric_errors
+from holodeck_pipelines.failures import (
+    StageFailures,
+    history_failure,
+    metric_errors,
+    stage_errors,
+)
 from holodeck_pipelines.metadata import (
     estimate_metadata,
     estimate_tags,
@@ -203,7 +208,8 @@ def build_agent_pipeline(
         stopped = StageFailures("cases", trouble=BUDGET_TROUBLE)
         failed = StageFailures("cases")
         for key, stage in suites(context, project, keys).items():
-            result = asyncio.run(respond(stage, preload=preload and not results))
+            with stage_errors(context, key, retries=AGENT_STEP_RETRIES):
+                result = asyncio.run(respond(stage, preload=preload and not results))
             metadata = {
                 "cases": len(result.runs),
                 "resumed_from_journal": sum(1 for run in result.runs if run.resumed),
@@ -303,12 +309,15 @@ def build_agent_pipeline(
             run = report.eval_run
             # the history is opened once a version: the run is written, the checks read on
             # that connection
-            with recorded(
-                history.path,
-                run,
-                source_path=location(report.path),
-                prompts_dir=project.project().prompts_dir,
-            ) as (written, con):
+            with (
+                history_failure(key, redact_text(report.path)),
+                recorded(
+                    history.path,
+                    run,
+                    source_path=location(report.path),
+                    prompts_dir=project.project().prompts_dir,
+                ) as (written, con),
+            ):
                 checked[key] = run_checks(con, run, loaded.agent.evaluations)
             context.add_asset_metadata(
                 {

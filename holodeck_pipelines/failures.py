@@ -3,11 +3,14 @@ what to do), not Dagster's "Exceeded max_retries of 2"; the cases are a table be
 
 import re
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
 
+from holodeck_core.errors import ConfigError, HolodeckError, safe_message
 from holodeck_core.models import TestResult
 from holodeck_core.models.results import all_metric_results
 from holodeck_core.redaction import redact_text
@@ -134,3 +137,41 @@ def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
             ]
         ),
     )
+
+
+@contextmanager
+def history_failure(partition: str, eval_run: str) -> Iterator[None]:
+    """A history that cannot be reached or written (a silent catalog, refused credentials) as
+    the step's failure, its headline the reason, never a traceback: the EvalRun is already
+    written, and a rerun of the partition (or ``holodeck history sync``) ingests it."""
+    try:
+        yield
+    except HolodeckError as exc:
+        raise dg.Failure(
+            description=(
+                f"prompt version {partition}: the run history could not be written "
+                f"or read: "
+                f"{safe_message(exc)}; the EvalRun is safe ({eval_run}): rerun the partition "
+                "or `holodeck history sync` it once the history answers"
+            ),
+            metadata={"partition": partition, "eval_run": eval_run},
+        ) from None
+
+
+@contextmanager
+def stage_errors(
+    context: dg.AssetExecutionContext, partition: str, *, retries: int = 0
+) -> Iterator[None]:
+    """A stage's :class:`HolodeckError` (a source that cannot be read, a tool that cannot
+    start) as its step's failure, the message its headline, not a traceback or Dagster's
+    "Exceeded max_retries": a config error is never retried (it would fail the same way), an
+    execution error while ``retries`` last (a server may come back)."""
+    try:
+        yield
+    except HolodeckError as exc:
+        retry = not isinstance(exc, ConfigError) and context.retry_number < retries
+        raise dg.Failure(
+            description=f"prompt version {partition}: {safe_message(exc)}",
+            metadata={"partition": partition, "exit_code": int(exc.exit_code)},
+            allow_retries=retry,
+        ) from None

@@ -14,6 +14,7 @@ import dagster as dg
 from pydantic import BaseModel
 from upath import UPath
 
+from holodeck_core.config import remote
 from holodeck_core.redaction import redact
 
 
@@ -32,12 +33,12 @@ class PydanticJsonIOManager(dg.ConfigurableIOManager):
             "secret": self.aws_secret_access_key,
             "endpoint_url": self.endpoint_url,
         }
-        return {name: value for name, value in options.items() if value}
+        return {**remote.s3_options(), **{name: value for name, value in options.items() if value}}
 
     def _path(self, context: dg.OutputContext | dg.InputContext, partition: str) -> UPath:
-        path: UPath = UPath(self.base_url, **self._storage_options()).joinpath(
-            *context.asset_key.path, f"{partition}.json"
-        )
+        base = UPath(self.base_url, **self._storage_options())
+        remote.bounded(base.fs)
+        path: UPath = base.joinpath(*context.asset_key.path, f"{partition}.json")
         return path
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:

@@ -88,3 +88,27 @@ def test_the_dashboard_shows_the_start_of_a_huge_response_and_links_the_rest(
         assert whole.get_data(as_text=True) == huge
     assert client.get(f"/text?run=huge&case={case_id}&field=run_id").status_code == 400
     assert client.get("/text?run=nope&case=x&field=agent_response").status_code == 404
+
+
+def test_sources_are_read_in_bounded_batches_in_their_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Documents stream into the index (issue 25, class 10): at most a batch of files and
+    bytes is held as text at once, every file once, in the source's order (so chunk ids and
+    the index are what reading them all at once made); a file past the bytes is alone."""
+    monkeypatch.setattr(sources, "DOCUMENT_BATCH_FILES", 3)
+    monkeypatch.setattr(sources, "DOCUMENT_BATCH_BYTES", 500)
+    files = []
+    for i, size in enumerate([100, 100, 100, 100, 450, 600, 10, 10]):
+        path = tmp_path / f"{i}.md"
+        path.write_text("x" * size)
+        files.append(sources.SourceFile(path, str(i), ""))
+    batches = list(sources.document_batches(files))
+    assert [file for batch in batches for file in batch] == files
+    assert [[f.display for f in b] for b in batches] == [
+        ["0", "1", "2"],
+        ["3"],
+        ["4"],
+        ["5"],
+        ["6", "7"],
+    ]

@@ -51,8 +51,14 @@ def _db(args: argparse.Namespace) -> History:
 def _location(value: str) -> Any:
     """A results folder or file: a path, or a URL (``s3://bucket/prefix``)."""
     from holodeck_core.config.project import location
+    from holodeck_core.config.remote import on_s3, require_s3_credentials
 
-    return location(value)
+    try:
+        if on_s3(value):
+            require_s3_credentials(value)
+        return location(value)
+    except ConfigError as exc:  # an s3:// URL with no credentials set: a usage error (exit 2)
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _prompts_dir(args: argparse.Namespace) -> Path:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import Field
 
+from holodeck_core.config import remote
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.cost import SharedBudgets
 
@@ -207,7 +208,11 @@ def location(value: str) -> Path | UPath:
         return Path(value.removeprefix("file://")).expanduser()
     from upath import UPath
 
-    return UPath(value)
+    if not remote.on_s3(value):
+        return UPath(value)
+    path = UPath(value, **remote.s3_options())
+    remote.bounded(path.fs)
+    return cast("UPath", path)
 
 
 def results_dir(agent_file: Path, agent_name: str) -> Path | UPath:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.errors import ConfigError, NoHistoryError
+from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
 from holodeck_core.models.cost import Heading, HeadingCost, RunEstimate, total_usd
 
 if TYPE_CHECKING:
@@ -142,11 +142,14 @@ def estimate_cost(
 ) -> CostEstimate:
     """The run's expected spend on ``cases`` (default: all the agent's): measured per case in
     the newest recorded run of this prompt version with costs (cases it lacks at the mean of
-    the others), else from sizes. One history read (a few small queries), or none."""
+    the others), else (nothing recorded, or the history unreachable) from sizes. One history
+    read (a few small queries), or none."""
     cases = loaded.agent.cases if cases is None else cases
     try:
         measured = _measured(loaded, history, prompt_version) if history else None
     except NoHistoryError:  # nothing recorded yet (no file, a lake nobody wrote)
+        measured = None
+    except ExecutionError:  # an unreachable history: the sizes still estimate (issue 25)
         measured = None
     if measured is not None:
         run_id, per_case, outside = measured

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from holodeck_core.config import remote
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.tabular import literal
 
@@ -116,10 +117,20 @@ def eval_run_file(ref: str, history: History | None = None) -> Location:
 
 
 def _existing(source: Location, what: str) -> Location:
-    try:
+    if isinstance(source, Path):
         found = source.is_file()
-    except OSError as exc:  # object storage unreachable, or refused the credentials
-        raise ConfigError(f"cannot read {what}: {' '.join(str(exc).split())}") from None
+    else:  # ``info``, not ``is_file``: fsspec's is_file calls any failure "no file"
+        if remote.on_s3(str(source)):
+            remote.require_s3_credentials(what)
+        try:
+            found = source.fs.info(source.path)["type"] == "file"
+        except FileNotFoundError:
+            found = False
+        except Exception as exc:
+            failure = remote.s3_failure(exc, what)
+            if failure is None:
+                raise
+            raise failure from None
     if not found:
         raise ConfigError(f"no EvalRun at {what}; pass an EvalRun file or a run id")
     return source

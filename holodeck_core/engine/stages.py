@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from holodeck_core.errors import ExecutionError
+from holodeck_core.errors import ExecutionError, HolodeckError
 from holodeck_core.files import aprocess_files
 from holodeck_core.models import EvalRun, JudgeControlScore, ProcessedFileInput, TestResult
 from holodeck_core.models.base import StrictModel
@@ -154,17 +154,20 @@ def write_report(suite: Suite, responses: AgentResponses, metrics: MetricResults
 
 def save_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
     """The EvalRun file, or an :class:`ExecutionError` (exit 3) saying why not (a full or
-    read-only disk) and that the journal still holds every finished case."""
+    read-only disk, object storage unreachable; exit 2 for its credentials) and that the
+    journal still holds every finished case."""
+    kept = (
+        f"the finished cases are journaled in {suite.journal.path}, so the same command "
+        "resumes them without calling the model again"
+        if suite.journal.failure is None
+        else suite.journal.failure
+    )
     try:
         return write_eval_run(run, suite.loaded.file)
+    except HolodeckError as exc:  # object storage: no credentials, refused, unreachable
+        raise type(exc)(f"the EvalRun could not be written: {exc}. {kept}") from None
     except OSError as exc:
         where = exc.filename or suite.loaded.file.parent / "results"
-        kept = (
-            f"the finished cases are journaled in {suite.journal.path}, so the same command "
-            "resumes them without calling the model again"
-            if suite.journal.failure is None
-            else suite.journal.failure
-        )
         raise ExecutionError(
             f"the EvalRun could not be written to {where}: {exc.strerror or exc}. Free space "
             f"or make the folder writable and rerun: {kept}"

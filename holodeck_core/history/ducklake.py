@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from holodeck_core.config import remote
 from holodeck_core.config.project import LAKE_ENV
-from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
+from holodeck_core.errors import ConfigError, NoHistoryError
 from holodeck_core.history import schema
 from holodeck_core.history.extensions import extensions_connection
 from holodeck_core.history.locking import is_lock_error
@@ -78,7 +79,7 @@ class DuckLake:
                     f"history lake {redact_text(url)!r}: a PostgreSQL catalog needs its data "
                     "path: add ?data=s3://bucket/prefix (or a folder)"
                 )
-            conninfo = parts._replace(query=urlencode(query)).geturl()
+            conninfo = remote.postgres_conninfo(parts._replace(query=urlencode(query)).geturl())
             return cls(url, f"postgres:{conninfo}", _folder(data))
         path, _, query_text = rest.partition("?")
         query = dict(parse_qsl(query_text))
@@ -125,8 +126,7 @@ class DuckLake:
                     raise self._missing() from None  # a PostgreSQL catalog nobody wrote yet
                 # a local catalog file allows one writing process at a time: wait for it
                 if not is_lock_error(exc) or time.monotonic() - start > _ATTACH_TIMEOUT_S:
-                    said = redact_text(" ".join(str(exc).split()))
-                    raise ExecutionError(f"cannot open history lake {self}: {said}") from None
+                    raise remote.lake_error(f"cannot open history lake {self}", str(exc)) from None
                 time.sleep(delay / 2 + random.uniform(0, delay / 2))
                 delay = min(delay * 2, 1.0)
 
@@ -135,6 +135,9 @@ class DuckLake:
         con = extensions_connection(self.extensions())
         try:
             if self.on_s3:
+                remote.require_s3_credentials(f"history lake {self}", keys_only=True)
+                for setting in remote.duckdb_settings():
+                    con.execute(setting)
                 _s3_secret(con)
             self._attach(con, read_only=read_only)
             con.execute(f"USE {ALIAS}")

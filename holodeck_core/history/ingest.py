@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from holodeck_core.config import remote
 from holodeck_core.config.project import superset_of
-from holodeck_core.errors import ConfigError, ExecutionError, Problem
+from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history import schema, store, tabular
 from holodeck_core.history.cost_rows import cost_tables
 from holodeck_core.history.holodeck_import import LoadedRun, NotAnEvalRun, load_run_bytes
@@ -243,8 +244,8 @@ def write_errors(db_path: store.History) -> Iterator[None]:
     try:
         yield
     except (duckdb.IOException, duckdb.FatalException, OSError) as exc:
-        raise ExecutionError(
-            f"cannot write to the history database {db_path}: {' '.join(str(exc).split())}"
+        raise remote.lake_error(
+            f"cannot write to the history database {db_path}", str(exc)
         ) from None
 
 

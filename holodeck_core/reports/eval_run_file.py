@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from holodeck_core.config import remote
 from holodeck_core.config.project import SUPERSET_FOLDER, results_dir
 from holodeck_core.history.holodeck_export import to_holodeck
 from holodeck_core.models import EvalRun
@@ -83,13 +84,22 @@ def holodeck_json(run: EvalRun) -> str:
 
 
 def write_eval_run(run: EvalRun, agent_file: Path) -> Path | UPath:
-    """Write both files of ``run``; the superset's path (the run's source of truth)."""
+    """Write both files of ``run``; the superset's path (the run's source of truth). On
+    object storage, what goes wrong reaching it is a :class:`HolodeckError` naming it."""
     folder = results_dir(agent_file, run.report.agent_name)
     stem = timestamp_slug(run.report.timestamp)
     if isinstance(folder, Path):
         superset = write_new_file(folder / SUPERSET_FOLDER, stem, run.to_json(), also_free=folder)
         write_new_file(folder, superset.stem, holodeck_json(run))
         return superset
-    remote = write_new_object(folder / SUPERSET_FOLDER, stem, run.to_json(), also_free=folder)
-    write_new_object(folder, remote.stem, holodeck_json(run))
-    return remote
+    if remote.on_s3(str(folder)):
+        remote.require_s3_credentials(str(folder))
+    try:
+        stored = write_new_object(folder / SUPERSET_FOLDER, stem, run.to_json(), also_free=folder)
+        write_new_object(folder, stored.stem, holodeck_json(run))
+    except Exception as exc:
+        failure = remote.s3_failure(exc, str(folder))
+        if failure is None:
+            raise
+        raise failure from None
+    return stored

@@ -104,9 +104,8 @@ class HierarchicalRuntime(RetrievalRuntime):
 
     async def make_chunks(self, files: list[SourceFile]) -> list[Chunk]:
         t = self.tool
-        documents = await self.documents(files)
         chunks: list[Chunk] = []
-        for doc in documents:
+        async for doc in self.documents(files):  # each document dropped once chunked
             pieces = self._pieces(doc.text)
             embed_texts = [p.text for p in pieces]
             if t.contextual_embeddings:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 from typing import Any
 
 from holodeck_core.calls.errors import ModelCallError
@@ -20,6 +21,7 @@ from holodeck_core.tools.retrieval.settings import RetrievalTool, embedding_spec
 from holodeck_core.tools.retrieval.sources import (
     Document,
     SourceFile,
+    document_batches,
     read_documents,
     source_files,
 )
@@ -75,15 +77,19 @@ class RetrievalRuntime(ABC):
     def format(self, query: str, results: list[tuple[Chunk, float]]) -> str:
         """The result text the model reads, as HoloDeck formats it."""
 
-    async def documents(self, files: list[SourceFile]) -> list[Document]:
-        """The sources as text (markitdown in its workers, off the event loop)."""
-        return await asyncio.to_thread(
-            read_documents,
-            files,
-            base_dir=self.context.base_dir,
-            cache_dir=self.context.cache_dir / "files",
-            where=self.where,
-        )
+    async def documents(self, files: list[SourceFile]) -> AsyncIterator[Document]:
+        """The sources as text, one bounded batch at a time (markitdown in its workers, off
+        the event loop): a caller that chunks each document as it comes holds one batch's
+        text, never the corpus's (issue 25, class 10)."""
+        for batch in document_batches(files):
+            for document in await asyncio.to_thread(
+                read_documents,
+                batch,
+                base_dir=self.context.base_dir,
+                cache_dir=self.context.cache_dir / "files",
+                where=self.where,
+            ):
+                yield document
 
     @property
     def needs_query_vector(self) -> bool:

@@ -12,7 +12,7 @@ import csv
 import glob
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,9 @@ CONVERTED_SUFFIXES = {
 }
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | frozenset(CONVERTED_SUFFIXES)
 RECORD_SUFFIXES = frozenset({".json", ".jsonl", ".csv"})
+DOCUMENT_BATCH_FILES = 256
+DOCUMENT_BATCH_BYTES = 8 * 1024 * 1024
+"""The most files and bytes of a source read into memory at once (:func:`document_batches`)."""
 SOURCE_CONVERSION_TIMEOUT_S = 600.0
 """Sources are converted once per content (the file cache keeps them), so a long PDF gets
 far more time than a test case's attachment."""
@@ -125,6 +128,22 @@ def _display(path: Path, base_dir: Path) -> str:
         return path.resolve().relative_to(base_dir.resolve()).as_posix()
     except ValueError:
         return str(path)
+
+
+def document_batches(files: list[SourceFile]) -> Iterator[list[SourceFile]]:
+    """``files`` in order, in batches of at most :data:`DOCUMENT_BATCH_FILES` files and
+    :data:`DOCUMENT_BATCH_BYTES` bytes (a bigger file is a batch of its own)."""
+    batch: list[SourceFile] = []
+    size = 0
+    for file in files:
+        grown = size + file.path.stat().st_size
+        if batch and (len(batch) >= DOCUMENT_BATCH_FILES or grown > DOCUMENT_BATCH_BYTES):
+            yield batch
+            batch, grown = [], file.path.stat().st_size
+        batch.append(file)
+        size = grown
+    if batch:
+        yield batch
 
 
 def read_documents(

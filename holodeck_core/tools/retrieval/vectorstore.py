@@ -63,13 +63,14 @@ class VectorstoreRuntime(RetrievalRuntime):
                 )
                 for r in records
             ]
-        documents = await self.documents(files)
-        options = self.options()
-        return [
-            Chunk(id=f"{doc.source}#{n}", text=piece.text, source=doc.source)
-            for doc in documents
-            for n, piece in enumerate(paragraph_chunks(doc.text, options["chunk_size"]))
-        ]
+        size = self.options()["chunk_size"]
+        chunks: list[Chunk] = []
+        async for doc in self.documents(files):  # each document dropped once chunked
+            chunks += [
+                Chunk(id=f"{doc.source}#{n}", text=piece.text, source=doc.source)
+                for n, piece in enumerate(paragraph_chunks(doc.text, size))
+            ]
+        return chunks
 
     def prepare(self, index: Index) -> None:
         """The vectors are all semantic search needs."""
