@@ -160,8 +160,10 @@ def _writer(url: str, worker: int, start: Any) -> None:
     ]
     start.wait()
     lake = DuckLake.parse(url)
-    for run in runs:  # one run at a time, as workers finish them
+    for run in runs:  # one run at a time, as workers finish them, with time between runs in
+        # which readers come in (a local catalog admits one process at a time)
         assert ingest_runs(lake, [run]).ingested == [run.metadata.run_id]
+        time.sleep(0.05)
 
 
 PARTIAL = """
