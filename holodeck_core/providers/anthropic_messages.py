@@ -10,7 +10,7 @@ import anthropic
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, TokenUsage
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
-from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
+from holodeck_core.providers.messages import Message, ModelCall, ModelReply
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -25,26 +25,19 @@ class AnthropicClient(SDKClient):
         )
         super().__init__(model, client)
 
-    def request(
-        self,
-        system: str,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None,
-        response_schema: dict[str, Any] | None,
-        top_logprobs: int | None,
-    ) -> dict[str, Any]:
+    def request(self, call: ModelCall) -> dict[str, Any]:
         """Messages has no logprobs (the table says so) and no structured-output field: a
         response schema is asked for in the system prompt."""
-        if response_schema is not None:
+        system = call.system
+        if call.response_schema is not None:
             system += (
                 "\n\nRespond with only a JSON document that matches this JSON Schema:\n"
-                + json.dumps(response_schema)
+                + json.dumps(call.response_schema)
             )
         request: dict[str, Any] = {
             "model": self.model.name,
             "system": system,
-            "messages": _to_anthropic(messages),
+            "messages": _to_anthropic(call.messages),
             "max_tokens": self.model.max_tokens or DEFAULT_MAX_TOKENS,
         }
         sampling = {
@@ -54,10 +47,10 @@ class AnthropicClient(SDKClient):
         }
         if sampling:  # no longer typed arguments of the SDK; the API still takes them
             request["extra_body"] = sampling
-        if tools:
+        if call.tools:
             request["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in tools
+                for t in call.tools
             ]
         return request
 

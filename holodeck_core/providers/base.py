@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from holodeck_core.models import LLMProvider
-from holodeck_core.providers.messages import Message, ModelReply, ToolCall, ToolSpec
+from holodeck_core.providers.messages import Message, ModelCall, ModelReply, ToolCall, ToolSpec
 from holodeck_core.providers.table import provider_spec
 
 
@@ -72,13 +72,7 @@ class SDKClient(ABC):
         timeout: float | None = None,
         top_logprobs: int | None = None,
     ) -> ModelReply:
-        request = self.request(
-            system,
-            messages,
-            tools=tools,
-            response_schema=response_schema,
-            top_logprobs=top_logprobs,
-        )
+        request = self.request(ModelCall(system, messages, tools, response_schema, top_logprobs))
         started = time.perf_counter()
         try:
             response = await self.send(request, timeout)
@@ -87,15 +81,7 @@ class SDKClient(ABC):
         return self.reply(response, int((time.perf_counter() - started) * 1000))
 
     @abstractmethod
-    def request(
-        self,
-        system: str,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None,
-        response_schema: dict[str, Any] | None,
-        top_logprobs: int | None,
-    ) -> dict[str, Any]:
+    def request(self, call: ModelCall) -> dict[str, Any]:
         """The request body, as keyword arguments of the SDK's create call."""
 
     @abstractmethod

@@ -55,6 +55,18 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
+class ModelCall:
+    """What one model call asks, whatever the wire protocol: a backend builds its request
+    body from it."""
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] | None = None
+    response_schema: dict[str, Any] | None = None
+    top_logprobs: int | None = None
+
+
+@dataclass(frozen=True)
 class ModelReply:
     text: str
     tool_calls: list[ToolCall]

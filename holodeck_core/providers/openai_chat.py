@@ -9,7 +9,7 @@ import openai
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
-from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
+from holodeck_core.providers.messages import Message, ModelCall, ModelReply
 from holodeck_core.providers.table import provider_spec
 
 
@@ -43,24 +43,19 @@ class OpenAIChatClient(SDKClient):
     def __init__(self, model: LLMProvider, api_key: str) -> None:
         super().__init__(model, openai_sdk_client(model, api_key))
 
-    def request(
-        self,
-        system: str,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None,
-        response_schema: dict[str, Any] | None,
-        top_logprobs: int | None,
-    ) -> dict[str, Any]:
+    def request(self, call: ModelCall) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model.name,
-            "messages": [{"role": "system", "content": system}, *map(_to_openai, messages)],
+            "messages": [
+                {"role": "system", "content": call.system},
+                *map(_to_openai, call.messages),
+            ],
         }
         for option in ("temperature", "top_p", "max_tokens"):
             value = getattr(self.model, option)
             if value is not None:
                 request[option] = value
-        if tools:
+        if call.tools:
             request["tools"] = [
                 {
                     "type": "function",
@@ -70,16 +65,20 @@ class OpenAIChatClient(SDKClient):
                         "parameters": t.parameters,
                     },
                 }
-                for t in tools
+                for t in call.tools
             ]
-        if response_schema is not None:
+        if call.response_schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "response", "schema": response_schema, "strict": False},
+                "json_schema": {
+                    "name": "response",
+                    "schema": call.response_schema,
+                    "strict": False,
+                },
             }
-        if top_logprobs:
+        if call.top_logprobs:
             request["logprobs"] = True
-            request["top_logprobs"] = top_logprobs
+            request["top_logprobs"] = call.top_logprobs
         return request
 
     async def send(self, request: dict[str, Any], timeout: float | None) -> Any:

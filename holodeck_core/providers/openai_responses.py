@@ -18,7 +18,7 @@ import openai
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
-from holodeck_core.providers.messages import Message, ModelReply, ToolSpec
+from holodeck_core.providers.messages import Message, ModelCall, ModelReply, ToolSpec
 from holodeck_core.providers.openai_chat import openai_sdk_client
 
 REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
@@ -51,23 +51,15 @@ class OpenAIResponsesClient(SDKClient):
         super().__init__(model, responses_sdk_client(model, api_key))
         self.reasoning = reasoning
 
-    def request(
-        self,
-        system: str,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None,
-        response_schema: dict[str, Any] | None,
-        top_logprobs: int | None,
-    ) -> dict[str, Any]:
+    def request(self, call: ModelCall) -> dict[str, Any]:
         """The body ``openai-agents`` 0.17.4 sends for HoloDeck's agent (empty ``include``
         and ``tools`` included; the sampling settings that are set)."""
         request: dict[str, Any] = {
             "model": self.model.name,
-            "instructions": system,
-            "input": [item for message in messages for item in _input_items(message)],
-            "include": [LOGPROBS_INCLUDE] if top_logprobs else [],
-            "tools": [_tool(t) for t in tools or []],
+            "instructions": call.system,
+            "input": [item for message in call.messages for item in _input_items(message)],
+            "include": [LOGPROBS_INCLUDE] if call.top_logprobs else [],
+            "tools": [_tool(t) for t in call.tools or []],
         }
         sampling = not self.model.name.strip().lower().startswith(REASONING_PREFIXES)
         options = ("temperature", "top_p", "max_tokens") if sampling else ("max_tokens",)
@@ -77,10 +69,10 @@ class OpenAIResponsesClient(SDKClient):
                 request["max_output_tokens" if option == "max_tokens" else option] = value
         if self.reasoning is not None:
             request["reasoning"] = self.reasoning
-        if response_schema is not None:
-            request["text"] = {"format": _text_format(response_schema)}
-        if top_logprobs:
-            request["top_logprobs"] = top_logprobs
+        if call.response_schema is not None:
+            request["text"] = {"format": _text_format(call.response_schema)}
+        if call.top_logprobs:
+            request["top_logprobs"] = call.top_logprobs
         return request
 
     async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
