@@ -14,9 +14,13 @@ import pytest
 import yaml
 
 from holodeck_core.cli.main import main
+from holodeck_core.history import store
+from holodeck_core.history.queries import compare_runs
 from holodeck_core.reports.github import error_annotations
+from holodeck_core.reports.pr_summary import render_pr_summary
 from holodeck_core.testing import run_model_server
 from tests.conftest import REPO
+from tests.history_helpers import CASES, day, ingest_runs, make_run
 from tests.test_hardening_text import run_with
 from tests.test_pipelines import RULES, make_project
 
@@ -142,3 +146,34 @@ def test_both_pipelines_run_the_script_and_carry_its_artifact_paths() -> None:
     assert gitlab["artifacts"]["reports"]["junit"] == "ci-reports/junit.xml"
     assert gitlab["variables"]["HISTORY_ARTIFACT"] == "ci-history"
     assert "jobs/artifacts/$CI_DEFAULT_BRANCH/download?job=holodeck-eval" in gitlab["script"][0]
+
+
+def test_the_summary_lists_new_failures_flaky_cases_and_the_cost_change(tmp_path: Path) -> None:
+    """The PR comment's other sections (issue 28, item 12): a case the baseline did not have
+    that fails is a new failure, not a regression; a case whose status flipped before in the
+    history with the same fingerprint is flaky; the cost is shown with its change."""
+    db = tmp_path / "history.duckdb"
+    grown = (*CASES, "new-case")
+    runs = [
+        make_run("PFPP", day(0), run_id="old-flip", cost=0.01),  # order-status flips ...
+        make_run("PPPP", day(1), run_id="baseline", cost=0.01),  # ... and back: flaky
+        make_run("PFPPF", day(2), run_id="pull-req", cost=0.02, cases=grown),
+    ]
+    ingest_runs(db, runs)
+    with store.reader(db) as con:
+        comparison = compare_runs(con, "baseline", "pull-req")
+    summary = render_pr_summary(runs[-1], comparison, baseline="v1", passed_gate=False)
+    assert summary.startswith("## ❌ support-bot · prompt v1: gate failed\n")
+    assert "- cost: $0.0200 (+0.0100 vs the baseline)" in summary
+    assert "- baseline: v1 run `baseline`, 4 shared cases" in summary
+    sections = {
+        block.split("\n", 1)[0]: block.split("\n\n", 1)[1].strip().splitlines()
+        for block in summary.split("\n### ")[1:]
+    }
+    assert sections == {
+        "New failures (cases the baseline did not have) (1)": [
+            "- `new-case` FAIL: below threshold"
+        ],
+        "Other failing cases (1)": ["- `order-status` FAIL: below threshold"],
+        "Flaky (trials or runs disagree) (1)": ["- `order-status` FAIL: below threshold"],
+    }
