@@ -5,7 +5,13 @@
 For each folder (``results/<slug>/``, or a ``results/`` folder of several slugs) it prints, as
 JSON, how many ``*.json`` files HoloDeck's loader would see, how many validate in
 ``holodeck.models.eval_run.EvalRun``, how many runs the dashboard's data loader lists, and
-the first error of each file that does not validate. Exit 1 when any file is refused."""
+the first error of each file that does not validate. Exit 1 when any file is refused.
+
+HoloDeck's ``EvalRun`` imports the code graders its ``agent_config`` names while it validates,
+so a file of an agent with a ``code`` metric loads only where the grader's module imports:
+``holodeck test view`` run from the agent's folder. Each ``results/<slug>/`` folder is checked
+with its agent's folder (two levels up) on ``sys.path``, as that would be, and a file HoloDeck
+refuses for any reason is counted as refused, as its dashboard's loader skips it."""
 
 from __future__ import annotations
 
@@ -20,6 +26,9 @@ def check(folder: Path) -> dict[str, Any]:
     from holodeck.models.eval_run import EvalRun
     from pydantic import ValidationError
 
+    agent_dir = str(folder.resolve().parent.parent)
+    if agent_dir not in sys.path:
+        sys.path.insert(0, agent_dir)
     files = sorted(folder.glob("*.json"))
     refused: dict[str, str] = {}
     for path in files:
@@ -29,6 +38,8 @@ def check(folder: Path) -> dict[str, Any]:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             refused[path.name] = f"{exc.error_count()} errors; {where}: {first['msg']}"
+        except Exception as exc:  # HoloDeck's ConfigError (a grader that does not import)
+            refused[path.name] = f"{type(exc).__name__}: {exc}"
     return {
         "folder": str(folder),
         "files": len(files),
