@@ -34,13 +34,20 @@ def free_port() -> int:
 
 @contextmanager
 def running(
-    db: Path, log: IO[Any], *, port: int | None = None, source: Path | None = None
+    db: Path | str,
+    log: IO[Any],
+    *,
+    port: int | None = None,
+    source: Path | None = None,
+    lake: bool = False,
 ) -> Iterator[str]:
-    """``holodeck dashboard --db DB`` in a child process; yields its base URL once it answers.
-    Its stdout and stderr go to ``log``. ``source``: a checkout of another commit whose
-    ``holodeck_core`` is run instead (it runs from there, ahead of the installed package)."""
+    """``holodeck dashboard --db DB`` (``--lake DB`` with ``lake``: DB is then a lake's URL) in
+    a child process; yields its base URL once it answers. Its stdout and stderr go to ``log``.
+    ``source``: a checkout of another commit whose ``holodeck_core`` is run instead (it runs
+    from there, ahead of the installed package)."""
     port = port or free_port()
-    command = [sys.executable, "-m", "holodeck_core.cli", "dashboard", "--db", str(db)]
+    where = "--lake" if lake else "--db"
+    command = [sys.executable, "-m", "holodeck_core.cli", "dashboard", where, str(db)]
     process = subprocess.Popen([*command, "--port", str(port)], stdout=log, stderr=log,
                                cwd=source)  # fmt: skip
     base = f"http://127.0.0.1:{port}"

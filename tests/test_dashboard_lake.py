@@ -1,0 +1,54 @@
+"""The dashboard on a DuckLake history (issue 29, Deliver 1: "the dashboard ... work[s]
+unchanged on both"), in a real browser: ``holodeck dashboard --lake URL`` over a local
+catalog file and data folder shows the same runs, cases and comparison as on the DuckDB file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from holodeck_core.history.ducklake import DuckLake
+from tests.dashboard_harness import launch, running
+from tests.history_helpers import HISTORY, build_history
+from tests.test_dashboard_browser import need_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    need_chromium()
+    folder = tmp_path_factory.mktemp("dashboard-lake")
+    lake = DuckLake.parse(f"ducklake:{folder / 'catalog.ducklake'}?data={folder / 'data'}")
+    build_history(lake)  # type: ignore[arg-type]  # every writer takes a lake as a history
+    log_path = folder / "server.log"
+    with log_path.open("w") as log, running(lake.url, log, lake=True) as url:
+        yield url
+    assert "Traceback" not in log_path.read_text()
+
+
+@pytest.fixture
+def page(base: str) -> Iterator[Page]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        browser.close()
+
+
+def test_summary_explorer_and_compare_read_a_lake(page: Page, base: str) -> None:
+    page.goto(base + "/")
+    page.wait_for_selector("#kpi-runs .value")
+    assert page.inner_text("#kpi-runs .value") == str(len(HISTORY))
+    assert "support-bot" in page.inner_text("#runs-table")
+    page.goto(f"{base}/explorer?run=r5&case=weather-paris")
+    page.wait_for_selector(".tool-call")
+    assert "holodeck-pipelines 0.1.0" in page.inner_text("#run-summary")
+    assert "tool call: get_weather" in page.inner_text(".tool-call summary")
+    page.goto(f"{base}/compare?runs=r1,r2")
+    page.wait_for_selector("#case-matrix")
+    assert page.inner_text("#flip-counts").startswith("0 fixed · 1 regressed")
