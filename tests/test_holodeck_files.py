@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import jsonschema
 import pytest
 
@@ -19,6 +20,8 @@ from holodeck_core.cli.main import main
 from holodeck_core.config.project import SUPERSET_FOLDER
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
+from holodeck_pipelines.builder import build_definitions
+from tests import test_pipelines as pipelines
 from tests.history_helpers import query
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,6 +152,21 @@ def test_holodecks_view_of_the_run(written: tuple[Path, Path, Path]) -> None:
     [rolled] = capitals["metric_results"]
     assert (rolled["metric_name"], rolled["score"], rolled["passed"]) == ("equality", 0.5, False)
     assert capitals["expected_tools"] is None and capitals["ground_truth"] is None
+
+
+def test_a_dagster_partition_writes_the_file_holodeck_reads(tmp_path: Path) -> None:
+    """The agent step's EvalRun (issue 26, Deliver 2: "CLI and Dagster") is two files too,
+    and the one HoloDeck globs validates in its EvalRun."""
+    with run_model_server(pipelines.RULES) as server, dg.instance_for_test() as instance:
+        defs = build_definitions(pipelines.make_project(tmp_path, server.openai_base_url))
+        pipelines.register(defs, instance)
+        assert pipelines.materialize(defs, instance, "v2").success
+    folder = tmp_path / "agents" / "geo" / "results" / "geo-agent"
+    [native] = folder.glob("*.json")
+    [superset] = (folder / SUPERSET_FOLDER).glob("*.json")
+    assert native.name == superset.name
+    assert holodeck_schema_errors(json.loads(native.read_text())) == []
+    assert EvalRun.model_validate_json(superset.read_text()).metadata.partition_key == "v2"
 
 
 def test_our_readers_prefer_the_superset_and_accept_either(
