@@ -227,6 +227,7 @@ def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: 
         check=True,
     ).stdout
     assert "GET /_stats" in " ".join(help_text.split())
+    assert "GET /_requests every model request" in " ".join(help_text.split())
     assert "HOLODECK_MODEL_ENDPOINT" in help_text
     root = fresh_checkout(tmp_path)
     port = free_port()

@@ -25,7 +25,8 @@ def _build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "GET /_stats returns the calls per route, per rule and per request key, and the "
-            "peak concurrency; POST /_reset clears them. Agents reach the server at "
+            "peak concurrency; GET /_requests every model request (route, path, JSON body) in "
+            "arrival order; POST /_reset clears them. Agents reach the server at "
             "http://127.0.0.1:PORT/v1 (OpenAI) or http://127.0.0.1:PORT (Anthropic); the "
             "examples read HOLODECK_MODEL_ENDPOINT (default http://127.0.0.1:18080/v1), so "
             "another --port needs HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:PORT/v1."
