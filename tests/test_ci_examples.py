@@ -5,6 +5,8 @@ is no GitHub here): a main run, then a pull request that regresses."""
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ from tests.test_hardening_text import run_with
 from tests.test_pipelines import RULES, make_project
 
 CI = REPO / "examples" / "ci"
+EXAMPLE = REPO / "examples" / "acme-support"
 BIN = Path(sys.executable).parent
 
 
@@ -145,6 +148,8 @@ def test_both_pipelines_run_the_script_and_carry_its_artifact_paths() -> None:
     assert gitlab["artifacts"]["paths"] == ["ci-history/", "ci-reports/"]
     assert gitlab["artifacts"]["reports"]["junit"] == "ci-reports/junit.xml"
     assert gitlab["variables"]["HISTORY_ARTIFACT"] == "ci-history"
+    rules = "examples/acme-support/model-rules.yaml"  # the example answers from the loopback
+    assert github["env"]["MODEL_SERVER_RULES"] == gitlab["variables"]["MODEL_SERVER_RULES"] == rules
     assert "jobs/artifacts/$CI_DEFAULT_BRANCH/download?job=holodeck-eval" in gitlab["script"][0]
 
 
@@ -177,3 +182,35 @@ def test_the_summary_lists_new_failures_flaky_cases_and_the_cost_change(tmp_path
         "Other failing cases (1)": ["- `order-status` FAIL: below threshold"],
         "Flaky (trials or runs disagree) (1)": ["- `order-status` FAIL: below threshold"],
     }
+
+
+def test_the_pipelines_example_runs_on_the_loopback_server_the_script_starts(
+    tmp_path: Path,
+) -> None:
+    """As both pipelines run it: the example's agent, MODEL_SERVER_RULES set, no server of
+    ours running. The script starts the loopback server, the run reaches it (v1 fails the
+    example's gate: exit 1, not 3), and the server is stopped when the script ends."""
+    root = tmp_path / "repo"
+    shutil.copytree(EXAMPLE, root / "examples" / "acme-support",
+                    ignore=shutil.ignore_patterns(".holodeck", "results"))  # fmt: skip
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLODECK_", "GITHUB_"))}
+    env |= {
+        "AGENT": "examples/acme-support/agent.yaml",
+        "HISTORY_ARTIFACT": "ci-history",
+        "REPORTS": "ci-reports",
+        "HOLODECK": str(BIN / "holodeck"),
+        "MODEL_SERVER_RULES": "examples/acme-support/model-rules.yaml",
+        "MODEL_SERVER_PORT": str(port),
+        "HOLODECK_MODEL_ENDPOINT": f"http://127.0.0.1:{port}/v1",
+    }
+    done = subprocess.run(["bash", str(CI / "eval-gate.sh")], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    summary = (root / "ci-reports" / "summary.md").read_text()
+    assert "17 passed, 8 failed, 0 errored** of 25" in summary
+    assert (root / "ci-reports" / "model-server.log").is_file()
+    with socket.socket() as again:  # stopped: the port is free again
+        again.bind(("127.0.0.1", port))

@@ -10,6 +10,9 @@
 #                     it is HOLODECK_HOME: the DuckDB history, prompt snapshots, judge cache
 #   REPORTS           where summary.md (the PR comment) and junit.xml go (default: ci-reports)
 #   HOLODECK          the holodeck command (default: holodeck)
+#   MODEL_SERVER_RULES  rules for the loopback model server, started on MODEL_SERVER_PORT
+#                     (default 18080) for the run and stopped after it: what the example's
+#                     agent answers from; leave it unset for an agent that reaches its provider
 #
 # Exit code: holodeck test's (0 pass; 1 a test failed or a significant regression against the
 # baseline; 2 config; 3 execution; 4 evaluation). Under GitHub Actions the job summary and one
@@ -24,6 +27,19 @@ mkdir -p "$artifact" "$reports"
 HOLODECK_HOME="$(cd "$artifact" && pwd)"
 export HOLODECK_HOME
 unset HOLODECK_HISTORY_DB HOLODECK_HISTORY_URL
+
+if [ -n "${MODEL_SERVER_RULES:-}" ]; then
+    port="${MODEL_SERVER_PORT:-18080}"
+    "$holodeck" model-server --port "$port" --script "$MODEL_SERVER_RULES" \
+        >"$reports/model-server.log" 2>&1 &
+    server=$!
+    trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT
+    for _ in $(seq 150); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        kill -0 "$server" 2>/dev/null || { cat "$reports/model-server.log" >&2; exit 3; }
+        sleep 0.2
+    done
+fi
 
 "$holodeck" prompts register "$agent" >/dev/null || exit $?   # snapshot this branch's prompts
 
