@@ -4,6 +4,7 @@
     .venv/bin/python bench/dashboard_bench.py --runs 50       # a quick look
     .venv/bin/python bench/dashboard_bench.py --db H.duckdb   # reuse a history (built if missing)
     .venv/bin/python bench/dashboard_bench.py --baseline c6e804d  # before/after, loads alternated
+    .venv/bin/python bench/dashboard_bench.py --db H --after-write --baseline c6e804d
     .venv/bin/python bench/dashboard_bench.py --screenshots docs   # the docs' pictures
     .venv/bin/python bench/dashboard_bench.py --screenshots docs --peer bench/.peer-venv
 
@@ -14,8 +15,12 @@ browser context, and first paint is the time from navigation to the view's main 
 visible (charts drawn, tables filled), the median of ``--repeat`` loads. ``--baseline REF``
 serves the same history with the dashboard of another commit too (``git archive REF``,
 run from its folder) and alternates the two servers' loads, so both see the same machine.
-``--screenshots`` instead fills a history with the example's two prompt versions (``holodeck
-dashboard --seed``) and saves a picture of each view.
+``--after-write`` times the Summary after a run is appended to the history it shows (what a
+user sees after each nightly run): in a browser that has the dashboard open, a reload with the
+server's page cached, then a run is synced into the history by that server's own commit, then
+the next load, until the new run is in the runs table. ``--screenshots`` instead fills a
+history with the example's two prompt versions (``holodeck dashboard --seed``) and saves a
+picture of each view.
 """
 
 from __future__ import annotations
@@ -118,8 +123,57 @@ def bench(db: Path, runs: int, repeat: int, tmp: Path, baseline: str | None) -> 
     return 0
 
 
+def after_write(db: Path, runs: int, cases: int, repeat: int, tmp: Path,
+                baseline: str | None) -> int:  # fmt: skip
+    """Per server: a cached reload of the Summary, a run appended, the load after it."""
+    servers: dict[str, Path | None] = {"after": None}
+    if baseline:
+        servers = {"before": checkout(baseline, tmp / "baseline"), "after": None}
+    appended = []
+    for run in history_bench.make_runs(repeat, cases, seed=29, first=runs):
+        folder = tmp / "appended" / run.metadata.run_id
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(run.model_dump_json(), encoding="utf-8")
+        appended.append(folder)
+    loads: dict[tuple[str, str], Loads] = {}
+    with ExitStack() as stack, sync_playwright() as playwright:
+        copies = {label: migrated(db, tmp / label, source) for label, source in servers.items()}
+        bases = {label: stack.enter_context(running(copies[label],
+            stack.enter_context((tmp / f"server-{label}.log").open("w")), source=source))
+            for label, source in servers.items()}  # fmt: skip
+        browser = launch(playwright)
+        pages = {label: browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                 for label in servers}  # fmt: skip
+        for label, page in pages.items():
+            page.goto(bases[label] + "/")  # the dashboard's scripts, the server's imports
+            page.wait_for_selector(VIEWS[0][2], timeout=180_000)
+        for folder in appended:
+            for label, source in servers.items():
+                page, shown = pages[label], f"#runs-table tr:has-text('{folder.name}')"
+                cached = timed_load(page, bases[label] + "/", VIEWS[0][2])
+                subprocess.run([sys.executable, "-m", "holodeck_core.cli", "history", "sync",
+                                str(folder), "--db", str(copies[label])], check=True,
+                               cwd=source, stdout=subprocess.DEVNULL)  # fmt: skip
+                written = timed_load(page, bases[label] + "/", VIEWS[0][2], shown)
+                loads.setdefault(("Summary", label), []).append((written, cached))
+        browser.close()
+    report(db, list(servers), loads, baseline, ("after a write", "cached"))
+    return 0
+
+
+def timed_load(page: Page, url: str, *selectors: str) -> float:
+    """Seconds from navigating ``page`` to ``url`` until every selector is on it."""
+    start = time.perf_counter()
+    page.goto(url)
+    for selector in selectors:
+        page.wait_for_selector(selector, timeout=180_000)
+    return time.perf_counter() - start
+
+
 def report(db: Path, labels: list[str], loads: dict[tuple[str, str], Loads],
-           baseline: str | None) -> None:  # fmt: skip
+           baseline: str | None, kinds: tuple[str, str] = ("cold", "warm")) -> None:  # fmt: skip
+    """A Markdown table of medians: per view, each server's two kinds of load."""
+
     def median(name: str, label: str, which: int) -> float:
         return statistics.median(t[which] for t in loads[name, label])
 
@@ -127,19 +181,22 @@ def report(db: Path, labels: list[str], loads: dict[tuple[str, str], Loads],
     print(common.machine_line())
     print(f"dashboard bench: {db} (load average {load} during the loads)")
     if baseline:
-        print(f"before = commit {baseline}, after = this checkout; medians, cold / warm")
-    print("| view | " + " | ".join(f"{label} cold | {label} warm" for label in labels)
-          + " | loads (cold/warm) |")  # fmt: skip
+        print(f"before = commit {baseline}, after = this checkout; medians, {' / '.join(kinds)}")
+    print("| view | " + " | ".join(f"{label} {kind}" for label in labels for kind in kinds)
+          + f" | loads ({'/'.join(kinds)}) |")  # fmt: skip
     print("|---|" + "---|---|" * len(labels) + "---|")
-    for name, _, _ in VIEWS:
+    names = list(dict.fromkeys(name for name, _ in loads))
+    for name in names:
         cells = [f"{median(name, label, w):.2f} s" for label in labels for w in (0, 1)]
         shown = "; ".join(
             label + " " + " ".join(f"{c:.2f}/{w:.2f}" for c, w in loads[name, label])
             for label in labels
         )
         print(f"| {name} | " + " | ".join(cells) + f" | {shown} |")
-    worst = {w: max(median(n, "after", w) for n, _, _ in VIEWS) for w in (0, 1)}
-    print(f"RATIOS slowest_cold_s={worst[0]:.2f} slowest_warm_s={worst[1]:.2f} target_s=2.00")
+    worst = {w: max(median(n, "after", w) for n in names) for w in (0, 1)}
+    first, second = (kind.replace(" ", "_") for kind in kinds)
+    print(f"RATIOS slowest_{first}_s={worst[0]:.2f} slowest_{second}_s={worst[1]:.2f} "
+          "target_s=2.00")  # fmt: skip
 
 
 def seeded(folder: Path) -> Path:
@@ -261,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--db", type=Path, help="history file (built when missing)")
     parser.add_argument("--baseline", metavar="REF", help="also bench this commit (before)")
+    parser.add_argument(
+        "--after-write",
+        action="store_true",
+        help="the Summary's load after a run is appended (see above)",
+    )
     parser.add_argument("--screenshots", type=Path, metavar="DIR", help="save view pictures")
     parser.add_argument(
         "--peer",
@@ -275,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     db = args.db or tmp / "history.duckdb"
     if not db.exists():
         history_bench.main(["--runs", str(args.runs), "--cases", str(args.cases), "--db", str(db)])
+    if args.after_write:
+        return after_write(db, args.runs, args.cases, args.repeat, tmp, args.baseline)
     return bench(db, args.runs, args.repeat, tmp, args.baseline)
 
 

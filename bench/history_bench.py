@@ -137,7 +137,9 @@ def make_case(rng: random.Random, case: int, when: datetime, base_pass: float) -
     )
 
 
-def make_runs(n_runs: int, n_cases: int, seed: int = 7) -> Iterator[EvalRun]:
+def make_runs(n_runs: int, n_cases: int, seed: int = 7, first: int = 0) -> Iterator[EvalRun]:
+    """Runs ``bench-{first:05d}`` on, a day for each agent and prompt (``first``: the runs a
+    history of that many would append next, their statuses drawn anew)."""
     rng = random.Random(seed)
     agents = {name: make_agent(name) for name in AGENTS}
     streams = [(a, p) for a in AGENTS for p in PROMPTS]
@@ -145,7 +147,7 @@ def make_runs(n_runs: int, n_cases: int, seed: int = 7) -> Iterator[EvalRun]:
         s: [rng.choice((0.97, 0.97, 0.9, 0.7, 0.5)) for _ in range(n_cases)] for s in streams
     }
     dataset = hashlib.sha256(f"{n_cases} cases".encode()).hexdigest()
-    for i in range(n_runs):
+    for i in range(first, first + n_runs):
         agent_name, prompt = streams[i % len(streams)]
         when = START + timedelta(days=i // len(streams), minutes=i % len(streams))
         results = [

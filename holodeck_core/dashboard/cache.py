@@ -1,9 +1,10 @@
 """Pages and query results kept per state of the history file.
 
 A key is stored with the file's *stamp* (size and modification time of the database and of
-its write-ahead log); any write changes the stamp, so the next request after a run is
-written recomputes and shows it. Until then, a reload, a warm bench load or a sort of the
-runs table reuses what the last request read instead of querying 100,000 case rows again.
+its write-ahead log; a lake's catalog file, where every commit lands); any write changes the
+stamp, so the next request after a run is written recomputes and shows it. Until then, a
+reload, a warm bench load or a sort of the runs table reuses what the last request read
+instead of querying 100,000 case rows again.
 """
 
 from __future__ import annotations
@@ -27,14 +28,18 @@ _lock = threading.Lock()
 
 
 LAKE_STAMP_S = 5.0
-"""A lake has no file to stat: what was read from it is kept this many seconds."""
+"""A lake whose catalog is in PostgreSQL has no file to stat: what was read from it is kept
+this many seconds (asking the catalog costs a connection)."""
 
 
 def stamp(db: History) -> tuple[int, ...]:
-    """Size and mtime of the database and its WAL; zeros for a file that does not exist.
-    A lake's stamp changes every :data:`LAKE_STAMP_S` seconds (listing it costs requests)."""
+    """Size and mtime of the database and its WAL (of a lake's local catalog file and its
+    WAL); zeros for a file that does not exist. A lake whose catalog is in PostgreSQL has a
+    stamp that changes every :data:`LAKE_STAMP_S` seconds."""
     if not isinstance(db, Path):
-        return (int(time.monotonic() // LAKE_STAMP_S),)
+        if db.local_catalog is None:
+            return (int(time.monotonic() // LAKE_STAMP_S),)
+        db = db.local_catalog
     parts: list[int] = []
     for path in (db, db.with_name(db.name + ".wal")):
         try:
@@ -60,3 +65,9 @@ def cached(db: History, key: tuple[Hashable, ...], make: Callable[[], T]) -> T:
         while len(_entries) > MAX_ENTRIES:
             _entries.popitem(last=False)
     return value
+
+
+def clear() -> None:
+    """Forget every page and result (the next request computes from nothing)."""
+    with _lock:
+        _entries.clear()

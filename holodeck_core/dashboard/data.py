@@ -256,11 +256,13 @@ RUNS = """(
 SELECT v.* REPLACE (coalesce(v.cost_usd, src.cost_usd) AS cost_usd)
 FROM v_runs v
 JOIN eval_runs e USING (run_id)
-LEFT JOIN eval_runs src
-  ON v.trigger = 'rescore' AND src.run_id = json_extract_string(e.provenance, '$.rescored_from')
+LEFT JOIN eval_runs src ON src.run_id = CASE WHEN v.trigger = 'rescore'
+    THEN json_extract_string(e.provenance, '$.rescored_from') END
 )"""
 """``v_runs`` with a rescore's cost: the cost of the responses it scored again, those of the
-run it rescored (its tokens are theirs too), where the rescore records none."""
+run it rescored (its tokens are theirs too), where the rescore records none. One equality, so
+a hash join: with the trigger beside it in the ``ON`` DuckDB joined every run with every run
+(0.45 s at 10,000 runs, against 0.01 s)."""
 
 FILTERED_RUNS = f"""
 SELECT r.run_id, r.agent_name, r.agent_slug, r.prompt_version, r.model_provider, r.model_name,

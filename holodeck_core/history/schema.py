@@ -24,6 +24,7 @@ from holodeck_core.history import (
     migration_v9_verdicts,
     migration_v10_comparisons,
     migration_v11_estimate,
+    migration_v12_pairs,
 )
 
 if TYPE_CHECKING:
@@ -230,6 +231,7 @@ MIGRATIONS += (
         10, migration_v10_comparisons.DESCRIPTION_V10, migration_v10_comparisons.STATEMENTS_V10
     ),
     Migration(11, migration_v11_estimate.DESCRIPTION_V11, migration_v11_estimate.STATEMENTS_V11),
+    Migration(12, migration_v12_pairs.DESCRIPTION_V12, migration_v12_pairs.STATEMENTS_V12),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
