@@ -7,6 +7,8 @@ step that opened it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections import Counter
 from contextlib import AbstractContextManager
@@ -18,6 +20,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from holodeck_core.config.project import Project
 from holodeck_core.engine.record import recording
 from holodeck_core.history import schema, store
 from holodeck_core.history.backend import resolve_history
@@ -30,6 +33,7 @@ from tests.test_single_run_backfill import ASSETS, materialize_range, range_tags
 
 VERSIONS = ("v1", "v2", "v3")
 STEPS = frozenset(ASSETS)
+ROOT_ENV = "HOLODECK_TEST_PROJECT_ROOT"
 
 
 def opening_step() -> str:
@@ -140,3 +144,80 @@ def test_a_failing_write_rolls_back_its_run_alone(tmp_path: Path) -> None:
             ids = con.execute(f"SELECT DISTINCT run_id FROM {table} ORDER BY 1").fetchall()
             assert ids in ([], [("run-1",), ("run-2",)]), table
         assert con.execute("SELECT count(*) FROM test_results").fetchone() == (8,)
+
+
+def geo_job() -> Any:
+    """The job of the project at ``$HOLODECK_TEST_PROJECT_ROOT``, for a re-execution (which
+    needs a job Dagster can rebuild)."""
+    project = Project.discover(Path(os.environ[ROOT_ENV]))
+    return build_definitions(project).resolve_job_def("geo_agent_eval")
+
+
+def newly_ingested(result: dg.ExecutionResult) -> dict[str | None, Any]:
+    return {
+        e.partition: e.materialization.metadata["newly_ingested"].value
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.path[-1] == "eval_history"
+    }
+
+
+def test_a_backfill_whose_history_is_locked_fails_naming_every_version_and_reexecutes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the DuckDB file through the step: the one open fails after the
+    lock timeout, naming the three versions and their EvalRuns; re-executed from failure, the
+    step alone reruns and records them, and once more records nothing twice."""
+    monkeypatch.setenv("HOLODECK_HISTORY_LOCK_TIMEOUT", "1")
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url, extra_versions=1)
+        monkeypatch.setenv(ROOT_ENV, str(project.root))
+        defs = build_definitions(project)
+        register(defs, instance)
+        assert materialize(defs, instance, "v1").success  # the history exists
+        job = dg.reconstructable(geo_job)
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
+                "print('held', flush=True); sys.stdin.read()",
+                str(project.history_db),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            with dg.execute_job(job, instance, tags=range_tags("v1", "v3")) as failed:
+                assert not failed.success
+                [failure] = [e for e in failed.all_events if e.event_type_value == "STEP_FAILURE"]
+        finally:
+            holder.communicate(timeout=30)  # closing its stdin lets it exit
+        calls = server.stats()["total_calls"]
+        options = dg.ReexecutionOptions.from_failure(failed.run_id, instance)
+        with dg.execute_job(
+            job, instance, tags=range_tags("v1", "v3"), reexecution_options=options
+        ) as first:
+            assert first.success
+            assert newly_ingested(first) == dict.fromkeys(VERSIONS, True)
+            steps = {e.step_key for e in first.all_events if e.event_type_value == "STEP_SUCCESS"}
+        with dg.execute_job(
+            job, instance, tags=range_tags("v1", "v3"), reexecution_options=options
+        ) as again:
+            assert again.success
+            assert newly_ingested(again) == dict.fromkeys(VERSIONS, False)
+        assert server.stats()["total_calls"] == calls  # no model call after the failure
+        with store.reader(project.history_db) as con:
+            recorded = con.execute(
+                "SELECT partition_key, count(*) FROM eval_runs GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+    assert failure.step_key == "geo_agent__eval_history"
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None and data.description is not None
+    assert data.description.startswith(
+        "prompt version v1, v2, v3: the run history could not be written or read: "
+    )
+    assert "is locked by" in data.description and "the EvalRuns are safe (" in data.description
+    assert steps == {"geo_agent__eval_history"}
+    assert recorded == [("v1", 2), ("v2", 1), ("v3", 1)]
