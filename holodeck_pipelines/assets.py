@@ -19,7 +19,7 @@ import dagster as dg
 from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
-from holodeck_core.engine.plan import estimate_cost
+from holodeck_core.engine.plan import estimate_cost, estimates_reader
 from holodeck_core.engine.run import shared_budgets
 from holodeck_core.engine.stages import (
     AgentResponses,
@@ -158,17 +158,19 @@ def build_agent_pipeline(
         context: dg.AssetExecutionContext, project: HoloDeckProject
     ) -> dict[str, ProcessedFiles]:
         stages = suites(context, project)
-        estimates = {
-            key: estimate_cost(
-                stage.loaded,
-                project_history(stage.project),
-                stage.prompt_key,
-                stage.prompt.body,
-                stage.trials,
-                stage.cases,
-            )
-            for key, stage in stages.items()
-        }
+        # one read of the history for every version's estimate
+        with estimates_reader(project_history(project.project())) as recorded:
+            estimates = {
+                key: estimate_cost(
+                    stage.loaded,
+                    recorded,
+                    stage.prompt_key,
+                    stage.prompt.body,
+                    stage.trials,
+                    stage.cases,
+                )
+                for key, stage in stages.items()
+            }
         # before the agent step spends anything: on the run (its tags show in the backfill's
         # runs: the sum of its versions', and each version's for the agent step to read back)
         # and on each version's first materialization
@@ -300,33 +302,30 @@ def build_agent_pipeline(
     ) -> Iterator[dg.Output[Any] | dg.AssetCheckEvaluation]:
         # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
         # the definitions every sensor tick and code server reload
-        from holodeck_core.engine.record import recorded
+        from holodeck_core.engine.record import recording
 
         asset = dg.AssetKey([name, "eval_history"])
+        reports = {key: report_summary[key] for key in context.partition_keys}
+        runs = {key: (report.eval_run, location(report.path)) for key, report in reports.items()}
+        files = {key: redact_text(report.path) for key, report in reports.items()}
         checked: dict[str, list[dg.AssetCheckResult]] = {}
-        for key in context.partition_keys:
-            report = report_summary[key]
-            run = report.eval_run
-            # the history is opened once a version: the run is written, the checks read on
-            # that connection
-            with (
-                history_failure(key, redact_text(report.path)),
-                recorded(
-                    history.path,
-                    run,
-                    source_path=location(report.path),
-                    prompts_dir=project.project().prompts_dir,
-                ) as (written, con),
-            ):
-                checked[key] = run_checks(con, run, loaded.agent.evaluations)
-            context.add_asset_metadata(
-                {
-                    "run_id": run.metadata.run_id or "",
-                    "newly_ingested": written,
-                    "db": str(history.path),
-                },
-                partition_key=key,
-            )
+        # the history is opened once for the step's versions: each version's run is written
+        # in its own transaction, its checks read on that connection
+        with (
+            history_failure(files),
+            recording(history.path, runs, prompts_dir=project.project().prompts_dir) as record,
+        ):
+            for key, (run, _) in runs.items():
+                with history_failure({key: files[key]}), record.run(key) as (written, con):
+                    checked[key] = run_checks(con, run, loaded.agent.evaluations)
+                context.add_asset_metadata(
+                    {
+                        "run_id": run.metadata.run_id or "",
+                        "newly_ingested": written,
+                        "db": str(history.path),
+                    },
+                    partition_key=key,
+                )
         yield dg.Output(report_summary)
         yield from evaluations(context.instance, asset, checked)
         yield from check_outputs(context, asset, checks)

@@ -140,21 +140,24 @@ def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
 
 
 @contextmanager
-def history_failure(partition: str, eval_run: str) -> Iterator[None]:
-    """A history that cannot be reached or written (a silent catalog, refused credentials) as
-    the step's failure, its headline the reason, never a traceback: the EvalRun is already
-    written, and a rerun of the partition (or ``holodeck history sync``) ingests it."""
+def history_failure(eval_runs: dict[str, str]) -> Iterator[None]:
+    """A history that cannot be reached or written (a silent catalog, refused credentials)
+    while recording the prompt versions ``eval_runs`` (each one's EvalRun file) as the step's
+    failure, its headline the reason, never a traceback: the EvalRuns are already written, and
+    a rerun of the partitions (or ``holodeck history sync``) ingests them."""
     try:
         yield
     except HolodeckError as exc:
+        versions = ", ".join(eval_runs)
+        files = ", ".join(eval_runs.values())
+        safe = "the EvalRuns are safe" if len(eval_runs) > 1 else "the EvalRun is safe"
         raise dg.Failure(
             description=(
-                f"prompt version {partition}: the run history could not be written "
-                f"or read: "
-                f"{safe_message(exc)}; the EvalRun is safe ({eval_run}): rerun the partition "
+                f"prompt version {versions}: the run history could not be written "
+                f"or read: {safe_message(exc)}; {safe} ({files}): rerun the partition "
                 "or `holodeck history sync` it once the history answers"
             ),
-            metadata={"partition": partition, "eval_run": eval_run},
+            metadata={"partition": versions, "eval_run": files},
         ) from None
 
 

@@ -5,9 +5,10 @@ variances (DESIGN §7.7-7.8)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,8 @@ from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
 from holodeck_core.models.cost import Heading, HeadingCost, RunEstimate, total_usd
 
 if TYPE_CHECKING:
+    import duckdb
+
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.history.store import History
     from holodeck_core.models import TestCaseModel
@@ -132,9 +135,26 @@ def typical_tokens(*texts: str) -> int:
     return sum(-(-len(text) // 4) + 4 for text in texts)
 
 
+@contextlib.contextmanager
+def estimates_reader(
+    history: History | None,
+) -> Iterator[duckdb.DuckDBPyConnection | None]:
+    """One reader for the estimates of several prompt versions (a backfill's step opens the
+    history once), or None when nothing is recorded or the history cannot be reached: the
+    sizes then estimate (issue 25)."""
+    from holodeck_core.history import store
+
+    with contextlib.ExitStack() as stack:
+        try:
+            con = stack.enter_context(store.reader(history)) if history is not None else None
+        except (NoHistoryError, ExecutionError):
+            con = None
+        yield con
+
+
 def estimate_cost(
     loaded: LoadedAgent,
-    history: History | None,
+    history: History | duckdb.DuckDBPyConnection | None,
     prompt_version: str,
     body: str,
     trials: int,
@@ -143,10 +163,10 @@ def estimate_cost(
     """The run's expected spend on ``cases`` (default: all the agent's): measured per case in
     the newest recorded run of this prompt version with costs (cases it lacks at the mean of
     the others), else (nothing recorded, or the history unreachable) from sizes. One history
-    read (a few small queries), or none."""
+    read (a few small queries, on ``history`` itself when it is a connection), or none."""
     cases = loaded.agent.cases if cases is None else cases
     try:
-        measured = _measured(loaded, history, prompt_version) if history else None
+        measured = _measured(loaded, history, prompt_version) if history is not None else None
     except NoHistoryError:  # nothing recorded yet (no file, a lake nobody wrote)
         measured = None
     except ExecutionError:  # an unreachable history: the sizes still estimate (issue 25)
@@ -187,13 +207,13 @@ def _scaled(costs: Costs, factor: float) -> Costs:
 
 
 def _measured(
-    loaded: LoadedAgent, history: History, prompt_version: str
+    loaded: LoadedAgent, history: History | duckdb.DuckDBPyConnection, prompt_version: str
 ) -> tuple[str, dict[str, Costs], Costs] | None:
     """(run id, per case one trial's spend, the run's spend outside cases)."""
     from holodeck_core.history import store
     from holodeck_core.naming import slugify
 
-    with store.reader(history) as con:
+    with store.opened(history) as con:
         row = con.execute(
             "SELECT r.run_id FROM eval_runs r JOIN run_costs USING (run_id) "
             "WHERE r.agent_slug = ? AND r.prompt_version = ? AND EXISTS "
