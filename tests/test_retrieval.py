@@ -414,8 +414,8 @@ def test_anthropic_agent_needs_an_embedding_provider(
             tmp_path, server, [tool_of(source="docs")], model=claude, embedding_provider=embeddings
         )
         assert main(["test", str(agent)]) == 0, capsys.readouterr().err
-        paths = server.stats()["by_path"]
-        assert paths["/openai/deployments/embed-deploy/embeddings"] == 2
+        paths = server.stats()["by_path"]  # the provider's default model, never the block's name
+        assert paths["/openai/deployments/text-embedding-3-small/embeddings"] == 2
         assert paths["/v1/messages"] == 2
 
 
