@@ -201,6 +201,7 @@ def compare(peer: Path) -> list[dict[str, Any]]:
                 "samples": item["samples"],
                 "k": k,
                 "structured": structured,
+                "exact": exact,
                 "overlap": mean,
                 "queries": queries,
             }

@@ -186,8 +186,9 @@ class HierarchicalRuntime(RetrievalRuntime):
             return "No results found."
         blocks = []
         for chunk, score in results:
+            source = self.context.resolve(chunk.source)  # absolute, as HoloDeck 0.7.1 shows it
             lines = [
-                f"Score: {score:.3f} | Source: {chunk.source}",
+                f"Score: {score:.3f} | Source: {source}",
                 f"Location: {' > '.join(chunk.parent_chain) or 'Root'}",
             ]
             if chunk.section_id:
