@@ -30,7 +30,7 @@ def test_embedding_provider_is_not_used_by_an_openai_agent(
         )
         assert main(["validate", str(agent)]) == 0
         out = capsys.readouterr().out
-        assert "embedding_provider is not used for a openai agent" in out
+        assert "embedding_provider is not used: the agent's provider is openai" in out
         assert "text-embedding-3-small at the agent's model endpoint" in out
         assert main(["test", str(agent)]) == 0, capsys.readouterr().err
         requests = _embeddings(server)  # the port-9 endpoint would refuse: never dialled

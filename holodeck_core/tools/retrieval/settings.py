@@ -133,8 +133,8 @@ def check_retrieval(agent: Agent) -> tuple[list[str], list[str]]:
     if tools and unused:
         spec = embedding_spec(agent.model, None, tools[0][1], where="tools", model=model)
         notes.append(
-            f"embedding_provider is not used for a {agent.model.provider.value} agent (HoloDeck "
-            "0.7.1 reads it for anthropic agents only): the tools embed with "
+            f"embedding_provider is not used: the agent's provider is {agent.model.provider.value} "
+            "(HoloDeck 0.7.1 reads the block for anthropic agents only); the tools embed with "
             f"{spec.model} at the agent's model endpoint"
         )
     databases = [(tool, tool.database) for _, tool in tools if tool.database is not None]
