@@ -29,7 +29,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from retrieval_compat import OFFLINE, compare  # noqa: E402
+from retrieval_compat import OFFLINE, compare, tiktoken_cache  # noqa: E402
 
 from holodeck_core.testing import ModelServer, run_model_server  # noqa: E402
 from holodeck_core.testing.request_log import KINDS, differing_fields  # noqa: E402
@@ -80,13 +80,6 @@ def _theirs(peer: Path) -> Callable[[Path], list[str]]:
     return lambda agent: [str(peer / "bin" / "holodeck"), "test", str(agent), "--limit", str(LIMIT)]
 
 
-def _tiktoken_cache(peer: Path) -> Path:
-    found = sorted(peer.glob("lib/python*/site-packages/litellm/litellm_core_utils/tokenizers"))
-    if not found:
-        sys.exit(f"no LiteLLM tokenizers under {peer} (HoloDeck's venv installs LiteLLM)")
-    return found[0]
-
-
 def _ours(agent: Path) -> list[str]:
     return [str(REPO / ".venv" / "bin" / "holodeck"), *our_command(agent)]
 
@@ -114,7 +107,7 @@ def record(peer: Path | None, only: list[str]) -> None:
                     "OPENAI_AGENTS_DISABLE_TRACING": "1",
                     # the hierarchical_document tool counts tokens with tiktoken, which would
                     # download cl100k_base; LiteLLM ships it under tiktoken's cache name
-                    "TIKTOKEN_CACHE_DIR": str(_tiktoken_cache(peer)),
+                    "TIKTOKEN_CACHE_DIR": str(tiktoken_cache(peer)),
                 }
                 theirs = _side(server, agent_file, root / "sample", _theirs(peer), env)
             ours_env = {**base, "HOLODECK_HOME": str(root / "home-ours")}

@@ -11,7 +11,12 @@ It writes, under ``tests/fixtures/holodeck/``:
 * ``config_resolution.json``: HoloDeck's effective model, judge model, execution and tool
   database settings for every corpus sample with a ``config.yaml`` and for the probes in
   ``tests/fixtures/holodeck/probes/`` (a user-level ``~/.holodeck/config.yaml`` and ``.env``
-  included), each under the fixed environment :data:`ENV`, for ``tests/test_config_merge.py``.
+  included), each under the fixed environment :data:`ENV`, for ``tests/test_config_merge.py``;
+* ``structured_chunks.json``: HoloDeck's ``hierarchical_document`` chunks of every document
+  of the corpus samples' ``data/`` folders (a PDF through its heading extractor first), for
+  each ``document_domain``, a few ``max_chunk_tokens`` and depths: their count and the sha256
+  of their ``[content, parent_chain, section_id]`` list (header chunks dropped, as HoloDeck
+  drops them before embedding), for ``tests/test_structure_chunks.py``.
 
 This file imports HoloDeck, never our package: it is the oracle's side of the comparison."""
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +127,68 @@ def agents(corpus: Path) -> list[tuple[str, Path, Path]]:
     return found
 
 
+def chunk_digest(chunks: list[list[Any]]) -> str:
+    """The sha256 of the chunks' canonical JSON (the CI test computes ours the same way)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(chunks, ensure_ascii=False).encode()).hexdigest()
+
+
+def structured_chunks(corpus: Path) -> list[dict[str, Any]]:
+    """HoloDeck's chunks of every corpus document, per domain, size and depth (a PDF's are
+    of its Markdown, whose sha256 is recorded too)."""
+    import hashlib
+
+    from holodeck.lib.pdf_processor import extract_pdf_with_headings
+    from holodeck.lib.structured_chunker import DOMAIN_PATTERNS, ChunkType, StructuredChunker
+
+    cases = []
+    documents = sorted(
+        p for p in (corpus / "samples").glob("*/*/data/*") if p.suffix in {".md", ".txt", ".pdf"}
+    )
+    for document in documents:
+        pdf = document.suffix == ".pdf"
+        text = extract_pdf_with_headings(document) if pdf else document.read_text()
+        grid = (
+            [(d, n, None) for d in ("none", "us_legislative") for n in (800, 1500)]
+            if pdf
+            else [
+                (d, n, depth)
+                for d in ("none", *DOMAIN_PATTERNS)
+                for n in (60, 300, 800)
+                for depth in ((None,) if d == "none" else (None, 1))
+            ]
+        )
+        for domain, size, depth in grid:
+            patterns = DOMAIN_PATTERNS.get(domain)
+            chunker = StructuredChunker(size, patterns, depth)
+            chunks = [
+                [c.content, c.parent_chain, c.section_id]
+                for c in chunker.parse(text, "x")
+                if c.chunk_type != ChunkType.HEADER
+            ]
+            case = {
+                "document": str(document.relative_to(corpus)),
+                "document_domain": domain,
+                "max_chunk_tokens": size,
+                "max_subsection_depth": depth,
+                "count": len(chunks),
+                "sha256": chunk_digest(chunks),
+            }
+            if pdf:
+                case["markdown_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+            cases.append(case)
+    return cases
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared/corpus/holodeck")
     args = parser.parse_args()
+    if "TIKTOKEN_CACHE_DIR" not in os.environ:  # the cl100k_base file LiteLLM ships: offline
+        lib = Path(sys.prefix) / "lib"
+        [tokenizers] = lib.glob("python*/site-packages/litellm/litellm_core_utils/tokenizers")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(tokenizers)
     from importlib.metadata import version
 
     from holodeck.models.eval_run import EvalRun
@@ -141,7 +205,13 @@ def main() -> None:
     document = {"holodeck": version("holodeck-ai"), "env": ENV, "agents": resolutions}
     text = json.dumps(document, indent=1, sort_keys=True) + "\n"
     (FIXTURES / "config_resolution.json").write_text(text)
-    print(f"wrote {FIXTURES}: EvalRun schema, {len(resolutions)} resolutions")
+    chunks = structured_chunks(args.corpus.resolve())
+    document = {"holodeck": version("holodeck-ai"), "cases": chunks}
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    (FIXTURES / "structured_chunks.json").write_text(text)
+    print(
+        f"wrote {FIXTURES}: EvalRun schema, {len(resolutions)} resolutions, {len(chunks)} chunkings"
+    )
 
 
 if __name__ == "__main__":

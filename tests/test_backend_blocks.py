@@ -170,3 +170,52 @@ def test_validate_says_what_the_blocks_do(
     assert "at most 7 model calls a turn (openai.max_turns)" in out
     assert "effort:   low" in out and "not offered to the model: f" in out
     assert "ignored:" not in out
+
+
+CLAUDE_AGENT = """\
+name: a
+model: {provider: anthropic, name: claude-x, api_key: sk-ant-test}
+instructions: {inline: "Be brief."}
+test_cases: [{input: hi}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ("claude: {max_turn: 3}\n", "claude.max_turn"),  # a typo
+        ("claude: {max_turns: lots}\n", "claude.max_turns"),  # a wrong type
+        ("claude: {web_search: maybe}\n", "claude.web_search"),
+        ("claude: {bash: {enable: true}}\n", "claude.bash.enable"),  # a nested unknown key
+        ("claude: {extended_thinking: {budget_tokens: 5}}\n", "claude.extended_thinking"),
+        ("claude: {agents: {r: {description: d, promt: p}}}\n", "claude.agents.r.promt"),
+        ("claude: {setting_sources: [all, user]}\n", "'all' cannot be combined"),
+        ("claude: {subagents: {}}\n", "claude.subagents"),
+    ],
+)
+def test_a_bad_claude_block_is_refused_as_holodeck_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], block: str, field: str
+) -> None:
+    """HoloDeck 0.7.1's ``ClaudeConfig`` forbids unknown keys at every level, so a block it
+    refuses is a config error here too: ``validate`` and ``test`` exit 2 naming the file and
+    the field, before any model call, with no traceback and nothing written."""
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(CLAUDE_AGENT + block)
+    for command in ("validate", "test"):
+        assert main([command, str(agent)]) == 2
+        err = capsys.readouterr().err
+        assert "agent.yaml" in err and field in err, err
+        assert "Traceback" not in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_claude_block_holodeck_accepts_loads(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(
+        CLAUDE_AGENT
+        + "claude: {permission_mode: acceptAll, max_turns: 4, web_search: true,\n"
+        + "  bash: {enabled: true, excluded_commands: [rm]}, session_memory_estimate_mib: 500,\n"
+        + "  agents: {r: {description: researcher, prompt: look it up, model: haiku}},\n"
+        + "  setting_sources: [all], extended_thinking: {enabled: true, budget_tokens: 2000}}\n"
+    )
+    assert load_agent(agent).agent.max_turns == 4

@@ -80,9 +80,12 @@ def test_poisoned_embeddings_fail_the_partition_and_are_never_cached(
     tmp_path: Path, embeddings: Embeddings, mode: str
 ) -> None:
     with run_model_server({"rules": [search_rule("returns")]}) as server:
-        tool = tool_of(source="docs/*.md")
-        defs = build_definitions(
-            project(tmp_path, server, [tool], embedding_provider=provider(embeddings.url))
+        tool = tool_of(source="docs/*.md", embedding_model="embed-m")
+        claude = {"provider": "anthropic", "name": "claude", "endpoint": server.url}
+        defs = build_definitions(  # embedding_provider: read for an anthropic agent only
+            project(
+                tmp_path, server, [tool], model=claude, embedding_provider=provider(embeddings.url)
+            )
         )
         write_docs(tmp_path / "agents" / "geo")
         with dg.instance_for_test() as instance:

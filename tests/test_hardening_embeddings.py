@@ -78,7 +78,19 @@ def embeddings() -> Iterator[Embeddings]:
 
 
 def provider(url: str) -> dict[str, Any]:
-    return {"provider": "openai", "name": "embed-m", "endpoint": url, "api_key": "sk-emb-123456"}
+    """The embeddings endpoint: HoloDeck (and we) read ``embedding_provider`` for an
+    anthropic agent only, and take the model from the tool, never from the block's name."""
+    return {"provider": "openai", "name": "unused", "endpoint": url, "api_key": "sk-emb-123456"}
+
+
+def claude_agent(folder: Path, server: Any, embeddings_url: str) -> Path:
+    return write_agent(
+        folder,
+        server,
+        [tool_of(source="docs/*.md", embedding_model="embed-m")],
+        model={"provider": "anthropic", "name": "claude", "endpoint": server.url},
+        embedding_provider=provider(embeddings_url),
+    )
 
 
 @pytest.mark.parametrize("mode", ["inf", "empty", "widths", "strings"])
@@ -87,12 +99,7 @@ def test_bad_vectors_are_refused_before_caching_and_the_fixed_provider_is_asked_
 ) -> None:
     write_docs(tmp_path)
     with run_model_server({"rules": [search_rule("returns")]}) as server:
-        agent = write_agent(
-            tmp_path,
-            server,
-            [tool_of(source="docs/*.md")],
-            embedding_provider=provider(embeddings.url),
-        )
+        agent = claude_agent(tmp_path, server, embeddings.url)
         embeddings.mode = mode
         proc = run_cli(["test", str(agent)])
         no_traceback(proc)
@@ -112,19 +119,10 @@ def test_bad_vectors_are_refused_before_caching_and_the_fixed_provider_is_asked_
 def test_the_cache_is_keyed_by_endpoint(tmp_path: Path, embeddings: Embeddings) -> None:
     write_docs(tmp_path)
     with run_model_server({"rules": [search_rule("returns")]}) as server:
-        first = write_agent(
-            tmp_path,
-            server,
-            [tool_of(source="docs/*.md")],
-            embedding_provider=provider(embeddings.url),
-        )
+        first = claude_agent(tmp_path, server, embeddings.url)
         assert run_cli(["test", str(first)]).returncode == 0
         assert embedding_calls(server) == 0 and embeddings.calls == 2
-        other = write_agent(  # the same model name at another endpoint (the loopback server)
-            tmp_path,
-            server,
-            [tool_of(source="docs/*.md")],
-            embedding_provider=provider(server.openai_base_url),
-        )
+        # the same model name at another endpoint (the loopback server)
+        other = claude_agent(tmp_path, server, server.openai_base_url)
         assert run_cli(["test", str(other)]).returncode == 0
         assert embedding_calls(server) >= 1  # its own vectors, not the first endpoint's

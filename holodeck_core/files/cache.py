@@ -26,7 +26,7 @@ from holodeck_core.models.test_case import FileInput
 FORMAT_VERSION = "1"
 """Our own output format (slide renumbering, Excel tables, ...). Bump it when it changes."""
 
-_CONVERTER_PACKAGES = ("markitdown", "pypdfium2", "python-pptx", "openpyxl")
+_CONVERTER_PACKAGES = ("markitdown", "pdfminer.six", "pypdfium2", "python-pptx", "openpyxl")
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,10 @@ def normalized_pages(pages: list[int] | None) -> list[int] | None:
     return sorted(set(pages)) if pages else None
 
 
-def cache_key(source: str, file: FileInput) -> str:
+def cache_key(source: str, file: FileInput, *, pdf_headings: bool = False) -> str:
     """The key of a conversion: ``source`` is ``sha256:<hex of the bytes>`` for a local file or
     ``url:<url>`` for a remote one, plus everything that selects or shapes the output."""
-    payload = {
+    payload: dict[str, object] = {
         "source": source,
         "type": file.type,
         "pages": normalized_pages(file.pages),
@@ -61,6 +61,8 @@ def cache_key(source: str, file: FileInput) -> str:
         "range": file.range.upper() if file.range else None,
         "converter": converter_version(),
     }
+    if pdf_headings:
+        payload["pdf_headings"] = True
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

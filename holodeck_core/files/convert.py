@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 from holodeck_core.files.errors import FileProcessingError
 from holodeck_core.files.jobs import ConversionJob, ConversionOutput
 from holodeck_core.files.limits import unpacked_error
+from holodeck_core.files.pdf_headings import pdf_markdown
 
 if TYPE_CHECKING:
     from markitdown import MarkItDown
 
+log = logging.getLogger(__name__)
 NO_TEXT = "no text extracted (scanned PDF or image-only document?)"
 _MAX_REASON = 600
 
@@ -105,6 +107,17 @@ class Converter:
         info = StreamInfo(extension=extension or job.extension, mimetype=job.mimetype, url=job.url)
         return self._markitdown.convert_local(str(path), stream_info=info).markdown
 
+    def _pdf(self, path: Path, job: ConversionJob) -> str:
+        """markitdown's Markdown, or with ``job.pdf_headings`` HoloDeck's text with its
+        headings (:mod:`.pdf_headings`), markitdown's when that fails, as HoloDeck's
+        ``FileProcessor`` falls back."""
+        if job.pdf_headings:
+            try:
+                return pdf_markdown(path)
+            except Exception:
+                log.debug("PDF heading extraction failed; markitdown converts %s", path)
+        return self._markdown(path, job, extension=".pdf")
+
     def _convert(self, job: ConversionJob) -> tuple[str, dict[str, Any]]:
         from holodeck_core.files import excel, selection
 
@@ -118,9 +131,9 @@ class Converter:
                 subset = scratch / "pages.pdf"
                 total = selection.pdf_subset(path, job.pages, subset)
                 details = {"page_count": total, "pages_selected": job.pages}
-                return self._markdown(subset, job, extension=".pdf"), details
+                return self._pdf(subset, job), details
             total = selection.pdf_page_count(path)  # also refuses what is no PDF
-            return self._markdown(path, job), {"page_count": total}
+            return self._pdf(path, job), {"page_count": total}
         if job.type == "powerpoint":
             if job.pages:
                 subset = scratch / "slides.pptx"

@@ -26,6 +26,7 @@ from holodeck_core.models import (
 from holodeck_core.providers.factory import make_client
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor
+from holodeck_core.tools.retrieval.settings import shared_embedding_model
 from holodeck_core.tools.runtime import ToolContext
 from holodeck_core.tools.toolbox import ToolBox
 
@@ -117,6 +118,7 @@ class SuiteRuntime:
                     secrets=frozenset(loaded.secrets),
                     timeout=suite.timeout,
                     embedding_provider=agent.embedding_provider,
+                    embedding_model=shared_embedding_model(agent),
                 ),
             )
             if tools

@@ -47,8 +47,9 @@ class ToolOutput:
 @dataclass(frozen=True)
 class ToolContext:
     """What a runtime may use: the agent's folder, the one call scheduler, a way to make model
-    clients (the agent's provider by default), the cache home, the secrets to redact, and the
-    agent's ``embedding_provider`` block (retrieval tools)."""
+    clients (the agent's provider by default), the cache home, the secrets to redact, and for
+    retrieval tools the agent's ``embedding_provider`` block and the ``embedding_model`` its
+    retrieval tools share."""
 
     base_dir: Path
     resolve: Callable[[str], Path]
@@ -59,6 +60,7 @@ class ToolContext:
     secrets: frozenset[str] = frozenset()
     timeout: float | None = None
     embedding_provider: LLMProvider | None = None
+    embedding_model: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

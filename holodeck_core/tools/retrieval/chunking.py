@@ -3,9 +3,7 @@
 * :func:`paragraph_chunks` (vectorstore): lines packed up to ``chunk_size`` tokens as
   HoloDeck's paragraph splitter (Semantic Kernel's) packs them, without overlap (HoloDeck
   0.7.1 accepts ``chunk_overlap`` and does not apply it; neither do we, DESIGN §8.1).
-* :func:`structure_chunks` (hierarchical_document ``structure``): one section per Markdown
-  heading (and per ``document_domain`` implicit heading up to the split level), keeping its
-  heading path; sections over ``max_chunk_tokens`` split at sentence ends.
+* :mod:`.structure` (hierarchical_document ``structure``): HoloDeck's structure chunker.
 * :func:`token_chunks` (``token``): sentences packed up to ``max_chunk_tokens`` with
   ``chunk_overlap``.
 
@@ -17,13 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from holodeck_core.tools.retrieval.domains import SubsectionPattern
-
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_HEADING = re.compile(r"^(#{1,6})\s+(.+)$", re.MULTILINE)
-_CODE_BLOCK = re.compile(r"```[\s\S]*?```")
-_ID_CLEANUP = re.compile(r"[^a-z0-9]+")
 
 
 def count_tokens(text: str) -> int:
@@ -130,89 +123,3 @@ def paragraph_chunks(text: str, chunk_size: int) -> list[Piece]:
 def token_chunks(text: str, max_tokens: int, overlap: int) -> list[Piece]:
     sentences = _SENTENCE_END.split(" ".join(text.split()))
     return [Piece(t) for t in pack(sentences, max_tokens, overlap)]
-
-
-@dataclass(frozen=True)
-class _Heading:
-    level: int
-    title: str
-    position: int
-    line_end: int
-
-
-def _headings(markdown: str, patterns: tuple[SubsectionPattern, ...]) -> list[_Heading]:
-    masked = _CODE_BLOCK.sub(lambda m: " " * len(m.group(0)), markdown)
-    found: list[_Heading] = []
-    for match in _HEADING.finditer(masked):
-        title = match.group(2).strip()
-        level = next((p.level for p in patterns if p.regex.match(title)), len(match.group(1)))
-        found.append(_Heading(level, title, match.start(), match.end()))
-    taken = {h.position for h in found}
-    for pattern in patterns:
-        for match in pattern.regex.finditer(masked):
-            if match.start() in taken:
-                continue
-            after = (match.group(2) or "").strip().split("\n")[0].strip()
-            title = f"({match.group(1)}) {after}".strip()
-            found.append(_Heading(pattern.level, title, match.start(), match.end()))
-            taken.add(match.start())
-    return sorted(found, key=lambda h: h.position)
-
-
-def _normalize(text: str) -> str:
-    return _ID_CLEANUP.sub("_", text.lower()).strip("_")
-
-
-def section_id(
-    title: str, level: int, chain: tuple[str, ...], patterns: tuple[SubsectionPattern, ...]
-) -> str:
-    """``<prefix>_<normalized heading path>``; the prefix is the domain pattern's name for
-    the level (``section``, ``clause`` …) or ``h1``…``h6``."""
-    segments = [s for s in map(_normalize, (*chain, title)) if s]
-    if not title or not segments:
-        return ""
-    prefix = next((p.name for p in patterns if p.level == level), f"h{level}" if level else "sec")
-    return f"{prefix}_{'_'.join(segments)}"
-
-
-def structure_chunks(
-    markdown: str,
-    max_tokens: int,
-    patterns: tuple[SubsectionPattern, ...] = (),
-    split_level: int = 6,
-) -> list[Piece]:
-    """Sections by heading: a heading at a level up to ``split_level`` opens a section (its
-    ancestors are its ``parent_chain``); deeper headings stay inside it. Heading-only
-    sections are dropped; long sections are split at sentence ends."""
-    headings = _headings(markdown, patterns)
-    if not headings:
-        return token_chunks(markdown, max_tokens, 0)
-    splits = [h for h in headings if h.level <= split_level]
-    pieces: list[Piece] = []
-    preamble = markdown[: (splits[0].position if splits else len(markdown))].strip()
-    if preamble:
-        pieces += _sized(preamble, (), "", max_tokens)
-    stack: list[_Heading] = []
-    for i, heading in enumerate(splits):
-        while stack and stack[-1].level >= heading.level:
-            stack.pop()
-        chain = tuple(h.title for h in stack)
-        end = splits[i + 1].position if i + 1 < len(splits) else len(markdown)
-        sid = section_id(heading.title, heading.level, chain, patterns)
-        if patterns:  # the heading line becomes part of the path, the body the chunk
-            body = markdown[heading.line_end : end].strip()
-            chain = (*chain, heading.title)
-        else:
-            body = markdown[heading.position : end].strip()
-            if body == markdown[heading.position : heading.line_end].strip():
-                body = ""
-        if body:
-            pieces += _sized(body, chain, sid, max_tokens)
-        stack.append(heading)
-    return pieces
-
-
-def _sized(text: str, chain: tuple[str, ...], sid: str, max_tokens: int) -> list[Piece]:
-    if count_tokens(text) <= max_tokens:
-        return [Piece(text, chain, sid)]
-    return [Piece(t, chain, sid) for t in pack(_SENTENCE_END.split(text), max_tokens)]

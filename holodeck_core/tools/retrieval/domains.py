@@ -61,9 +61,3 @@ DOMAIN_PATTERNS: dict[str, tuple[SubsectionPattern, ...]] = {
         ("subclause", r"^\((\d+)\)\s*(.*)$", 6, _M),
     ),
 }
-
-
-def patterns_for(domain: str, max_depth: int | None) -> tuple[SubsectionPattern, ...]:
-    """The patterns of ``domain`` (none for ``none``), the first ``max_subsection_depth``."""
-    patterns = DOMAIN_PATTERNS.get(domain, ())
-    return patterns[:max_depth] if max_depth is not None else patterns

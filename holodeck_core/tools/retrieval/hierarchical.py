@@ -12,14 +12,15 @@ from typing import Any
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import HierarchicalDocumentTool, TokenUsage
 from holodeck_core.tools.retrieval import search as legs
-from holodeck_core.tools.retrieval.chunking import Piece, structure_chunks, token_chunks
-from holodeck_core.tools.retrieval.domains import DOMAIN_PATTERNS, patterns_for
+from holodeck_core.tools.retrieval.chunking import Piece, token_chunks
+from holodeck_core.tools.retrieval.domains import DOMAIN_PATTERNS
 from holodeck_core.tools.retrieval.embeddings import Vectors
 from holodeck_core.tools.retrieval.index import Chunk, Index
 from holodeck_core.tools.retrieval.llm_steps import LLMStep, contextualize, rerank
 from holodeck_core.tools.retrieval.runtime import RetrievalRuntime
 from holodeck_core.tools.retrieval.sources import SourceFile
 from holodeck_core.tools.retrieval.store import KeyValueStore
+from holodeck_core.tools.retrieval.structure import CHUNKER, StructureChunker
 from holodeck_core.tools.runtime import ToolContext
 
 RERANK_POOL = 3  # rerank the best 3 * top_k candidates
@@ -46,8 +47,7 @@ class HierarchicalRuntime(RetrievalRuntime):
                 )
         if tool.enable_reranking and tool.reranker_model is None:
             raise ConfigError(f"{where}.reranker_model is required when enable_reranking is true")
-        self.patterns = patterns_for(tool.document_domain, depth)
-        self.split_level = len(all_patterns) // 2 if all_patterns else 6
+        self.chunker = StructureChunker(tool.max_chunk_tokens, all_patterns, depth)
         self._steps: KeyValueStore | None = None
         self._llm: dict[str, LLMStep] = {}
         self._keyword: legs.KeywordIndex | None = None
@@ -67,6 +67,8 @@ class HierarchicalRuntime(RetrievalRuntime):
         }
         if t.chunking_strategy == "token":
             options["chunk_overlap"] = t.chunk_overlap
+        else:  # an index of the chunker before it cut as HoloDeck does is another index
+            options["chunker"] = CHUNKER
         if t.contextual_embeddings:
             model = t.context_model or self.context.agent_model
             options["context"] = {
@@ -79,7 +81,7 @@ class HierarchicalRuntime(RetrievalRuntime):
         t = self.tool
         if t.chunking_strategy == "token":
             return token_chunks(text, t.max_chunk_tokens, t.chunk_overlap)
-        return structure_chunks(text, t.max_chunk_tokens, self.patterns, self.split_level)
+        return self.chunker.chunks(text)
 
     def _llm_step(self, model_field: str) -> LLMStep:
         """The step using ``context_model`` or ``reranker_model`` (else the agent's model),
@@ -163,12 +165,10 @@ class HierarchicalRuntime(RetrievalRuntime):
             ranked = legs.semantic(self.index.vectors, vector, pool)
         else:
             assert vector is not None and self._keyword is not None
-            ranked = legs.reciprocal_rank_fusion(
-                [
-                    legs.semantic(self.index.vectors, vector, pool),
-                    self._keyword.search(query, pool),
-                    legs.exact(self._folded, query, pool),
-                ],
+            ranked = legs.hybrid(
+                legs.semantic(self.index.vectors, vector, pool),
+                self._keyword.search(query, pool),
+                legs.exact(self._folded, query, pool) if t.exact_weight > 0 else [],
                 [t.semantic_weight, t.keyword_weight, t.exact_weight],
                 t.rrf_k,
             )[:pool]
@@ -186,8 +186,9 @@ class HierarchicalRuntime(RetrievalRuntime):
             return "No results found."
         blocks = []
         for chunk, score in results:
+            source = self.context.resolve(chunk.source)  # absolute, as HoloDeck 0.7.1 shows it
             lines = [
-                f"Score: {score:.3f} | Source: {chunk.source}",
+                f"Score: {score:.3f} | Source: {source}",
                 f"Location: {' > '.join(chunk.parent_chain) or 'Root'}",
             ]
             if chunk.section_id:

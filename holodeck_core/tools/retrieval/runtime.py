@@ -49,7 +49,11 @@ class RetrievalRuntime(ABC):
             ToolSpec(self.function, f"Search {tool.name}: {tool.description}", QUERY_SCHEMA)
         ]
         self.spec = embedding_spec(
-            context.agent_model, context.embedding_provider, tool, where=where
+            context.agent_model,
+            context.embedding_provider,
+            tool,
+            where=where,
+            model=context.embedding_model,
         )
         self._api_key = api_key_for(self.spec.endpoint, where=f"{where} embeddings")
         self.index: Index | None = None

@@ -2,15 +2,16 @@
 
 * semantic: cosine similarity of L2-normalised vectors (a matrix product), clamped to 0..1 as
   HoloDeck does;
-* keyword: BM25 (``bm25s``, Lucene variant, k1 = 1.5, b = 0.75) over lowercase alphanumeric
+* keyword: BM25 as HoloDeck 0.7.1 scores it (``rank_bm25``'s ``BM25Okapi``, k1 = 1.5,
+  b = 0.75, its top ``limit`` by ``argsort``, zero scores dropped) over lowercase alphanumeric
   tokens of each chunk's text, heading path (twice) and section id (twice), HoloDeck's field
   boosts;
 * exact: chunks that contain the query, or one of its quoted phrases, verbatim (case-folded),
   ranked by how often; HoloDeck 0.7.1 accepts ``exact_weight`` but has no such leg;
 * hybrid: weighted reciprocal-rank fusion, ``Σ wᵢ / (rrf_k + rankᵢ)``, normalised so that a
-  chunk ranked first by every leg scores 1.0 (HoloDeck's normalisation); a leg that found
-  nothing drops out of the weights, as HoloDeck falls back to semantic scores when BM25 finds
-  nothing."""
+  chunk ranked first by every leg scores 1.0 (HoloDeck's normalisation); when BM25 finds
+  nothing (and no exact leg is weighted) the semantic results with their own scores, as
+  HoloDeck falls back (:func:`hybrid`)."""
 
 from __future__ import annotations
 
@@ -50,21 +51,23 @@ def _top(scores: npt.NDArray[Any], limit: int) -> Ranked:
 
 
 class KeywordIndex:
-    """BM25 over the chunks, built in memory when the index opens (about a second for ten
-    thousand chunks), so only the vectors need storing."""
+    """BM25 over the chunks, built in memory when the index opens, so only the vectors need
+    storing."""
 
     def __init__(self, documents: Sequence[str]) -> None:
-        import bm25s
+        from rank_bm25 import BM25Okapi
 
         self._size = len(documents)
-        self._bm25 = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
-        self._bm25.index([tokenize(d) for d in documents], show_progress=False)
+        tokens = [tokenize(d) for d in documents]
+        self._bm25 = BM25Okapi(tokens, k1=1.5, b=0.75) if any(tokens) else None
 
     def search(self, query: str, limit: int) -> Ranked:
         tokens = tokenize(query)
-        if not tokens or self._size == 0:
+        if not tokens or self._bm25 is None:
             return []
-        return [(i, s) for i, s in _top(self._bm25.get_scores(tokens), limit) if s > 0]
+        scores = self._bm25.get_scores(tokens)
+        top = scores.argsort()[-limit:][::-1]  # HoloDeck's order, ties included
+        return [(int(i), float(scores[i])) for i in top if scores[i] > 0]
 
 
 def fold(text: str) -> str:
@@ -89,6 +92,16 @@ def max_normalized(ranked: Ranked) -> Ranked:
     """Keyword-only scores divided by the best one (HoloDeck's keyword mode)."""
     best = max((s for _, s in ranked), default=0.0)
     return [(i, s / best if best > 0 else 0.0) for i, s in ranked]
+
+
+def hybrid(
+    semantic: Ranked, keyword: Ranked, exact: Ranked, weights: Sequence[float], k: int
+) -> Ranked:
+    """HoloDeck's hybrid mode: the fused legs, or the semantic ones alone when BM25 found
+    nothing (the exact leg, ours, takes part when weighted)."""
+    if not keyword and not (exact and weights[2] > 0):
+        return semantic
+    return reciprocal_rank_fusion([semantic, keyword, exact], weights, k)
 
 
 def reciprocal_rank_fusion(legs: Sequence[Ranked], weights: Sequence[float], k: int) -> Ranked:

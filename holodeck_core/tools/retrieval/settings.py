@@ -1,10 +1,13 @@
 """Which embeddings model a retrieval tool uses, and what ``validate`` says about the parts of
 HoloDeck's retrieval config this engine substitutes or ignores.
 
-Embeddings come from ``embedding_provider`` when the agent has one (its endpoint and key; the
-model is the tool's ``embedding_model``, else the block's ``name``), else from the agent's own
-provider with the tool's ``embedding_model`` or the provider default (HoloDeck 0.7.1's
-defaults). Anthropic has no embeddings API: such an agent needs the block (DESIGN §7.5)."""
+As HoloDeck 0.7.1 chooses (``lib/tool_initializer.py``; agent side, DESIGN §8.1): the
+endpoint is the agent's own model block, or ``embedding_provider`` for an ``anthropic`` agent
+(which has no embeddings API, and needs the block: DESIGN §7.5); ``embedding_provider`` is
+never used otherwise, and its ``name`` never. The model is the one ``embedding_model`` the
+agent's retrieval tools set (one embeddings service per agent: two different values are a
+config error), else the endpoint provider's default (``text-embedding-3-small``, Ollama's
+``nomic-embed-text:latest``)."""
 
 from __future__ import annotations
 
@@ -53,35 +56,53 @@ class EmbeddingSpec:
         }
 
 
+def shared_embedding_model(agent: Agent) -> str | None:
+    """The ``embedding_model`` the retrieval tools set (HoloDeck embeds every tool of an
+    agent with one model), or None; different values are a ConfigError naming them."""
+    models = {
+        tool.name: tool.embedding_model
+        for tool in agent.tools or []
+        if isinstance(tool, VectorstoreTool | HierarchicalDocumentTool) and tool.embedding_model
+    }
+    if len(set(models.values())) > 1:
+        found = ", ".join(f"{name}={model}" for name, model in sorted(models.items()))
+        raise ConfigError(
+            f"tools: the retrieval tools set different embedding_model values ({found}); "
+            "HoloDeck embeds all of an agent's tools with one model: give them the same "
+            "embedding_model, or set it on one tool only"
+        )
+    return next(iter(models.values()), None)
+
+
 def embedding_spec(
     agent_model: LLMProvider,
     embedding_provider: LLMProvider | None,
     tool: RetrievalTool,
     *,
     where: str,
+    model: str | None = None,
 ) -> EmbeddingSpec:
-    """The embeddings model of ``tool``, or a ConfigError naming the fix."""
+    """The embeddings model of ``tool`` (``model``: the agent's shared ``embedding_model``,
+    else the tool's), or a ConfigError naming the fix."""
     dimensions = tool.embedding_dimensions if isinstance(tool, VectorstoreTool) else None
-    if embedding_provider is not None:
-        if not provider_spec(embedding_provider.provider, where="embedding_provider").embeddings:
+    endpoint = agent_model
+    if not provider_spec(agent_model.provider).embeddings:
+        if embedding_provider is None:
             raise ConfigError(
-                f"embedding_provider.provider: {embedding_provider.provider.value} has no "
-                f"embeddings API; use {_EMBEDDING_PROVIDERS}"
+                f"{where}: the agent's provider ({agent_model.provider.value}) has no "
+                f"embeddings API, so this {tool.type} tool cannot embed its documents; add an "
+                f"embedding_provider block to agent.yaml, e.g.\n      "
+                f"{_EMBEDDING_PROVIDER_EXAMPLE}\n    or give the tool a fixed result with `mock:`"
             )
-        model = tool.embedding_model or embedding_provider.name
-        return EmbeddingSpec(embedding_provider, model, dimensions)
-    spec = provider_spec(agent_model.provider)
+        endpoint = embedding_provider
+    spec = provider_spec(endpoint.provider, where="embedding_provider")
     if not spec.embeddings or spec.default_embedding_model is None:
         raise ConfigError(
-            f"{where}: the agent's provider ({agent_model.provider.value}) has no embeddings "
-            f"API, so this "
-            f"{tool.type} tool cannot embed its documents; add an embedding_provider block "
-            f"to agent.yaml, e.g.\n      {_EMBEDDING_PROVIDER_EXAMPLE}\n"
-            "    or give the tool a fixed result with `mock:`"
+            f"embedding_provider.provider: {endpoint.provider.value} has no "
+            f"embeddings API; use {_EMBEDDING_PROVIDERS}"
         )
-    return EmbeddingSpec(
-        agent_model, tool.embedding_model or spec.default_embedding_model, dimensions
-    )
+    chosen = model or tool.embedding_model or spec.default_embedding_model
+    return EmbeddingSpec(endpoint, chosen, dimensions)
 
 
 def live_retrieval_tools(agent: Agent) -> list[tuple[int, RetrievalTool]]:
@@ -98,11 +119,24 @@ def check_retrieval(agent: Agent) -> tuple[list[str], list[str]]:
     return what ``validate`` prints: notes (substituted databases and keyword indexes, named
     once) and warnings (HoloDeck options this engine ignores)."""
     tools = live_retrieval_tools(agent)
+    model = shared_embedding_model(agent)
     for index, tool in tools:
         embedding_spec(
-            agent.model, agent.embedding_provider, tool, where=f"tools[{index}] ({tool.name})"
+            agent.model,
+            agent.embedding_provider,
+            tool,
+            where=f"tools[{index}] ({tool.name})",
+            model=model,
         )
     notes: list[str] = []
+    unused = agent.embedding_provider is not None and provider_spec(agent.model.provider).embeddings
+    if tools and unused:
+        spec = embedding_spec(agent.model, None, tools[0][1], where="tools", model=model)
+        notes.append(
+            f"embedding_provider is not used: the agent's provider is {agent.model.provider.value} "
+            "(HoloDeck 0.7.1 reads the block for anthropic agents only); the tools embed with "
+            f"{spec.model} at the agent's model endpoint"
+        )
     databases = [(tool, tool.database) for _, tool in tools if tool.database is not None]
     if databases:
         kinds = sorted(

@@ -150,7 +150,8 @@ def read_documents(
     files: list[SourceFile], *, base_dir: Path, cache_dir: Path, where: str
 ) -> list[Document]:
     """Each file as text. Text files are read directly; the rest go through markitdown (in
-    its worker processes, with the file cache). No text at all is an error, not a skip."""
+    its worker processes, with the file cache), a PDF through HoloDeck's heading extractor
+    first. No text at all is an error, not a skip."""
     texts: dict[Path, str] = {}
     converted = [f for f in files if f.path.suffix.lower() in CONVERTED_SUFFIXES]
     for file in files:
@@ -169,6 +170,7 @@ def read_documents(
             base_dir=base_dir,
             cache_dir=cache_dir,
             file_timeout=SOURCE_CONVERSION_TIMEOUT_S,
+            pdf_headings=True,  # HoloDeck's tools read a PDF through its heading extractor
         )
         for file, out in zip(converted, outputs, strict=True):
             if out.error:
