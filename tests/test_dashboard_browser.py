@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from holodeck_core.cli.main import main
+from holodeck_core.dashboard import plotly_js
 from holodeck_core.history import schema, store
 from holodeck_core.history.ingest import ingest_paths, ingest_run
 from holodeck_core.history.queries import compare_runs
@@ -190,6 +191,30 @@ def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -
     assert page.inner_text("#kpi-runs .value") == "2"
     assert page.inner_text("#f-agent") == "acme-support"
     assert "fake-bench-agent" not in page.inner_text("#runs-table")
+
+
+def test_charts_draw_with_plotly_js_basic_fetched_once_never_the_full_bundle(
+    page: Page, server: tuple[str, Path]
+) -> None:
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    visit(page, server, "/explorer", "#explorer-page")
+    assert not [url for url in fetched if "plotly" in url]  # no chart: not loaded
+    page.locator(".nav").get_by_role("link", name="Summary").click()  # a chart mounts
+    page.wait_for_selector("#pass-rate-chart .js-plotly-plot .scatterlayer .trace")
+    assert page.evaluate("() => window.Plotly.version") == plotly_js.VERSION
+    assert [url for url in fetched if "plotly" in url] == [server[0] + plotly_js.URL]
+    fetched.clear()
+    # a charted page fetches it with the page (the preload and the script are one request)
+    fresh = page.context.browser.new_context()  # type: ignore[union-attr]
+    try:
+        other = fresh.new_page()
+        other.on("request", lambda request: fetched.append(request.url))
+        visit(other, server, "/", "#pass-rate-chart .js-plotly-plot .scatterlayer .trace")
+        assert other.evaluate("() => window.Plotly.version") == plotly_js.VERSION
+    finally:
+        fresh.close()
+    assert [url for url in fetched if "plotly" in url] == [server[0] + plotly_js.URL]
 
 
 def test_explorer_shows_a_multi_turn_case_and_a_tool_call(

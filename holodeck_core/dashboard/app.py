@@ -24,6 +24,7 @@ from holodeck_core.dashboard import (
     explorer_view,
     judges,
     long_text,
+    plotly_js,
     summary,
     ui,
 )
@@ -67,10 +68,12 @@ def render(db: History, pathname: str | None, search: str | None) -> Any:
 
 class _Dash(Dash):
     def interpolate_index(self, **kwargs: Any) -> Any:  # type: ignore[override]
-        """A charted page starts loading Plotly with the page (see ``ui.PLOTLY_EARLY``)."""
-        if flask.request.path.rstrip("/") in {p.rstrip("/") for p in CHARTED}:
-            kwargs["metas"] = kwargs.get("metas", "") + ui.PLOTLY_PRELOAD
-            kwargs["renderer"] = kwargs.get("renderer", "") + ui.PLOTLY_EARLY
+        """Every page loads the basic Plotly bundle on first use; a charted page starts it
+        with the page (see :mod:`.plotly_js`)."""
+        charted = flask.request.path.rstrip("/") in {p.rstrip("/") for p in CHARTED}
+        if charted:
+            kwargs["metas"] = kwargs.get("metas", "") + plotly_js.PRELOAD
+        kwargs["renderer"] = kwargs.get("renderer", "") + plotly_js.loader(start=charted)
         return super().interpolate_index(**kwargs)  # type: ignore[no-untyped-call]
 
 
@@ -125,6 +128,7 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
         return render(db, pathname, search)
 
     refuse_other_hosts(app.server, (*LOOPBACK_HOSTS, host))
+    plotly_js.register(app.server)
     summary.register(app, db)
     judges.register(app, db)
     long_text.register(app, db)
