@@ -12,10 +12,10 @@ from flask.testing import FlaskClient
 from plotly.offline import get_plotlyjs_version
 
 from holodeck_core.dashboard import app as dashboard_app
-from holodeck_core.dashboard import plotly_js
+from holodeck_core.dashboard import scripts
 from tests.history_helpers import day, ingest_runs, make_run
 
-PRELOAD = f'<link rel="preload" as="script" href="{plotly_js.URL}">'
+PRELOAD = f'<link rel="preload" as="script" href="{scripts.URL}">'
 
 
 @pytest.fixture
@@ -26,22 +26,22 @@ def client(tmp_path: Path) -> FlaskClient:
 
 
 def test_the_bundle_is_plotly_js_basic_of_the_wheels_release() -> None:
-    head = plotly_js.BUNDLE.read_text(encoding="utf-8")[:200]
+    head = scripts.BUNDLE.read_text(encoding="utf-8")[:200]
     named = re.search(r"plotly\.js \(basic - minified\) v(\S+)", head)
-    assert named and named[1] == plotly_js.VERSION
+    assert named and named[1] == scripts.VERSION
     # a plotly upgrade changes the release Dash would load: `make plotly-bundle` follows it
-    assert get_plotlyjs_version() == plotly_js.VERSION
-    assert (plotly_js.BUNDLE.parent / "plotly-basic.LICENSE.txt").is_file()
+    assert get_plotlyjs_version() == scripts.VERSION
+    assert (scripts.BUNDLE.parent / "plotly-basic.LICENSE.txt").is_file()
 
 
 def test_the_bundle_is_served_for_a_year_under_a_versioned_url(client: FlaskClient) -> None:
-    response = client.get(plotly_js.URL)
+    response = client.get(scripts.URL)
     assert response.status_code == 200
     assert response.mimetype == "text/javascript"
-    assert response.get_data() == plotly_js.BUNDLE.read_bytes()
+    assert response.get_data() == scripts.BUNDLE.read_bytes()
     cache = response.cache_control
     assert cache.max_age == 365 * 24 * 3600 and cache.public and cache.immutable
-    assert plotly_js.VERSION in plotly_js.URL
+    assert scripts.VERSION in scripts.URL
 
 
 PAGES = [("/", True), ("/summary", True), ("/explorer", False), ("/compare", False)]
@@ -54,6 +54,6 @@ def test_charted_pages_preload_the_bundle_and_every_page_loads_it_on_first_use(
     page = client.get(path).get_data(as_text=True)
     head, body = page.split("</head>")
     assert (PRELOAD in head) is charted
-    assert plotly_js.loader(start=charted) in body
-    assert plotly_js.loader(start=not charted) not in body
+    assert scripts.loader(charted) in body
+    assert scripts.loader(not charted) not in body
     assert "plotly.min.js" not in page

@@ -1,4 +1,6 @@
-"""The dashboard's plotly.js: the *basic* bundle, loaded on first use and cached for a year.
+"""What a page loads beyond Dash's own scripts: plotly.js's *basic* bundle, on first use and
+cached for a year, and on a charted page Plotly and Dash's chunks fetched while the server
+renders the page.
 
 Dash's Graph loads the full plotly.js from the plotly wheel (4.8 MB: every trace type, maps,
 3-D, WebGL) unless ``window.Plotly`` is set. The dashboard draws scatter traces only, so every
@@ -11,14 +13,17 @@ of main-thread work at load 5; ``docs/benchmarks.md``). ``make plotly-bundle`` r
 
 The loader is a property: reading ``window.Plotly`` starts the script once and returns a
 promise of Plotly (Dash's Graph waits on it with ``Promise.resolve``); the bundle's own
-``window.Plotly = Plotly`` then replaces the property with Plotly itself. A charted page reads
-it as soon as the renderer has sent its requests, with a ``<link rel=preload>`` in the head,
-so the file is fetched with the page and run while the server renders the page; the other
-pages load it only if a chart mounts (a link to the Summary).
+``window.Plotly = Plotly`` then replaces the property with Plotly itself. A charted page
+fetches the bundle with the page (``<link rel=preload>`` in the head) and runs it once the
+renderer has sent its first callback request (Dash's ``request_pre`` hook), so the server
+renders the page while the browser runs Plotly, instead of after; at that moment it also
+fetches the chunks the page's components load only once they mount (:data:`CHUNKS`). Other
+pages load Plotly only if a chart mounts (a link to the Summary).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import flask
@@ -30,6 +35,15 @@ URL = f"/_holodeck/plotly-basic-{VERSION}.min.js"
 """Versioned, so a browser may keep it for a year without asking again."""
 YEAR_S = 365 * 24 * 3600
 PRELOAD = f'<link rel="preload" as="script" href="{URL}">'
+CHUNKS = tuple(
+    f"/_dash-component-suites/dash/{chunk}.js"
+    for chunk in ("dcc/async-dropdown", "dcc/async-datepicker", "dcc/async-graph",
+                  "dash_table/async-table", "dash_table/async-highlight")
+)  # fmt: skip
+"""The Summary's filters, charts and runs table, which Dash loads only once they mount (a
+browser test checks each is requested once, by the page)."""
+REQUEST_PRE = "function(){window.holodeckRequestPre()}"
+"""Dash's ``request_pre`` hook (``Dash(hooks=…)``): called as each callback request is sent."""
 _LOADER = (
     "<script>(function(){var loading=null;function load(){return loading||(loading=new "
     "Promise(function(ok,fail){var s=document.createElement('script');"
@@ -37,13 +51,16 @@ _LOADER = (
     "document.head.appendChild(s)}))}"
     "Object.defineProperty(window,'Plotly',{configurable:true,get:load,set:function(p){"
     "Object.defineProperty(window,'Plotly',{value:p,writable:true,configurable:true})}});"
-    "%s})();</script>"
+    "var early=%s;window.holodeckRequestPre=function(){if(!early)return;"
+    "early.forEach(function(u){var l=document.createElement('link');l.rel='preload';"
+    "l.as='script';l.href=u;document.head.appendChild(l)});early=null;load()}})();</script>"
 )
 
 
-def loader(start: bool) -> str:
-    """The script that makes ``window.Plotly`` load the bundle; ``start``: load it now."""
-    return _LOADER % ("load();" if start else "")
+def loader(charted: bool) -> str:
+    """The script that makes ``window.Plotly`` load the bundle and, on a charted page, starts
+    it and the chunks with the first callback request; it goes before Dash's renderer."""
+    return _LOADER % (json.dumps(CHUNKS, separators=(",", ":")) if charted else "null")
 
 
 def register(server: flask.Flask) -> None:
