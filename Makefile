@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint venv clean
+.PHONY: demo test test-slow lint venv clean plotly-bundle
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,16 @@ test: lint
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# plotly.js's basic bundle (the dashboard's charts), of the release the plotly wheel ships;
+# then set VERSION in holodeck_core/dashboard/plotly_js.py (tests/test_dashboard_assets.py checks)
+VENDOR := holodeck_core/dashboard/vendor
+plotly-bundle: $(STAMP)
+	version=$$($(BIN)/python -c 'import plotly.offline as o; print(o.get_plotlyjs_version())') && \
+	work=$$(mktemp -d) && (cd $$work && npm pack --silent plotly.js-basic-dist-min@$$version && \
+	tar xzf plotly.js-basic-dist-min-$$version.tgz) && \
+	cp $$work/package/plotly-basic.min.js $(VENDOR)/plotly-basic.min.js && \
+	cp $$work/package/LICENSE $(VENDOR)/plotly-basic.LICENSE.txt && rm -rf $$work
 
 clean:
 	rm -rf $(VENV) .holodeck .mypy_cache .ruff_cache .pytest_cache

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from holodeck_core.cli.main import main
+from holodeck_core.dashboard import scripts
 from holodeck_core.history import schema, store
 from holodeck_core.history.ingest import ingest_paths, ingest_run
 from holodeck_core.history.queries import compare_runs
@@ -190,6 +191,36 @@ def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -
     assert page.inner_text("#kpi-runs .value") == "2"
     assert page.inner_text("#f-agent") == "acme-support"
     assert "fake-bench-agent" not in page.inner_text("#runs-table")
+
+
+def test_charts_draw_with_plotly_js_basic_and_the_summary_fetches_each_script_once(
+    page: Page, server: tuple[str, Path]
+) -> None:
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    visit(page, server, "/explorer", "#explorer-page")
+    assert not [url for url in fetched if "plotly" in url]  # no chart: not loaded
+    page.locator(".nav").get_by_role("link", name="Summary").click()  # a chart mounts
+    page.wait_for_selector("#pass-rate-chart .js-plotly-plot .scatterlayer .trace")
+    assert page.evaluate("() => window.Plotly.version") == scripts.VERSION
+    assert [url for url in fetched if "plotly" in url] == [server[0] + scripts.URL]
+    # the chunks a charted page fetches early are the ones Dash loads for the Summary
+    assert {server[0] + chunk for chunk in scripts.CHUNKS} <= set(fetched)
+    fetched.clear()
+    # ... and there Plotly and the chunks are one request each (a preload that the page
+    # cannot reuse, e.g. of another request mode, is fetched a second time)
+    fresh = page.context.browser.new_context()  # type: ignore[union-attr]
+    try:
+        other = fresh.new_page()
+        other.on("request", lambda request: fetched.append(request.url))
+        visit(other, server, "/", "#pass-rate-chart .js-plotly-plot .scatterlayer .trace")
+        other.wait_for_selector("#runs-table .dash-cell")
+        assert other.evaluate("() => window.Plotly.version") == scripts.VERSION
+    finally:
+        fresh.close()
+    js = [url for url in fetched if url.endswith(".js")]
+    assert len(js) == len(set(js)) and {server[0] + c for c in scripts.CHUNKS} <= set(js)
+    assert [url for url in fetched if "plotly" in url] == [server[0] + scripts.URL]
 
 
 def test_explorer_shows_a_multi_turn_case_and_a_tool_call(

@@ -24,6 +24,7 @@ from holodeck_core.dashboard import (
     explorer_view,
     judges,
     long_text,
+    scripts,
     summary,
     ui,
 )
@@ -67,10 +68,12 @@ def render(db: History, pathname: str | None, search: str | None) -> Any:
 
 class _Dash(Dash):
     def interpolate_index(self, **kwargs: Any) -> Any:  # type: ignore[override]
-        """A charted page starts loading Plotly with the page (see ``ui.PLOTLY_EARLY``)."""
-        if flask.request.path.rstrip("/") in {p.rstrip("/") for p in CHARTED}:
-            kwargs["metas"] = kwargs.get("metas", "") + ui.PLOTLY_PRELOAD
-            kwargs["renderer"] = kwargs.get("renderer", "") + ui.PLOTLY_EARLY
+        """Every page loads the basic Plotly bundle on first use; a charted page fetches it
+        with the page and starts it with the first callback (see :mod:`.scripts`)."""
+        charted = flask.request.path.rstrip("/") in {p.rstrip("/") for p in CHARTED}
+        if charted:
+            kwargs["metas"] = kwargs.get("metas", "") + scripts.PRELOAD
+        kwargs["renderer"] = scripts.loader(charted) + kwargs.get("renderer", "")
         return super().interpolate_index(**kwargs)  # type: ignore[no-untyped-call]
 
 
@@ -110,6 +113,7 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
         suppress_callback_exceptions=True,
         index_string=ui.INDEX,
         serve_locally=True,
+        hooks={"request_pre": scripts.REQUEST_PRE},
     )
     app.layout = html.Div([
         dcc.Location(id="url", refresh="callback-nav"),
@@ -125,6 +129,7 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
         return render(db, pathname, search)
 
     refuse_other_hosts(app.server, (*LOOPBACK_HOSTS, host))
+    scripts.register(app.server)
     summary.register(app, db)
     judges.register(app, db)
     long_text.register(app, db)

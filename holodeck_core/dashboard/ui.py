@@ -82,20 +82,6 @@ INDEX = (
 </head><body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body></html>"""
 )
 
-PLOTLY_URL = "/_dash-component-suites/plotly/package_data/plotly.min.js"
-PLOTLY_PRELOAD = f'<link rel="preload" as="script" href="{PLOTLY_URL}">'
-PLOTLY_EARLY = (
-    "<script>window.Plotly=new Promise(function(ok,fail){var s=document.createElement('script');"
-    f"s.src='{PLOTLY_URL}';s.onload=function(){{ok(window.Plotly)}};s.onerror=fail;"
-    "document.head.appendChild(s)});</script>"
-)
-"""On a charted page, Plotly is fetched from the page's first line (``PLOTLY_PRELOAD``, in the
-head) and run as soon as the renderer has sent its requests (``PLOTLY_EARLY``, after it), so
-its 4.8 MB are parsed while the server renders the page, not after the page arrives. Dash's
-Graph loads ``plotly.min.js`` itself unless ``window.Plotly`` is set, and waits on it with
-``Promise.resolve``: here it is a promise until the script runs (the script then replaces it
-with Plotly itself), so the file is fetched and parsed once."""
-
 
 def notice(title: str, message: str) -> html.Div:
     return html.Div(
