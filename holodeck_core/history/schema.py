@@ -282,8 +282,7 @@ def migrate(
     one schema version, and a reader of a table's inlined rows loads no older catalog for
     them (two catalog loads, a quarter of a lake writer's round trips, before).
 
-    Returns the versions applied (empty when the schema is current)."""
-    con.execute(translate(SCHEMA_VERSION_TABLE))
+    Returns the versions applied (empty when the schema is current, which costs one query)."""
     version = current_version(con)
     check_known(version, db_label)
     pending = [m for m in MIGRATIONS if version < m.version <= target]
@@ -291,6 +290,7 @@ def migrate(
         return []
     con.execute("BEGIN TRANSACTION")
     try:
+        con.execute(translate(SCHEMA_VERSION_TABLE))
         for migration in pending:
             for statement in migration.statements:
                 con.execute(translate(statement))
