@@ -33,14 +33,16 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.history_bench import lake_on_servers, make_runs  # noqa: E402
-from holodeck_core.history import ingest, store  # noqa: E402
+from holodeck_core.history import ducklake, ingest, store  # noqa: E402
 from holodeck_core.history.ducklake import DuckLake, maintain  # noqa: E402
+from holodeck_core.history.extensions import extensions_connection  # noqa: E402
 from holodeck_core.history.transfer import copy_history  # noqa: E402
 
 WRITERS = 8
@@ -121,12 +123,15 @@ def measure(
                 lake_times.append(command(lake))
         row[f"lake_{how}_s"] = statistics.median(lake_times)
         row["requests"] = sum(seen.values())
+        with catalog_statements() as statements:
+            runs_command(lake)
+        row["catalog_statements"] = statements[0]
         methods = ", ".join(f"{m} {n}" for m, n in sorted(seen.items())) or "none"
         print(
             f"  {label:<24} {how:<10} file {row[f'file_{how}_s']:6.3f} s   lake "
             f"{row[f'lake_{how}_s']:6.3f} s   ratio "
             f"{row[f'lake_{how}_s'] / row[f'file_{how}_s']:5.1f}x   S3 requests "
-            f"{row['requests']} ({methods})",
+            f"{row['requests']} ({methods}), catalog statements {row['catalog_statements']}",
             flush=True,
         )
     return row
@@ -143,12 +148,44 @@ def seed(db: Path, lake: DuckLake, start: int, stop: int, n_cases: int) -> float
     return time.perf_counter() - t0
 
 
+_CATALOG_STATEMENT = ("BEGIN", "COMMIT", "COPY", "SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
+
+
+@contextlib.contextmanager
+def catalog_statements() -> Iterator[list[int]]:
+    """How many statements this process's lake connections send to their PostgreSQL catalog
+    meanwhile (each a round trip): DuckDB's ``pg_debug_show_queries`` on every connection
+    opened, its lines (written to the process's stderr) counted. A figure the machine's load
+    does not move."""
+
+    def showing(names: tuple[str, ...]) -> Any:
+        con = extensions_connection(names)
+        con.execute("SET pg_debug_show_queries = true")
+        return con
+
+    counted: list[int] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            with mock.patch.object(ducklake, "extensions_connection", showing):
+                yield counted
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            lines = log.read().decode(errors="replace").splitlines()
+            counted.append(sum(line.startswith(_CATALOG_STATEMENT) for line in lines))
+
+
 def ingest_one(lake: DuckLake, requests: RequestCount, n_cases: int) -> dict[str, float]:
     """Wall seconds (and S3 requests) of ingesting one fresh ``n_cases`` run: the first of a
     process in a new process, then the median of 5 more in this one (warm: imports and the
-    extension files' page cache)."""
+    extension files' page cache); and the catalog statements of one more (untimed)."""
     prepared = []
-    for i, run in enumerate(make_runs(6, n_cases, seed=99)):
+    for i, run in enumerate(make_runs(7, n_cases, seed=99)):
         run = run.model_copy(
             update={"metadata": run.metadata.model_copy(update={"run_id": f"one-{i}"})}
         )
@@ -162,17 +199,20 @@ def ingest_one(lake: DuckLake, requests: RequestCount, n_cases: int) -> dict[str
         first_s = out.get(timeout=600)
         first.join(timeout=60)
     times, counts = [], []
-    for run in prepared[1:]:
+    for next_run in prepared[1:-1]:
         with requests.during() as seen_warm:
             t0 = time.perf_counter()
-            assert ingest.write_batch(lake, [run]).ingested
+            assert ingest.write_batch(lake, [next_run]).ingested
             times.append(time.perf_counter() - t0)
         counts.append(sum(seen_warm.values()))
+    with catalog_statements() as statements:
+        assert ingest.write_batch(lake, [prepared[-1]]).ingested
     return {
         "first_s": first_s,
         "first_requests": sum(seen.values()),
         "warm_s": statistics.median(times),
         "warm_requests": statistics.median(counts),
+        "catalog_statements": statements[0],
     }
 
 
@@ -259,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  ingest one {args.cases}-case run: first in a process {one['first_s']:6.3f} s "
             f"({one['first_requests']} S3 requests, imports excluded); then "
-            f"{one['warm_s']:6.3f} s each ({one['warm_requests']:.0f} S3 requests)",
+            f"{one['warm_s']:6.3f} s each ({one['warm_requests']:.0f} S3 requests, "
+            f"{one['catalog_statements']:.0f} catalog statements)",
             flush=True,
         )
         writers = concurrent_writers(lake)
@@ -273,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                 for side in ("file", "lake")
             )
             + f" ratio_process={row['lake_process_s'] / row['file_process_s']:.1f}"
-            f" s3_requests={row['requests']}"
+            f" s3_requests={row['requests']} catalog_statements={row['catalog_statements']}"
         )
     print(f"RESULT-INGEST cases={args.cases} " + " ".join(f"{k}={v:.3f}" for k, v in one.items()))
     print("RESULT-WRITERS " + " ".join(f"{k}={v}" for k, v in writers.items()))
