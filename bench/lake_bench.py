@@ -33,14 +33,13 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.history_bench import lake_on_servers, make_runs  # noqa: E402
-from holodeck_core.history import ducklake, ingest, store  # noqa: E402
+from holodeck_core.history import ingest, store  # noqa: E402
 from holodeck_core.history.ducklake import DuckLake, maintain  # noqa: E402
 from holodeck_core.history.extensions import extensions_connection  # noqa: E402
 from holodeck_core.history.transfer import copy_history  # noqa: E402
@@ -154,24 +153,27 @@ _CATALOG_STATEMENT = ("BEGIN", "COMMIT", "COPY", "SELECT", "INSERT", "UPDATE", "
 @contextlib.contextmanager
 def catalog_statements() -> Iterator[list[int]]:
     """How many statements this process's lake connections send to their PostgreSQL catalog
-    meanwhile (each a round trip): DuckDB's ``pg_debug_show_queries`` on every connection
-    opened, its lines (written to the process's stderr) counted. A figure the machine's load
-    does not move."""
+    meanwhile (each a round trip): the postgres extension's ``pg_debug_show_queries``, a
+    setting of the whole process, prints each to the process's stderr, whose lines are counted
+    here. A figure the machine's load does not move."""
 
-    def showing(names: tuple[str, ...]) -> Any:
-        con = extensions_connection(names)
-        con.execute("SET pg_debug_show_queries = true")
-        return con
+    def show(on: bool) -> None:
+        con = extensions_connection(("postgres",))
+        try:
+            con.execute(f"SET pg_debug_show_queries = {'true' if on else 'false'}")
+        finally:
+            con.close()
 
     counted: list[int] = []
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as log:
         os.dup2(log.fileno(), 2)
+        show(True)
         try:
-            with mock.patch.object(ducklake, "extensions_connection", showing):
-                yield counted
+            yield counted
         finally:
+            show(False)
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
