@@ -48,10 +48,13 @@ class Timeline:
     rate_limited: list[float] = field(default_factory=list)
 
 
-async def ask(scheduler: CallScheduler, model: LLMProvider, texts: list[str]) -> Timeline:
-    """Each text is a concurrent case asking the model once."""
+async def ask(
+    scheduler: CallScheduler, model: LLMProvider, texts: list[str], seen: Timeline | None = None
+) -> Timeline:
+    """Each text is a concurrent case asking the model once; ``seen`` lets a caller watch the
+    timeline while the cases run."""
     client = make_client(model)
-    seen = Timeline()
+    seen = seen or Timeline()
 
     async def attempt(text: str) -> str:
         seen.in_flight += 1
@@ -104,15 +107,17 @@ def test_peak_concurrency_falls_after_a_429_wave_recovers_and_pauses_for_retry_a
 def test_limits_and_pauses_are_per_endpoint() -> None:
     """An agent on one provider endpoint and its judge on another share no limit, no pause."""
     limited = {"default": {"reply": "ok", "fault": {"kind": "429", "first": 1}}}
-    limited |= {"faults": {"retry_after": 1.0}}
+    limited |= {"faults": {"retry_after": 3.0}}
     with run_model_server(limited) as a, run_model_server({"default": "ok"}) as b:
         scheduler = CallScheduler(4, FAST)
         model_a, model_b = model_of(a), model_of(b)
         assert endpoint_key(model_a) != endpoint_key(model_b)
 
         async def both() -> tuple[Timeline, Timeline]:
-            seen_a = asyncio.create_task(ask(scheduler, model_a, ["x"]))
-            await asyncio.sleep(0.3)  # A is now paused for its Retry-After
+            timeline_a = Timeline()
+            seen_a = asyncio.create_task(ask(scheduler, model_a, ["x"], timeline_a))
+            while not timeline_a.rate_limited:  # until A is paused for its Retry-After
+                await asyncio.sleep(0.01)
             seen_b = await ask(scheduler, model_b, [f"y{i}" for i in range(8)])
             return await seen_a, seen_b
 
