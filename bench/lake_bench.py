@@ -41,6 +41,7 @@ if str(REPO) not in sys.path:
 from bench.history_bench import lake_on_servers, make_runs  # noqa: E402
 from holodeck_core.history import ingest, store  # noqa: E402
 from holodeck_core.history.ducklake import DuckLake, maintain  # noqa: E402
+from holodeck_core.history.extensions import extensions_connection  # noqa: E402
 from holodeck_core.history.transfer import copy_history  # noqa: E402
 
 WRITERS = 8
@@ -121,12 +122,15 @@ def measure(
                 lake_times.append(command(lake))
         row[f"lake_{how}_s"] = statistics.median(lake_times)
         row["requests"] = sum(seen.values())
+        with catalog_statements() as statements:
+            runs_command(lake)
+        row["catalog_statements"] = statements[0]
         methods = ", ".join(f"{m} {n}" for m, n in sorted(seen.items())) or "none"
         print(
             f"  {label:<24} {how:<10} file {row[f'file_{how}_s']:6.3f} s   lake "
             f"{row[f'lake_{how}_s']:6.3f} s   ratio "
             f"{row[f'lake_{how}_s'] / row[f'file_{how}_s']:5.1f}x   S3 requests "
-            f"{row['requests']} ({methods})",
+            f"{row['requests']} ({methods}), catalog statements {row['catalog_statements']}",
             flush=True,
         )
     return row
@@ -143,12 +147,47 @@ def seed(db: Path, lake: DuckLake, start: int, stop: int, n_cases: int) -> float
     return time.perf_counter() - t0
 
 
+_CATALOG_STATEMENT = ("BEGIN", "COMMIT", "COPY", "SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
+
+
+@contextlib.contextmanager
+def catalog_statements() -> Iterator[list[int]]:
+    """How many statements this process's lake connections send to their PostgreSQL catalog
+    meanwhile (each a round trip): the postgres extension's ``pg_debug_show_queries``, a
+    setting of the whole process, prints each to the process's stderr, whose lines are counted
+    here. A figure the machine's load does not move."""
+
+    def show(on: bool) -> None:
+        con = extensions_connection(("postgres",))
+        try:
+            con.execute(f"SET pg_debug_show_queries = {'true' if on else 'false'}")
+        finally:
+            con.close()
+
+    counted: list[int] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        show(True)
+        try:
+            yield counted
+        finally:
+            show(False)
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            lines = log.read().decode(errors="replace").splitlines()
+            counted.append(sum(line.startswith(_CATALOG_STATEMENT) for line in lines))
+
+
 def ingest_one(lake: DuckLake, requests: RequestCount, n_cases: int) -> dict[str, float]:
     """Wall seconds (and S3 requests) of ingesting one fresh ``n_cases`` run: the first of a
     process in a new process, then the median of 5 more in this one (warm: imports and the
-    extension files' page cache)."""
+    extension files' page cache); and the catalog statements of one more (untimed)."""
     prepared = []
-    for i, run in enumerate(make_runs(6, n_cases, seed=99)):
+    for i, run in enumerate(make_runs(7, n_cases, seed=99)):
         run = run.model_copy(
             update={"metadata": run.metadata.model_copy(update={"run_id": f"one-{i}"})}
         )
@@ -162,17 +201,20 @@ def ingest_one(lake: DuckLake, requests: RequestCount, n_cases: int) -> dict[str
         first_s = out.get(timeout=600)
         first.join(timeout=60)
     times, counts = [], []
-    for run in prepared[1:]:
+    for next_run in prepared[1:-1]:
         with requests.during() as seen_warm:
             t0 = time.perf_counter()
-            assert ingest.write_batch(lake, [run]).ingested
+            assert ingest.write_batch(lake, [next_run]).ingested
             times.append(time.perf_counter() - t0)
         counts.append(sum(seen_warm.values()))
+    with catalog_statements() as statements:
+        assert ingest.write_batch(lake, [prepared[-1]]).ingested
     return {
         "first_s": first_s,
         "first_requests": sum(seen.values()),
         "warm_s": statistics.median(times),
         "warm_requests": statistics.median(counts),
+        "catalog_statements": statements[0],
     }
 
 
@@ -259,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  ingest one {args.cases}-case run: first in a process {one['first_s']:6.3f} s "
             f"({one['first_requests']} S3 requests, imports excluded); then "
-            f"{one['warm_s']:6.3f} s each ({one['warm_requests']:.0f} S3 requests)",
+            f"{one['warm_s']:6.3f} s each ({one['warm_requests']:.0f} S3 requests, "
+            f"{one['catalog_statements']:.0f} catalog statements)",
             flush=True,
         )
         writers = concurrent_writers(lake)
@@ -273,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                 for side in ("file", "lake")
             )
             + f" ratio_process={row['lake_process_s'] / row['file_process_s']:.1f}"
-            f" s3_requests={row['requests']}"
+            f" s3_requests={row['requests']} catalog_statements={row['catalog_statements']}"
         )
     print(f"RESULT-INGEST cases={args.cases} " + " ".join(f"{k}={v:.3f}" for k, v in one.items()))
     print("RESULT-WRITERS " + " ".join(f"{k}={v}" for k, v in writers.items()))

@@ -48,6 +48,25 @@ def test_schema_migrates_forward_and_refuses_newer(db: Path) -> None:
         pass
 
 
+def test_pending_migrations_apply_together_or_not_at_all(db: Path) -> None:
+    con = duckdb.connect(str(db))
+    assert schema.migrate(con, target=1) == [1]
+
+    v5 = schema.MIGRATIONS[4]
+    assert v5.version == 5
+
+    def failing_at_v5(statement: str) -> str:  # a statement of a later migration fails
+        return "SELECT error('disk full')" if statement == v5.statements[-1] else statement
+
+    with pytest.raises(duckdb.Error, match="disk full"):
+        schema.migrate(con, db_label=str(db), translate=failing_at_v5)
+    assert schema.current_version(con) == 1  # nothing of v2..v4 either
+    assert query_con(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'v_runs'") == 0
+    assert schema.migrate(con) == [m.version for m in schema.MIGRATIONS[1:]]
+    assert schema.migrate(con) == []  # current: one query, nothing applied
+    con.close()
+
+
 def query_con(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     row = con.execute(sql).fetchone()
     return row[0] if row else None

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from holodeck_core.history import schema, store
-from holodeck_core.history.ducklake import DuckLake
+from holodeck_core.history.ducklake import ALIAS, DuckLake
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.history.ingest import prepare_run
 from holodeck_core.history.migration_v2_views import VIEWS
@@ -213,6 +213,19 @@ def test_writers_into_one_lake_lose_nothing_and_a_reader_never_sees_half_a_run(
     assert rows(DuckLake.parse(url), PARTIAL) == []
     assert rows(DuckLake.parse(url), "SELECT count(*) FROM test_results") == [(4 * total,)]
     assert 0 < seen <= total
+
+
+def test_a_new_lake_gets_its_whole_schema_in_one_commit(tmp_path: Path) -> None:
+    """One schema version for every table: a reader of a table's inlined rows then loads no
+    older catalog (docs/benchmarks.md: a quarter of a writer's catalog round trips)."""
+    lake = DuckLake.parse(str(tmp_path / "lake"))
+    for _ in range(2):  # created, then opened again at the latest version: nothing committed
+        with store.writer(lake) as con:
+            snapshots = con.execute(
+                f"SELECT schema_version FROM ducklake_snapshots('{ALIAS}')"
+            ).fetchall()
+        assert snapshots == [(0,), (1,)]  # the lake's creation, then its schema
+    assert rows(lake, "SELECT max(version) FROM schema_version") == [(schema.LATEST_VERSION,)]
 
 
 def test_a_lake_reader_needs_no_lock_and_reads_nothing_but_parquet(lake: DuckLake) -> None:

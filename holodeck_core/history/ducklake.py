@@ -162,6 +162,8 @@ class DuckLake:
             if not read_only:
                 _migrate(con, str(self))
             else:
+                # the snapshot first, the version read in it: one catalog round trip fewer
+                con.execute("BEGIN TRANSACTION")
                 version = schema.current_version(con)
                 schema.check_known(version, str(self))
                 if version < schema.LATEST_VERSION:
@@ -169,11 +171,11 @@ class DuckLake:
                     with self.connect(read_only=False):
                         pass
                     con = self._open(read_only=True)
+                    con.execute("BEGIN TRANSACTION")
                 if safe:
                     con.execute(f"SET allowed_directories = [{literal(self.data)}]")
                     con.execute("SET enable_external_access = false")
                     con.execute("SET lock_configuration = true")
-                con.execute("BEGIN TRANSACTION")
             yield con
         finally:
             con.close()
@@ -208,13 +210,9 @@ def _s3_secret(con: duckdb.DuckDBPyConnection) -> None:
 
 def _migrate(con: duckdb.DuckDBPyConnection, label: str) -> None:
     """The schema's migrations, their tables made without what DuckLake lacks (keys,
-    CHECK constraints); two writers migrating a new lake at once: the loser retries. A lake
-    at the latest version is left alone: ``schema.migrate``'s ``CREATE TABLE IF NOT EXISTS``
-    costs a DuckLake catalog round trip and a scratch database for its translation."""
+    CHECK constraints); two writers migrating a new lake at once: the loser retries."""
     import duckdb
 
-    if schema.current_version(con) == schema.LATEST_VERSION:
-        return
     for attempt in range(5):
         try:
             schema.migrate(con, db_label=label, translate=lake_ddl)

@@ -173,6 +173,26 @@ def _insert_runs(
             tabular.insert(con, f"INSERT INTO {table} BY NAME {{rows}}", parts)
 
 
+def _present_and_known(
+    con: duckdb.DuckDBPyConnection, ids: Sequence[str]
+) -> tuple[set[str], dict[PromptKey, bool]]:
+    """Which of ``ids`` are already in ``eval_runs``, and the prompts known (with whether
+    each has its body)."""
+    present = {
+        row[0]
+        for row in con.execute(
+            f"SELECT run_id FROM eval_runs WHERE list_contains({tabular.literal_list(ids)}, run_id)"
+        ).fetchall()
+    }
+    known = {
+        (row[0], row[1], row[2]): bool(row[3])
+        for row in con.execute(
+            "SELECT agent_slug, prompt_version, body_hash, body IS NOT NULL FROM prompt_versions"
+        ).fetchall()
+    }
+    return present, known
+
+
 def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun]) -> list[bool]:
     """Insert the runs of ``batch``; per run, False (and nothing written) if its run id is
     already present.
@@ -183,24 +203,14 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
     inserts are what make ingest fast); if another connection of this process got one of them
     in first, that transaction is rolled back and the runs go one transaction each."""
     ids = [prepared.run_id for prepared in batch]
-    present = {
-        row[0]
-        for row in con.execute(
-            f"SELECT run_id FROM eval_runs WHERE list_contains({tabular.literal_list(ids)}, run_id)"
-        ).fetchall()
-    }
-    known: dict[PromptKey, bool] = {
-        (row[0], row[1], row[2]): bool(row[3])
-        for row in con.execute(
-            "SELECT agent_slug, prompt_version, body_hash, body IS NOT NULL FROM prompt_versions"
-        ).fetchall()
-    }
-    new = [prepared for prepared in batch if prepared.run_id not in present]
-    if not new:
-        return [False] * len(batch)
+    # the checks in the inserts' transaction: on a DuckLake each transaction costs catalog
+    # round trips for its snapshot, and the inserts then rest on what the checks saw
     con.execute("BEGIN TRANSACTION")
     try:
-        _insert_runs(con, new, dict(known))
+        present, known = _present_and_known(con, ids)
+        new = [prepared for prepared in batch if prepared.run_id not in present]
+        if new:
+            _insert_runs(con, new, dict(known))
         con.execute("COMMIT")
     except duckdb.ConstraintException:
         con.execute("ROLLBACK")
@@ -209,6 +219,7 @@ def write_prepared(con: duckdb.DuckDBPyConnection, batch: Sequence[PreparedRun])
         raise
     else:
         return [prepared.run_id not in present for prepared in batch]
+    present, known = _present_and_known(con, ids)
     written: list[bool] = []
     for prepared in batch:
         if prepared.run_id in present:
