@@ -16,7 +16,11 @@ It writes, under ``tests/fixtures/holodeck/``:
   of the corpus samples' ``data/`` folders (a PDF through its heading extractor first), for
   each ``document_domain``, a few ``max_chunk_tokens`` and depths: their count and the sha256
   of their ``[content, parent_chain, section_id]`` list (header chunks dropped, as HoloDeck
-  drops them before embedding), for ``tests/test_structure_chunks.py``.
+  drops them before embedding), for ``tests/test_structure_chunks.py``;
+* ``pdf_attachments.json``: the user message HoloDeck's executor composes for test cases that
+  attach corpus PDFs (``../shared/corpus/documents``; its ``FileProcessor``, then
+  ``_compose_agent_input``, the text ``holodeck test`` sends the model): its length and sha256,
+  for ``tests/test_pdf_attachments.py``.
 
 This file imports HoloDeck, never our package: it is the oracle's side of the comparison."""
 
@@ -181,6 +185,61 @@ def structured_chunks(corpus: Path) -> list[dict[str, Any]]:
     return cases
 
 
+PDF_CASES: list[dict[str, Any]] = [
+    {"input": "Summarise the attachment.", "files": [{"path": "docs/test.pdf"}]},
+    {
+        "input": "What is on these pages?",
+        "files": [{"path": "docs/pdf_multipage.pdf", "pages": [2, 3]}],
+    },
+    {
+        "input": "What are the totals?",
+        "files": [
+            {"path": "docs/REPAIR-2022-INV-001_multipage.pdf"},
+            {"path": "docs/SPARSE-2024-INV-1234_borderless_table.pdf"},
+        ],
+    },
+    {"input": "Which sections?", "files": [{"path": "docs/masterformat_partial_numbering.pdf"}]},
+]
+"""Test cases attaching corpus PDFs, ``docs/`` being ``../shared/corpus/documents``; ``pages``
+1-based as ours: HoloDeck extracts 0-based pages but refuses 0 (DESIGN §4), so it is given each
+minus one and cannot select the first page."""
+
+
+def pdf_attachments(documents: Path) -> list[dict[str, Any]]:
+    """The message HoloDeck sends for each of :data:`PDF_CASES`: its length and sha256."""
+    import hashlib
+    import tempfile
+
+    from holodeck.lib.file_processor import FileProcessor
+    from holodeck.lib.test_runner.executor import TestExecutor
+    from holodeck.models.test_case import FileInput
+
+    found = []
+    cwd = Path.cwd()
+    with tempfile.TemporaryDirectory() as scratch:
+        (Path(scratch) / "docs").symlink_to(documents)
+        os.chdir(scratch)  # its FileProcessor reads a relative path from the working folder
+        try:
+            processor = FileProcessor(cache_dir=str(Path(scratch) / "cache"))
+            for case in PDF_CASES:
+                processed = [
+                    processor.process_file(
+                        FileInput(
+                            path=f["path"],
+                            type="pdf",
+                            pages=[p - 1 for p in f["pages"]] if "pages" in f else None,
+                        )
+                    )
+                    for f in case["files"]
+                ]
+                text = TestExecutor._compose_agent_input(None, case["input"], processed)  # type: ignore[arg-type]
+                digest = hashlib.sha256(text.encode()).hexdigest()
+                found.append({**case, "chars": len(text), "sha256": digest})
+        finally:
+            os.chdir(cwd)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared/corpus/holodeck")
@@ -209,8 +268,13 @@ def main() -> None:
     document = {"holodeck": version("holodeck-ai"), "cases": chunks}
     text = json.dumps(document, indent=1, sort_keys=True) + "\n"
     (FIXTURES / "structured_chunks.json").write_text(text)
+    attachments = pdf_attachments(args.corpus.resolve().parent / "documents")
+    document = {"holodeck": version("holodeck-ai"), "cases": attachments}
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    (FIXTURES / "pdf_attachments.json").write_text(text)
     print(
-        f"wrote {FIXTURES}: EvalRun schema, {len(resolutions)} resolutions, {len(chunks)} chunkings"
+        f"wrote {FIXTURES}: EvalRun schema, {len(resolutions)} resolutions, {len(chunks)} "
+        f"chunkings, {len(attachments)} PDF attachment messages"
     )
 
 

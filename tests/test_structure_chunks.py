@@ -82,7 +82,6 @@ def test_a_pdf_source_converts_to_holodecks_markdown(tmp_path: Path) -> None:
         base_dir=pdf.parent,
         cache_dir=tmp_path,
         file_timeout=SOURCE_CONVERSION_TIMEOUT_S,  # as a tool's source: a long PDF
-        pdf_headings=True,
     )
     assert out.error is None
     [case] = [c for c in CASES if c["document"] == FINANCIAL_PDF][:1]

@@ -23,8 +23,9 @@ from pydantic import Field, ValidationError
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.test_case import FileInput
 
-FORMAT_VERSION = "1"
-"""Our own output format (slide renumbering, Excel tables, ...). Bump it when it changes."""
+FORMAT_VERSION = "2"
+"""Our own output format (slide renumbering, Excel tables, PDFs through HoloDeck's heading
+extractor since 2, ...). Bump it when it changes."""
 
 _CONVERTER_PACKAGES = ("markitdown", "pdfminer.six", "pypdfium2", "python-pptx", "openpyxl")
 
@@ -50,7 +51,7 @@ def normalized_pages(pages: list[int] | None) -> list[int] | None:
     return sorted(set(pages)) if pages else None
 
 
-def cache_key(source: str, file: FileInput, *, pdf_headings: bool = False) -> str:
+def cache_key(source: str, file: FileInput) -> str:
     """The key of a conversion: ``source`` is ``sha256:<hex of the bytes>`` for a local file or
     ``url:<url>`` for a remote one, plus everything that selects or shapes the output."""
     payload: dict[str, object] = {
@@ -61,8 +62,6 @@ def cache_key(source: str, file: FileInput, *, pdf_headings: bool = False) -> st
         "range": file.range.upper() if file.range else None,
         "converter": converter_version(),
     }
-    if pdf_headings:
-        payload["pdf_headings"] = True
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -108,14 +108,13 @@ class Converter:
         return self._markitdown.convert_local(str(path), stream_info=info).markdown
 
     def _pdf(self, path: Path, job: ConversionJob) -> str:
-        """markitdown's Markdown, or with ``job.pdf_headings`` HoloDeck's text with its
-        headings (:mod:`.pdf_headings`), markitdown's when that fails, as HoloDeck's
-        ``FileProcessor`` falls back."""
-        if job.pdf_headings:
-            try:
-                return pdf_markdown(path)
-            except Exception:
-                log.debug("PDF heading extraction failed; markitdown converts %s", path)
+        """HoloDeck's text with its headings (:mod:`.pdf_headings`), markitdown's Markdown
+        when that fails, as HoloDeck's ``FileProcessor`` falls back (attachments and tools
+        alike)."""
+        try:
+            return pdf_markdown(path)
+        except Exception:
+            log.debug("PDF heading extraction failed; markitdown converts %s", path)
         return self._markdown(path, job, extension=".pdf")
 
     def _convert(self, job: ConversionJob) -> tuple[str, dict[str, Any]]:

@@ -24,9 +24,6 @@ class ConversionJob(StrictModel):
     extension: str | None = Field(None, description="e.g. '.pdf', when the path lacks one.")
     mimetype: str | None = None
     url: str | None = Field(None, description="Where a download came from (HTML converters).")
-    pdf_headings: bool = Field(
-        False, description="A PDF as HoloDeck's heading extractor writes it (retrieval sources)."
-    )
     max_unpacked_bytes: int | None = Field(
         None, description="Largest total uncompressed size of an Office file's ZIP parts."
     )

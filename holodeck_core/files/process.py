@@ -56,7 +56,6 @@ class _Settings:
     download_timeout: float
     max_bytes: int
     pool: WorkerPool | None
-    pdf_headings: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,14 +175,14 @@ def _process(
     use_cache = settings.cache is not None and file.cache is not False
     if file.url is not None:
         metadata["source"] = "url"
-        key = cache_key(f"url:{file.url}", file, pdf_headings=settings.pdf_headings)
+        key = cache_key(f"url:{file.url}", file)
         if use_cache and (hit := _hit(settings, key, metadata, file)):
             return hit
         local = _remote_file(file, settings, scratch, use_cache)
     else:
         metadata["source"] = "path"
         local = _local_file(file, settings)
-        key = cache_key(f"sha256:{local.sha256}", file, pdf_headings=settings.pdf_headings)
+        key = cache_key(f"sha256:{local.sha256}", file)
         if use_cache and (hit := _hit(settings, key, metadata, file)):
             return hit
     suffix = local.path.suffix.lower()
@@ -222,7 +221,6 @@ def _convert(
         mimetype=local.mimetype,
         url=local.url,
         max_unpacked_bytes=settings.max_bytes * UNPACKED_RATIO,
-        pdf_headings=settings.pdf_headings,
     )
     output = pool.run(job, settings.file_timeout)
     metadata.update(output.details)
@@ -240,15 +238,14 @@ def process_file(
     download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT_S,
     max_bytes: int = DEFAULT_MAX_BYTES,
     pool: WorkerPool | None = None,
-    pdf_headings: bool = False,
 ) -> ProcessedFileInput:
     """Convert one attachment to Markdown; never raises.
 
     ``base_dir`` is the agent file's folder (relative ``path:`` values start there);
     ``cache_dir`` is ``Project.file_cache_dir`` (``None``: no caching); ``pool`` defaults to
-    the process-wide :func:`default_pool`; ``pdf_headings``: a PDF as HoloDeck converts a
-    retrieval source (:mod:`holodeck_core.files.pdf_headings`). An image gets empty Markdown
-    and ``metadata.image`` (see :func:`holodeck_core.files.load_image`)."""
+    the process-wide :func:`default_pool`. A PDF converts as HoloDeck's (its heading
+    extractor, :mod:`holodeck_core.files.pdf_headings`; markitdown when that fails). An image
+    gets empty Markdown and ``metadata.image`` (see :func:`holodeck_core.files.load_image`)."""
     started = time.perf_counter()
     settings = _Settings(
         base_dir=Path(base_dir),
@@ -257,7 +254,6 @@ def process_file(
         download_timeout=download_timeout,
         max_bytes=max_bytes,
         pool=pool,
-        pdf_headings=pdf_headings,
     )
     metadata: dict[str, Any] = {"type": file.type}
     markdown, cached_path, error = "", None, None
@@ -289,7 +285,6 @@ def process_files(
     download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT_S,
     max_bytes: int = DEFAULT_MAX_BYTES,
     pool: WorkerPool | None = None,
-    pdf_headings: bool = False,
 ) -> list[ProcessedFileInput]:
     """:func:`process_file` for several files at once, in input order, through one worker
     pool (at most ``pool.size`` conversions run together; downloads and hashing overlap).
@@ -310,7 +305,6 @@ def process_files(
             download_timeout=download_timeout,
             max_bytes=max_bytes,
             pool=pool,
-            pdf_headings=pdf_headings,
         )
 
     threads = min(len(unique), pool.size * 2)

@@ -66,19 +66,22 @@ class CaseExecutor:
         )
 
     def _turn_input(self, text: str, processed: list[ProcessedFileInput]) -> TurnInput:
+        """The message as HoloDeck 0.7.1's executor composes it (``_compose_agent_input``):
+        ``File: <path or url>`` and each file's Markdown, those with some, then the input;
+        an image (ours only: HoloDeck sends none) goes as an image part, named after it."""
         images: list[Image] = []
-        parts = [text]
+        files: list[str] = []
+        markers: list[str] = []
         for number, item in enumerate(processed, start=1):
-            name = item.original.description or item.original.path or item.original.url
             if item.original.type == "image":
                 image = load_image(item, base_dir=self.base_dir)
                 images.append(Image(image.mime_type, image.base64()))
-                parts.append(f"[Attached image {number}: {name}]")
-            else:
-                parts.append(
-                    f"Attached file {number}: {name} ({item.original.type})\n"
-                    f"{item.markdown_content.strip()}"
-                )
+                name = item.original.description or item.original.path or item.original.url
+                markers.append(f"[Attached image {number}: {name}]")
+            elif item.markdown_content:
+                name = item.original.path or item.original.url or "file"
+                files.append(f"File: {name}\n{item.markdown_content}")
+        parts = [*files, text, *markers]
         return TurnInput("\n\n".join(parts), images, message=text, files=processed)
 
 

@@ -170,7 +170,6 @@ def read_documents(
             base_dir=base_dir,
             cache_dir=cache_dir,
             file_timeout=SOURCE_CONVERSION_TIMEOUT_S,
-            pdf_headings=True,  # HoloDeck's tools read a PDF through its heading extractor
         )
         for file, out in zip(converted, outputs, strict=True):
             if out.error:
