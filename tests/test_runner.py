@@ -176,6 +176,24 @@ def test_a_ground_truth_a_numeric_metric_cannot_read_is_an_evaluation_error(
     assert "ERROR yes or no: metric numeric: case 'yes or no'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("truth", ["nan", "inf", "50%", "1,000", "  "])
+def test_more_ground_truths_a_numeric_metric_cannot_read(tmp_path: Path, truth: str) -> None:
+    """A NaN or infinite ground truth can never be matched: an evaluation error (exit 4)
+    naming the value, as 'yes' is, not a FAIL of the agent."""
+    cases = f"""\
+    - name: shape
+      input: capital of France?
+      ground_truth: "{truth}"
+      evaluations: [{{type: standard, metric: numeric}}]
+    """
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, "openai", server.openai_base_url, cases)
+        code = main(["test", str(agent), "-q"])
+    [result] = eval_run_of(agent).report.results
+    assert (code, result.status, result.error_source) == (4, Status.ERROR, "evaluation")
+    assert f"got {truth!r}" in (result.metric_results[0].error or "")
+
+
 def test_empty_response_without_metrics_fails(tmp_path: Path) -> None:
     rules = {"default": {"reply": ""}}
     (tmp_path / "agent.yaml").write_text(

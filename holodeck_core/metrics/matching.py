@@ -12,6 +12,7 @@ invalid JSON Schema) is an error result.
 from __future__ import annotations
 
 import json
+import math
 import re
 import string
 import unicodedata
@@ -129,6 +130,8 @@ def parse_number(
         number = float(raw)
     except ValueError:
         return f"{value!r} is not a number"
+    if not math.isfinite(number):  # 'nan' never equals anything, 'inf' has no tolerance
+        return f"{value!r} is not a finite number"
     return number / 100.0 if percent else number
 
 
