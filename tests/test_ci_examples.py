@@ -214,3 +214,11 @@ def test_the_pipelines_example_runs_on_the_loopback_server_the_script_starts(
     assert (root / "ci-reports" / "model-server.log").is_file()
     with socket.socket() as again:  # stopped: the port is free again
         again.bind(("127.0.0.1", port))
+
+
+def test_the_readme_runs_the_script_locally_with_the_venvs_command() -> None:
+    """Outside CI, `holodeck` is not on PATH (the venv is not activated): the local command
+    must name it, or the script exits 3 with `holodeck: command not found` (issue 28 audit)."""
+    text = (CI / "README.md").read_text()
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert "HOLODECK=.venv/bin/holodeck bash examples/ci/eval-gate.sh" in block

@@ -145,14 +145,16 @@ def test_the_ten_doc_queries_run_and_answer(
 
 def test_the_duckdb_people_have_opens_the_file_and_runs_every_doc_query(history: Path) -> None:
     """docs/history.md says which DuckDB reads ``history.duckdb``: the pinned release's Python
-    package on its own (no holodeck code) and the DuckDB CLI from PyPI (``duckdb-cli``, the
-    1.5 line; PyPI has no 1.5.5 build of it) run every query of the page on a real file."""
+    package on its own (no holodeck code) and the DuckDB CLI of that same release from PyPI
+    (``duckdb-cli``) run every query of the page on a real file."""
     queries = doc_queries()
     cli = Path(sys.executable).with_name("duckdb")
     assert cli.is_file(), "duckdb-cli is a dev dependency: make venv"
+    assert version("duckdb-cli") == duckdb.__version__, "pin duckdb-cli to the DuckDB release"
+    shown = subprocess.run([str(cli), "--version"], capture_output=True, text=True, check=True)
+    assert shown.stdout.startswith(f"v{duckdb.__version__} "), shown.stdout
     text = DOCS.read_text(encoding="utf-8")
-    for release in (duckdb.__version__, version("duckdb-cli")):
-        assert f"DuckDB {release}" in text or f"duckdb-cli {release}" in text, release
+    assert f"DuckDB {duckdb.__version__}" in text and f"duckdb-cli {duckdb.__version__}" in text
     script = (
         "import duckdb, json, sys\n"
         "con = duckdb.connect(sys.argv[1], read_only=True)\n"
