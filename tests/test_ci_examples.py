@@ -189,7 +189,8 @@ def test_the_pipelines_example_runs_on_the_loopback_server_the_script_starts(
 ) -> None:
     """As both pipelines run it: the example's agent, MODEL_SERVER_RULES set, no server of
     ours running. The script starts the loopback server, the run reaches it (v1 fails the
-    example's gate: exit 1, not 3), and the server is stopped when the script ends."""
+    example's gate: exit 1, not 3) on a port of its own with no HOLODECK_MODEL_ENDPOINT set
+    (the script sets it), and the server is stopped when the script ends."""
     root = tmp_path / "repo"
     shutil.copytree(EXAMPLE, root / "examples" / "acme-support",
                     ignore=shutil.ignore_patterns(".holodeck", "results"))  # fmt: skip
@@ -203,8 +204,7 @@ def test_the_pipelines_example_runs_on_the_loopback_server_the_script_starts(
         "REPORTS": "ci-reports",
         "HOLODECK": str(BIN / "holodeck"),
         "MODEL_SERVER_RULES": "examples/acme-support/model-rules.yaml",
-        "MODEL_SERVER_PORT": str(port),
-        "HOLODECK_MODEL_ENDPOINT": f"http://127.0.0.1:{port}/v1",
+        "MODEL_SERVER_PORT": str(port),  # the script points the agent at it
     }
     done = subprocess.run(["bash", str(CI / "eval-gate.sh")], env=env, cwd=root,
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip

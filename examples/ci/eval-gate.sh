@@ -12,7 +12,9 @@
 #   HOLODECK          the holodeck command (default: holodeck)
 #   MODEL_SERVER_RULES  rules for the loopback model server, started on MODEL_SERVER_PORT
 #                     (default 18080) for the run and stopped after it: what the example's
-#                     agent answers from; leave it unset for an agent that reaches its provider
+#                     agent answers from; leave it unset for an agent that reaches its provider.
+#                     HOLODECK_MODEL_ENDPOINT (what the example's agent.yaml reads) is set to
+#                     that server unless it is set already
 #
 # Exit code: holodeck test's (0 pass; 1 a test failed or a significant regression against the
 # baseline; 2 config; 3 execution; 4 evaluation). Under GitHub Actions the job summary and one
@@ -30,6 +32,7 @@ unset HOLODECK_HISTORY_DB HOLODECK_HISTORY_URL
 
 if [ -n "${MODEL_SERVER_RULES:-}" ]; then
     port="${MODEL_SERVER_PORT:-18080}"
+    export HOLODECK_MODEL_ENDPOINT="${HOLODECK_MODEL_ENDPOINT:-http://127.0.0.1:$port/v1}"
     "$holodeck" model-server --port "$port" --script "$MODEL_SERVER_RULES" \
         >"$reports/model-server.log" 2>&1 &
     server=$!
