@@ -20,10 +20,13 @@ HISTORY_POOL = "history_db"
 
 def pool_limits(project: Project) -> dict[str, int]:
     """Each pool's limit from ``holodeck.yaml``; ``history_db`` above 1 only for a lake (the
-    DuckDB file takes one writer at a time)."""
+    DuckDB file takes one writer at a time), whose default is ``llm_api``'s: its writers do not
+    wait for each other, so they should not queue behind one another's step either."""
     history = resolve_history(project)
-    history_limit = project.settings.history_db_pool_limit
-    if isinstance(history, Path) and history_limit > 1:
+    settings = project.settings
+    on_file = isinstance(history, Path)
+    history_limit = settings.history_db_pool_limit or (1 if on_file else settings.llm_api_pool_limit)
+    if on_file and history_limit > 1:
         raise ConfigError(
             f"{project.root / 'holodeck.yaml'}: history_db_pool_limit {history_limit}, but the "
             f"history is the DuckDB file {history}, which takes one writer at a time: set "

@@ -124,6 +124,13 @@ def test_history_db_above_one_is_refused_for_the_duckdb_file_and_allowed_for_a_l
         lake = Project.discover(tmp_path)
         assert pool_limits(lake) == {LLM_POOL: 4, HISTORY_POOL: 3}
         assert pool_problems(instance, lake) == []
+        # unset, a lake's history_db takes llm_api's limit; the file's stays 1
+        (tmp_path / "holodeck.yaml").write_text(
+            "agents: [agents/geo/agent.yaml]\nllm_api_pool_limit: 6\n"
+        )
+        assert pool_limits(Project.discover(tmp_path)) == {LLM_POOL: 6, HISTORY_POOL: 6}
+        monkeypatch.delenv("HOLODECK_HISTORY_URL")
+        assert pool_limits(Project.discover(tmp_path)) == {LLM_POOL: 6, HISTORY_POOL: 1}
 
 
 def test_holodeck_pools_sets_every_pool_from_holodeck_yaml(

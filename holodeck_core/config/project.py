@@ -57,11 +57,11 @@ class ProjectSettings(StrictModel):
         None, description="Where EvalRuns go instead of <agent dir>/results (a path or a URL)."
     )
     llm_api_pool_limit: int = Field(4, ge=1, description="Steps calling models at once.")
-    history_db_pool_limit: int = Field(
-        1,
+    history_db_pool_limit: int | None = Field(
+        None,
         ge=1,
         description="History writes at once: 1 for the DuckDB file (one writer); a lake may "
-        "take more (docs/scale-out.md).",
+        "take more, and by default takes llm_api_pool_limit (docs/scale-out.md).",
     )
     executor: Literal["in_process", "multiprocess"] = Field(
         "in_process",
