@@ -185,7 +185,7 @@ def test_eight_writers_one_killed_mid_commit_give_every_run_once_and_nothing_par
 def run_maintain(url: str) -> int:
     from holodeck_core.cli.main import main
 
-    return main(["history", "maintain", "--lake", url])
+    return main(["history", "maintain", "--lake", url, "--grace", "0"])  # nothing else on it now
 
 
 # --- EvalRuns on S3 ----------------------------------------------------------------------------

@@ -301,7 +301,13 @@ def test_a_writer_killed_mid_commit_leaves_nothing_visible_and_maintain_removes_
     assert set(data.rglob("*.parquet")) > files  # it wrote files, never committed them
     assert rows(lake, "SELECT count(*) FROM test_results") == before
     assert rows(lake, "SELECT count(*) FROM eval_runs WHERE run_id = 'killed'") == [(0,)]
+    leftover = duckdb.sql(counted.format(data)).fetchall()
+    assert leftover != committed  # a direct read counts the killed writer's rows
+    # by default what is younger than an hour stays (it may be a live writer's, uncommitted)
     code, _, err = run_cli(capsys, "maintain", "--lake", lake.url)
+    assert code == 0 and ", 0 unreferenced file(s) deleted" in said(err), err
+    assert duckdb.sql(counted.format(data)).fetchall() == leftover
+    code, _, err = run_cli(capsys, "maintain", "--lake", lake.url, "--grace", "0")
     assert code == 0 and "unreferenced file(s) deleted" in said(err), err
     assert duckdb.sql(counted.format(data)).fetchall() == committed  # no leftover counted
     assert rows(lake, "SELECT count(*) FROM test_results") == before

@@ -21,10 +21,20 @@ def positive_int(text: str) -> int:
 
 def positive_seconds(text: str) -> float:
     """A finite number of seconds > 0."""
+    return _seconds(text, zero=False)
+
+
+def non_negative_seconds(text: str) -> float:
+    """A finite number of seconds ≥ 0."""
+    return _seconds(text, zero=True)
+
+
+def _seconds(text: str, *, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        bound = ">= 0" if zero else "> 0"
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds {bound}, got {text}")
     return value

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core import defaults
-from holodeck_core.cli.argtypes import positive_int, positive_seconds
+from holodeck_core.cli.argtypes import non_negative_seconds, positive_int, positive_seconds
 from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import (
@@ -221,7 +221,7 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
     from holodeck_core.history.backend import maintain
 
-    done = maintain(_db(args), lock_timeout=args.lock_timeout)
+    done = maintain(_db(args), lock_timeout=args.lock_timeout, grace_s=args.grace)
     render.err().print(f"maintained {done}", markup=False)
     return ExitCode.OK
 
@@ -381,12 +381,19 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="WHERE",
         help="copy another history's runs (a .duckdb file or a lake URL) into this one",
     )
-    add(
+    maintained = add(
         "maintain",
         _cmd_maintain,
         "compact the history and remove what nothing references: a DuckLake's small files "
         "merged, old snapshots expired, unreferenced (aborted writers') files deleted; the "
         "DuckDB file checkpointed",
+    )
+    maintained.add_argument(
+        "--grace",
+        type=non_negative_seconds,
+        metavar="SECONDS",
+        help="a lake's snapshots and unreferenced files younger than this are kept: they may "
+        "be a running writer's or reader's (default 3600; 0 when nothing else uses the lake)",
     )
 
     imp = add(

@@ -43,10 +43,14 @@ def history_at(where: str) -> History:
     return DuckLake.parse(where)
 
 
-def maintain(history: History, *, lock_timeout: float | None = None) -> str:
-    """``holodeck history maintain``: what was done, in words."""
+def maintain(
+    history: History, *, lock_timeout: float | None = None, grace_s: float | None = None
+) -> str:
+    """``holodeck history maintain``: what was done, in words (``grace_s``: a lake's files
+    and snapshots younger than this are kept; :data:`ducklake.MAINTAIN_GRACE_S` if None)."""
     if isinstance(history, DuckLake):
-        done = ducklake.maintain(history)
+        grace = ducklake.MAINTAIN_GRACE_S if grace_s is None else grace_s
+        done = ducklake.maintain(history, grace_s=grace)
         return (
             f"{history}: {done['merged']} file(s) merged, {done['deleted']} unreferenced "
             "file(s) deleted"

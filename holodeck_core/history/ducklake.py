@@ -223,6 +223,11 @@ def _migrate(con: duckdb.DuckDBPyConnection, label: str) -> None:
             time.sleep(random.uniform(0.05, 0.2))
 
 
+MAINTAIN_GRACE_S = 3600.0
+"""``history maintain`` leaves what is younger than this alone (a writer's commit or a read
+lasts seconds; an hour is the margin for a slow object store)."""
+
+
 def lake_ddl(statement: str) -> str:
     """``statement`` as DuckLake takes it: a ``CREATE TABLE`` is made in a scratch database
     and written again from its columns (types, NOT NULL, defaults), without the primary keys
@@ -251,18 +256,22 @@ def lake_ddl(statement: str) -> str:
     return f"CREATE TABLE{exists} {table} ({body})"
 
 
-def maintain(lake: DuckLake) -> dict[str, int]:
+def maintain(lake: DuckLake, *, grace_s: float = MAINTAIN_GRACE_S) -> dict[str, int]:
     """Compaction and cleanup: rows inlined in the catalog written out, small files merged,
     snapshots but the last expired, and the files nothing references any more (old
-    snapshots', aborted writers') deleted. Returns the number of files merged and deleted."""
+    snapshots', aborted writers') deleted. Only what is older than ``grace_s`` seconds is
+    expired or deleted: an unreferenced data file may be a live writer's before its commit,
+    and an old snapshot's files may be under a read still running. Returns the number of
+    files merged and deleted."""
+    cutoff = f"older_than => now() - to_seconds({float(grace_s)!r})"
     with lake.connect(read_only=False) as con:
         con.execute(f"CALL ducklake_flush_inlined_data({literal(ALIAS)})")
         merged = con.execute(f"CALL ducklake_merge_adjacent_files({literal(ALIAS)})").fetchall()
-        con.execute(f"CALL ducklake_expire_snapshots({literal(ALIAS)}, older_than => now())")
+        con.execute(f"CALL ducklake_expire_snapshots({literal(ALIAS)}, {cutoff})")
         cleaned = con.execute(
-            f"CALL ducklake_cleanup_old_files({literal(ALIAS)}, cleanup_all => true)"
+            f"CALL ducklake_cleanup_old_files({literal(ALIAS)}, {cutoff})"
         ).fetchall()
         orphans = con.execute(
-            f"CALL ducklake_delete_orphaned_files({literal(ALIAS)}, cleanup_all => true)"
+            f"CALL ducklake_delete_orphaned_files({literal(ALIAS)}, {cutoff})"
         ).fetchall()
     return {"merged": len(merged), "deleted": len(cleaned) + len(orphans)}
