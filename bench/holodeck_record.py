@@ -16,7 +16,8 @@ It writes, under ``tests/fixtures/holodeck/``:
   of the corpus samples' ``data/`` folders (a PDF through its heading extractor first), for
   each ``document_domain``, a few ``max_chunk_tokens`` and depths: their count and the sha256
   of their ``[content, parent_chain, section_id]`` list (header chunks dropped, as HoloDeck
-  drops them before embedding), for ``tests/test_structure_chunks.py``;
+  drops them before embedding) and each ``DEFINITION`` chunk's defined term, for
+  ``tests/test_structure_chunks.py``;
 * ``pdf_attachments.json``: the user message HoloDeck's executor composes for test cases that
   attach corpus PDFs (``../shared/corpus/documents``; its ``FileProcessor``, then
   ``_compose_agent_input``, the text ``holodeck test`` sends the model): its length and sha256,
@@ -166,11 +167,9 @@ def structured_chunks(corpus: Path) -> list[dict[str, Any]]:
         for domain, size, depth in grid:
             patterns = DOMAIN_PATTERNS.get(domain)
             chunker = StructuredChunker(size, patterns, depth)
-            chunks = [
-                [c.content, c.parent_chain, c.section_id]
-                for c in chunker.parse(text, "x")
-                if c.chunk_type != ChunkType.HEADER
-            ]
+            kept = [c for c in chunker.parse(text, "x") if c.chunk_type != ChunkType.HEADER]
+            chunks = [[c.content, c.parent_chain, c.section_id] for c in kept]
+            terms = [[n, c.defined_term] for n, c in enumerate(kept) if c.defined_term]
             case = {
                 "document": str(document.relative_to(corpus)),
                 "document_domain": domain,
@@ -181,6 +180,8 @@ def structured_chunks(corpus: Path) -> list[dict[str, Any]]:
             }
             if pdf:
                 case["markdown_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+            if terms:  # a DEFINITION chunk's term: three more copies in its BM25 document
+                case["defined_terms"] = terms
             cases.append(case)
     return cases
 

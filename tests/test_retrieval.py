@@ -289,6 +289,53 @@ def test_hierarchical_modes_rank_the_relevant_section(tmp_path: Path) -> None:
         assert none.result == "No results found." and none.retrieval_context == []
 
 
+GLOSSARY = """# Terms
+
+## Definitions
+
+"Widget" means a device.
+
+## Use
+
+Widget widget widget: a widget is used in many other ways here.
+
+## Alpha
+
+Nothing of the kind is said in this section at all.
+
+## Beta
+
+Another section about something else entirely.
+
+## Gamma
+
+And a last one, for the keyword statistics.
+"""
+
+
+def test_a_definition_chunks_term_weighs_three_more_times_in_keyword_search(
+    tmp_path: Path,
+) -> None:
+    """HoloDeck 0.7.1 adds a ``"X" means`` chunk's term three more times to its BM25
+    document (recorded per corpus chunk in structured_chunks.json): the short definition
+    outranks a section that only repeats the word."""
+    (tmp_path / "glossary.md").write_text(GLOSSARY)
+    with run_model_server() as server:
+        ctx = context(tmp_path, server)
+        tool = tool_of(
+            "hierarchical_document",
+            source="glossary.md",
+            contextual_embeddings=False,
+            search_mode="keyword",
+            top_k=2,
+        )
+        [out] = asyncio.run(search(runtime(tool, ctx), "widget"))
+    assert [c.text.splitlines()[-1] for c in out.chunks] == [
+        '"Widget" means a device.',
+        "Widget widget widget: a widget is used in many other ways here.",
+    ]
+
+
 def test_contextual_embeddings_and_reranking_are_cached_llm_calls(tmp_path: Path) -> None:
     write_docs(tmp_path)
     rules = {
@@ -455,7 +502,8 @@ def test_validate_names_the_substituted_database_once(
     assert out.count("served by an embedded index") == 1
     assert "the connection_string of legislation_search is accepted, redacted and not used" in out
     assert "http://localhost:8000" not in out
-    assert "warning:  extract_definitions / extract_cross_references of legislation_sea" in out
+    assert "extract_definitions / extract_cross_references of legislation_search: no effect" in out
+    assert "warning:" not in out
     assert "embedding_provider" not in out.split("ignored:")[-1]
 
 

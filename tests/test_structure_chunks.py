@@ -20,7 +20,7 @@ from holodeck_core.files.pdf_headings import pdf_markdown
 from holodeck_core.models import FileInput
 from holodeck_core.tools.retrieval.domains import DOMAIN_PATTERNS
 from holodeck_core.tools.retrieval.sources import SOURCE_CONVERSION_TIMEOUT_S
-from holodeck_core.tools.retrieval.structure import StructureChunker
+from holodeck_core.tools.retrieval.structure import StructureChunker, defined_term
 from holodeck_core.tools.retrieval.tokens import cl100k_tokens
 from tests.conftest import corpus_path
 
@@ -54,9 +54,12 @@ def test_our_chunks_are_holodecks(case: dict[str, Any]) -> None:
         assert hashlib.sha256(text.encode()).hexdigest() == case["markdown_sha256"]
     patterns = DOMAIN_PATTERNS.get(case["document_domain"], ())
     chunker = StructureChunker(case["max_chunk_tokens"], patterns, case["max_subsection_depth"])
-    chunks = [[p.text, list(p.parent_chain), p.section_id] for p in chunker.chunks(text)]
+    pieces = chunker.chunks(text)
+    chunks = [[p.text, list(p.parent_chain), p.section_id] for p in pieces]
     assert len(chunks) == case["count"]
     assert _digest(chunks) == case["sha256"]
+    terms = [[n, defined_term(p.text)] for n, p in enumerate(pieces) if defined_term(p.text)]
+    assert terms == case.get("defined_terms", [])  # their BM25 weight (search.py)
 
 
 def test_the_fixture_covers_the_financial_pdf_as_holodeck_embeds_it() -> None:

@@ -85,11 +85,8 @@ def _validate(args: argparse.Namespace) -> int:
     if any(t.type in ("vectorstore", "hierarchical_document") for t in agent.tools or []):
         from holodeck_core.tools.retrieval.settings import check_retrieval
 
-        notes, warnings = check_retrieval(agent)
-        for note in notes:
+        for note in check_retrieval(agent):
             _show(f"  note:     {note}")
-        for warning in warnings:
-            _show(f"  warning:  {warning}")
     return ExitCode.OK
 
 

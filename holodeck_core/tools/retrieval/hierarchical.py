@@ -20,7 +20,7 @@ from holodeck_core.tools.retrieval.llm_steps import LLMStep, contextualize, rera
 from holodeck_core.tools.retrieval.runtime import RetrievalRuntime
 from holodeck_core.tools.retrieval.sources import SourceFile
 from holodeck_core.tools.retrieval.store import KeyValueStore
-from holodeck_core.tools.retrieval.structure import CHUNKER, StructureChunker
+from holodeck_core.tools.retrieval.structure import CHUNKER, StructureChunker, defined_term
 from holodeck_core.tools.runtime import ToolContext
 
 RERANK_POOL = 3  # rerank the best 3 * top_k candidates
@@ -144,6 +144,7 @@ class HierarchicalRuntime(RetrievalRuntime):
                         c.embedded,
                         *[" > ".join(c.parent_chain)] * 2,
                         *[c.section_id] * 2,
+                        *[defined_term(c.text)] * 3,
                         Path(c.source).name,
                     ]
                 )

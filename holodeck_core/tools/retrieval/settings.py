@@ -114,10 +114,10 @@ def live_retrieval_tools(agent: Agent) -> list[tuple[int, RetrievalTool]]:
     ]
 
 
-def check_retrieval(agent: Agent) -> tuple[list[str], list[str]]:
+def check_retrieval(agent: Agent) -> list[str]:
     """Raise the config errors of the agent's retrieval tools (before any model call) and
-    return what ``validate`` prints: notes (substituted databases and keyword indexes, named
-    once) and warnings (HoloDeck options this engine ignores)."""
+    return the notes ``validate`` prints (substituted databases and keyword indexes, named
+    once; options that do nothing, in HoloDeck too)."""
     tools = live_retrieval_tools(agent)
     model = shared_embedding_model(agent)
     for index, tool in tools:
@@ -172,10 +172,10 @@ def check_retrieval(agent: Agent) -> tuple[list[str], list[str]]:
         if isinstance(t, HierarchicalDocumentTool)
         and (t.extract_definitions or t.extract_cross_references)
     ]
-    warnings: list[str] = []
     if extracting:
-        warnings.append(
-            f"extract_definitions / extract_cross_references of {', '.join(extracting)} "
-            "are ignored by this engine (no definition or cross-reference index yet)"
+        notes.append(
+            f"extract_definitions / extract_cross_references of {', '.join(extracting)}: no "
+            "effect, as in HoloDeck 0.7.1, which reads neither (a chunk's \"X\" means term "
+            "weighs in keyword search either way)"
         )
-    return notes, warnings
+    return notes

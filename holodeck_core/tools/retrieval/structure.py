@@ -30,9 +30,19 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _ID_CLEANUP = re.compile(r"[^a-z0-9]+")
 _BLOCK_START = re.compile(r"^(?:#{1,6}\s|[-*+]\s|\d+\.\s|\([a-zA-Z0-9]+\)\s|```|>\s)")
 _SENTENCE_AT_END = re.compile(r"[.!?]\s*$")
+_DEFINED_TERM = re.compile(r'"([^"]+)"\s+(means|shall mean)', re.IGNORECASE)
 MIN_SUBSTANTIVE_LENGTH = 150
 CHUNKER = "holodeck-0.7.1"
 """In the index key: the chunks are HoloDeck 0.7.1's."""
+
+
+def defined_term(content: str) -> str:
+    """The term a chunk defines (the first ``"X" means`` / ``"X" shall mean``), or "":
+    HoloDeck 0.7.1 classifies such a chunk ``DEFINITION`` and puts its term three more times
+    in the chunk's BM25 document (a chunk under a "Definitions" heading without the phrase
+    is a ``DEFINITION`` with no term)."""
+    found = _DEFINED_TERM.search(content)
+    return found.group(1) if found else ""
 
 
 @dataclass(frozen=True)
