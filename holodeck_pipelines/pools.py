@@ -25,7 +25,8 @@ def pool_limits(project: Project) -> dict[str, int]:
     history = resolve_history(project)
     settings = project.settings
     on_file = isinstance(history, Path)
-    history_limit = settings.history_db_pool_limit or (1 if on_file else settings.llm_api_pool_limit)
+    default = 1 if on_file else settings.llm_api_pool_limit
+    history_limit = settings.history_db_pool_limit or default
     if on_file and history_limit > 1:
         raise ConfigError(
             f"{project.root / 'holodeck.yaml'}: history_db_pool_limit {history_limit}, but the "

@@ -175,7 +175,7 @@ def check_retrieval(agent: Agent) -> list[str]:
     if extracting:
         notes.append(
             f"extract_definitions / extract_cross_references of {', '.join(extracting)}: no "
-            "effect, as in HoloDeck 0.7.1, which reads neither (a chunk's \"X\" means term "
+            'effect, as in HoloDeck 0.7.1, which reads neither (a chunk\'s "X" means term '
             "weighs in keyword search either way)"
         )
     return notes
