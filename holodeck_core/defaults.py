@@ -110,3 +110,10 @@ MODEL_SERVER_PORT = 18080
 """The port of ``holodeck model-server`` in the README, of the example ``agent.yaml``'s default
 endpoint and of ``holodeck demo`` (``--port`` moves it; the agents then read
 ``HOLODECK_MODEL_ENDPOINT``)."""
+
+# --------------------------------------------------------------------- the history (DuckLake)
+
+MAINTAIN_GRACE_S = 3600.0
+"""``history maintain --grace``: a lake's snapshots and unreferenced files younger than this
+are kept (a writer's commit or a read lasts seconds; an hour is the margin for a slow object
+store)."""

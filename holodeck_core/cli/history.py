@@ -391,9 +391,11 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     maintained.add_argument(
         "--grace",
         type=non_negative_seconds,
+        default=defaults.MAINTAIN_GRACE_S,
         metavar="SECONDS",
         help="a lake's snapshots and unreferenced files younger than this are kept: they may "
-        "be a running writer's or reader's (default 3600; 0 when nothing else uses the lake)",
+        f"be a running writer's or reader's (default {defaults.MAINTAIN_GRACE_S:g}; 0 when "
+        "nothing else uses the lake)",
     )
 
     imp = add(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from holodeck_core import defaults
 from holodeck_core.config.project import Project
 from holodeck_core.history import ducklake
 from holodeck_core.history.ducklake import DuckLake
@@ -44,13 +45,15 @@ def history_at(where: str) -> History:
 
 
 def maintain(
-    history: History, *, lock_timeout: float | None = None, grace_s: float | None = None
+    history: History,
+    *,
+    lock_timeout: float | None = None,
+    grace_s: float = defaults.MAINTAIN_GRACE_S,
 ) -> str:
     """``holodeck history maintain``: what was done, in words (``grace_s``: a lake's files
-    and snapshots younger than this are kept; :data:`ducklake.MAINTAIN_GRACE_S` if None)."""
+    and snapshots younger than this are kept)."""
     if isinstance(history, DuckLake):
-        grace = ducklake.MAINTAIN_GRACE_S if grace_s is None else grace_s
-        done = ducklake.maintain(history, grace_s=grace)
+        done = ducklake.maintain(history, grace_s=grace_s)
         return (
             f"{history}: {done['merged']} file(s) merged, {done['deleted']} unreferenced "
             "file(s) deleted"

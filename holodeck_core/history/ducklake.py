@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from holodeck_core import defaults
 from holodeck_core.config import remote
 from holodeck_core.config.project import LAKE_ENV
 from holodeck_core.errors import ConfigError, NoHistoryError
@@ -223,11 +224,6 @@ def _migrate(con: duckdb.DuckDBPyConnection, label: str) -> None:
             time.sleep(random.uniform(0.05, 0.2))
 
 
-MAINTAIN_GRACE_S = 3600.0
-"""``history maintain`` leaves what is younger than this alone (a writer's commit or a read
-lasts seconds; an hour is the margin for a slow object store)."""
-
-
 def lake_ddl(statement: str) -> str:
     """``statement`` as DuckLake takes it: a ``CREATE TABLE`` is made in a scratch database
     and written again from its columns (types, NOT NULL, defaults), without the primary keys
@@ -256,7 +252,7 @@ def lake_ddl(statement: str) -> str:
     return f"CREATE TABLE{exists} {table} ({body})"
 
 
-def maintain(lake: DuckLake, *, grace_s: float = MAINTAIN_GRACE_S) -> dict[str, int]:
+def maintain(lake: DuckLake, *, grace_s: float = defaults.MAINTAIN_GRACE_S) -> dict[str, int]:
     """Compaction and cleanup: rows inlined in the catalog written out, small files merged,
     snapshots but the last expired, and the files nothing references any more (old
     snapshots', aborted writers') deleted. Only what is older than ``grace_s`` seconds is
