@@ -1,21 +1,38 @@
-# The two commands of the README: `make demo` and `make test`. Each creates or updates .venv.
+# The two commands of the README: `make demo` and `make test`. Each creates or updates .venv
+# with exactly what uv.lock says (every distribution, with hashes); `make lock` refreshes it.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# uv, pinned with hashes in requirements-uv.txt, lives in a venv of its own: `uv sync` removes
+# from .venv whatever uv.lock does not list, uv included
+UV_VENV := .uv
+UV := $(UV_VENV)/bin/uv
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test test-slow lint venv clean plotly-bundle
+.PHONY: demo test test-slow lint venv lock clean plotly-bundle
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(UV): requirements-uv.txt
+	@test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r requirements-uv.txt
+	@touch $(UV)
+
+$(STAMP): pyproject.toml uv.lock $(UV)
+	@$(UV) lock --check --quiet || { echo "make: pyproject.toml and uv.lock disagree;" \
+		"run 'make lock' (or '$(UV) lock' to change only what pyproject.toml asks) and commit" \
+		"uv.lock" >&2; exit 2; }
+	$(UV) sync --frozen --extra dev --python $(PYTHON) --quiet
 	@# the editable install compiles nothing: without this, PYTHONDONTWRITEBYTECODE=1 machines
 	@# recompile every module on every run (0.5 s of a one-case `holodeck test`)
 	$(BIN)/python -m compileall -q holodeck_core holodeck_pipelines > /dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# every dependency at the newest version pyproject.toml allows; then run `make test` and commit
+lock: $(UV)
+	$(UV) lock --upgrade
 
 demo: $(STAMP)
 	$(BIN)/holodeck demo
@@ -42,4 +59,4 @@ plotly-bundle: $(STAMP)
 	cp $$work/package/LICENSE $(VENDOR)/plotly-basic.LICENSE.txt && rm -rf $$work
 
 clean:
-	rm -rf $(VENV) .holodeck .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(UV_VENV) .holodeck .mypy_cache .ruff_cache .pytest_cache

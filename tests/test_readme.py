@@ -21,6 +21,8 @@ import pytest
 from tests.conftest import REPO
 
 BIN = Path(sys.executable).parent
+UV = REPO / ".uv" / "bin" / "uv"
+"""The uv that `make venv` installs (requirements-uv.txt); .venv itself has no pip."""
 README_PORT = 18080  # the port the README's commands use; the tests substitute a free one
 
 
@@ -194,7 +196,7 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None
     """`make demo`'s install printed setuptools' `project.license` warning three times."""
     root = fresh_checkout(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), "."],
+        [str(UV), "build", "--wheel", "--python", sys.executable, "--out-dir", str(tmp_path / "dist")],
         cwd=root,
         capture_output=True,
         text=True,
