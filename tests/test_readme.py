@@ -196,7 +196,15 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None
     """`make demo`'s install printed setuptools' `project.license` warning three times."""
     root = fresh_checkout(tmp_path)
     proc = subprocess.run(
-        [str(UV), "build", "--wheel", "--python", sys.executable, "--out-dir", str(tmp_path / "dist")],
+        [
+            str(UV),
+            "build",
+            "--wheel",
+            "--python",
+            sys.executable,
+            "--out-dir",
+            str(tmp_path / "dist"),
+        ],
         cwd=root,
         capture_output=True,
         text=True,
