@@ -4,6 +4,7 @@ version as a partition, remove the partitions no snapshot backs), so ``dagster a
 materialize --partition v2`` works on a fresh ``DAGSTER_HOME`` without the daemon or the UI."""
 
 import os
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -16,12 +17,16 @@ from holodeck_pipelines.resources import HoloDeckProject
 
 def sync_partitions(root: Path) -> int:
     """Bring every agent's partitions on the instance in ``DAGSTER_HOME`` (default: the project
-    root, DESIGN §6.15) in line with its registered prompt versions; prints what changed."""
+    root) in line with its registered prompt versions; prints what changed. An agent that does
+    not load (a config error, a name another agent listed before it has) is named with the
+    reason on stderr and makes the exit code 2; the others are still synced."""
     os.environ.setdefault("DAGSTER_HOME", str(root))
     project = Project.discover(root)
     resource = HoloDeckProject(root=str(project.root))
+    skipped: dict[str, str] = {}
+    pipelines = build_pipelines(project, skipped)
     with dg.DagsterInstance.get() as instance:
-        for pipeline in build_pipelines(project):
+        for pipeline in pipelines:
             name = pipeline.partitions.name or ""
             _, registered = register_versions(pipeline.agent_file, resource)
             new, stale = partition_changes(instance.get_dynamic_partitions(name), registered)
@@ -34,4 +39,6 @@ def sync_partitions(root: Path) -> int:
                 + (f"; added {', '.join(new)}" if new else "")
                 + (f"; removed {', '.join(stale)} (no prompt snapshot)" if stale else "")
             )
-    return 0
+    for path, reason in skipped.items():
+        print(f"holodeck partitions: agent {path} is not loaded: {reason}", file=sys.stderr)
+    return 2 if skipped else 0

@@ -112,13 +112,26 @@ def colliding_project(root: Path, base_url: str) -> Project:
     return Project.discover(root)
 
 
-@pytest.mark.parametrize("folder", ["a", "b"])
-def test_colliding_slugs_are_config_errors(tmp_path: Path, folder: str) -> None:
+def test_the_first_listed_agent_keeps_a_slug_and_the_later_one_is_refused(
+    tmp_path: Path,
+) -> None:
     colliding_project(tmp_path, "http://127.0.0.1:9/v1")
-    proc = run_cli(["validate", str(tmp_path / folder / "agent.yaml")])
+    proc = run_cli(["validate", str(tmp_path / "b" / "agent.yaml")])
     no_traceback(proc)
-    assert proc.returncode == 2 and "'foo-bar'" in proc.stderr and "rename" in proc.stderr
-    assert run_cli(["validate", str(tmp_path / "good" / "agent.yaml")]).returncode == 0
+    assert proc.returncode == 2 and "'foo-bar'" in proc.stderr, proc.stderr
+    message = " ".join(proc.stderr.split())
+    assert str(tmp_path / "a" / "agent.yaml") in message
+    assert f"give the agent in {tmp_path / 'b' / 'agent.yaml'} a name of its own" in message
+    for kept in ("a", "good"):
+        assert run_cli(["validate", str(tmp_path / kept / "agent.yaml")]).returncode == 0
+
+
+def test_an_unlisted_agent_with_a_listed_agents_slug_is_refused(tmp_path: Path) -> None:
+    colliding_project(tmp_path, "http://127.0.0.1:9/v1")
+    copy = agent_yaml(tmp_path / "copy", "http://127.0.0.1:9/v1", "- {input: q}\n", name="Geo Agent")
+    proc = run_cli(["validate", str(copy)])
+    no_traceback(proc)
+    assert proc.returncode == 2 and str(tmp_path / "good" / "agent.yaml") in proc.stderr
 
 
 def test_bad_agents_do_not_take_the_other_definitions_down(tmp_path: Path) -> None:
@@ -126,9 +139,10 @@ def test_bad_agents_do_not_take_the_other_definitions_down(tmp_path: Path) -> No
         project = colliding_project(tmp_path, server.openai_base_url)
         defs = build_definitions(project)
         keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-        assert {k.split("/")[0] for k in keys} == {"geo_agent"}
+        assert {k.split("/")[0] for k in keys} == {"foo_bar", "geo_agent"}
         skipped = defs.metadata["holodeck/skipped_agents"].value  # type: ignore[union-attr]
-        assert isinstance(skipped, dict) and len(skipped) == 3
+        assert isinstance(skipped, dict) and len(skipped) == 2
+        assert str(tmp_path / "b" / "agent.yaml") in skipped
         assert any("alias" in reason for reason in skipped.values())
         with dg.instance_for_test() as instance:
             [key] = register(defs, instance)

@@ -4,6 +4,7 @@ works at once; the prompt-version sensor removes partitions no prompt snapshot b
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,29 @@ def test_the_sensor_removes_partitions_no_snapshot_backs(tmp_path: Path) -> None
                 )
         assert sorted(instance.get_dynamic_partitions(PARTITIONS)) == ["v1", "v2"]
     assert "removes partitions no snapshot backs" in (sensor.description or "")
+
+
+def test_a_copied_agent_not_yet_renamed_is_refused_and_the_first_keeps_loading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Copying an agent's folder and listing it without renaming it: the first listed agent
+    keeps its partitions, the copy is named with both files, exit 2."""
+    project = make_project(tmp_path, "http://127.0.0.1:9/v1")
+    shutil.copytree(tmp_path / "agents" / "geo", tmp_path / "agents" / "geo-copy")
+    (tmp_path / "holodeck.yaml").write_text(
+        "agents: [agents/geo/agent.yaml, agents/geo-copy/agent.yaml]\n"
+    )
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    proc = subprocess.run(
+        [str(BIN / "holodeck"), "partitions"],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout.splitlines() == ["geo_agent: partitions v1, v2; added v1, v2"]
+    message = " ".join(proc.stderr.split())
+    copy, original = (tmp_path / "agents" / d / "agent.yaml" for d in ("geo-copy", "geo"))
+    assert f"agent {copy} is not loaded" in message and str(original) in message
+    assert "Traceback" not in proc.stderr

@@ -1,6 +1,8 @@
-"""One slug, one agent (DESIGN §6.4): results, journal and prompt snapshots are stored by the
-slug of an agent's name, so two agents of a project whose names slug alike (``Foo Bar`` and
-``foo-bar``) would share them, and ``--prompt-version`` on one would run the other's prompt."""
+"""One slug, one agent: results, journal and prompt snapshots are stored by the slug of an
+agent's name, so two agents of a project whose names slug alike (``Foo Bar`` and ``foo-bar``,
+or a copied agent.yaml not yet renamed) would share them, and ``--prompt-version`` on one would
+run the other's prompt. The agent listed first in ``holodeck.yaml`` keeps the slug; every later
+one (and an agent the project does not list) is refused, naming both files."""
 
 from __future__ import annotations
 
@@ -20,10 +22,19 @@ def collision(name: str, file: Path, others: Iterable[tuple[Path, str]]) -> Prob
                 file=str(file),
                 path="name",
                 message=f"agent name {name!r} has the slug {slug!r}, as agent {other_name!r} "
-                f"in {other_file} has; results, journals and prompt versions are stored by "
-                "slug, so rename one of them",
+                f"in {other_file}, which the project lists first, has; results, journals "
+                f"and prompt versions are stored by slug, so give the agent in {file} a name "
+                "of its own",
             )
     return None
+
+
+def listed_before(file: Path, paths: list[Path]) -> list[Path]:
+    """The project agents that take precedence over ``file``: those listed before it, or all
+    of them when the project does not list it."""
+    resolved = [path.resolve() for path in paths]
+    wanted = file.resolve()
+    return paths[: resolved.index(wanted)] if wanted in resolved else paths
 
 
 def project_agent_names(paths: Iterable[Path]) -> list[tuple[Path, str]]:
@@ -47,6 +58,7 @@ def check_unique_slug(name: str, file: Path) -> None:
     from holodeck_core.config.project import Project
 
     project = Project.discover(file.parent)
-    problem = collision(name, file, project_agent_names(project.agent_paths()))
+    others = listed_before(file, project.agent_paths())
+    problem = collision(name, file, project_agent_names(others))
     if problem is not None:
         raise ConfigError([problem])
