@@ -63,3 +63,28 @@ def add_pools_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "the instance in DAGSTER_HOME (default: the project root), from holodeck.yaml",
     )
     pools.set_defaults(handler=_pools)
+
+
+def _agents_add(args: argparse.Namespace) -> int:
+    from holodeck_core.config.project import find_project_root
+    from holodeck_pipelines.add_agent import run_add_agent
+
+    return run_add_agent(find_project_root(), args)
+
+
+def add_agents_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    agents = commands.add_parser("agents", help="the agents of the project (holodeck.yaml)")
+    agent_commands = agents.add_subparsers(dest="agents_command", required=True)
+    add = agent_commands.add_parser(
+        "add",
+        help="add an agent to the project: list it in holodeck.yaml (its name must be unique "
+        "in the project), register its prompt versions and add them as Dagster partitions",
+        description="With --from, first copy that agent's folder (prompts, tools, files, "
+        "test cases; not its results) to AGENT_YAML's folder, named --name.",
+    )
+    add.add_argument("agent", metavar="AGENT_YAML", help="the agent.yaml to add (or to create)")
+    add.add_argument(
+        "--from", dest="copy_from", metavar="AGENT_YAML", help="copy this agent's folder first"
+    )
+    add.add_argument("--name", help="the copy's name (required with --from)")
+    add.set_defaults(handler=_agents_add)

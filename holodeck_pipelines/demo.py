@@ -9,8 +9,6 @@ import os
 import time
 from pathlib import Path
 
-import dagster as dg
-
 from holodeck_core.config.project import Project
 from holodeck_core.defaults import MODEL_SERVER_PORT as DEMO_PORT
 from holodeck_core.errors import ConfigError
@@ -20,6 +18,7 @@ from holodeck_core.history.queries import compare_runs
 from holodeck_core.testing import load_rules, run_model_server
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
+from holodeck_pipelines.instance import project_instance
 from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.resources import HoloDeckProject
 from holodeck_pipelines.run_tags import TRIALS_TAG, TRIGGER_TAG
@@ -37,7 +36,6 @@ EXAMPLE_QUERY = (
 def run_demo(root: Path, *, port: int | None = None) -> int:
     """``port``: the model server's (``None``: :data:`DEMO_PORT`, or a free one when taken)."""
     started = time.perf_counter()
-    os.environ.setdefault("DAGSTER_HOME", str(root))
     project = Project.discover(root)
     agents = project.agent_paths()
     if not agents:
@@ -56,7 +54,7 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
         print(f"loopback model server: {server.openai_base_url} (scripted by {rules_file})")
         defs = build_definitions(project)
         resource = HoloDeckProject(root=str(project.root))
-        with dg.DagsterInstance.get() as instance:
+        with project_instance(root) as instance:
             apply_pools(instance, project)
             run_ids: list[str] = []
             for pipeline in build_pipelines(project):

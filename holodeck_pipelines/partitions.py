@@ -3,15 +3,13 @@ prompt-version sensor does on a tick (snapshot the active prompt files, add ever
 version as a partition, remove the partitions no snapshot backs), so ``dagster asset
 materialize --partition v2`` works on a fresh ``DAGSTER_HOME`` without the daemon or the UI."""
 
-import os
 import sys
 from pathlib import Path
-
-import dagster as dg
 
 from holodeck_core.config.project import Project
 from holodeck_pipelines.automation import partition_changes, register_versions
 from holodeck_pipelines.builder import build_pipelines
+from holodeck_pipelines.instance import project_instance
 from holodeck_pipelines.resources import HoloDeckProject
 
 
@@ -20,12 +18,11 @@ def sync_partitions(root: Path) -> int:
     root) in line with its registered prompt versions; prints what changed. An agent that does
     not load (a config error, a name another agent listed before it has) is named with the
     reason on stderr and makes the exit code 2; the others are still synced."""
-    os.environ.setdefault("DAGSTER_HOME", str(root))
     project = Project.discover(root)
     resource = HoloDeckProject(root=str(project.root))
     skipped: dict[str, str] = {}
     pipelines = build_pipelines(project, skipped)
-    with dg.DagsterInstance.get() as instance:
+    with project_instance(root) as instance:
         for pipeline in pipelines:
             name = pipeline.partitions.name or ""
             _, registered = register_versions(pipeline.agent_file, resource)

@@ -13,6 +13,7 @@ import dagster as dg
 from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.backend import resolve_history
+from holodeck_pipelines.instance import project_instance
 
 LLM_POOL = "llm_api"
 HISTORY_POOL = "history_db"
@@ -70,9 +71,8 @@ def require_pools(instance: dg.DagsterInstance, project: Project) -> None:
 
 def set_pools(root: Path) -> int:
     """``holodeck pools``: set every pool's limit on the instance in ``DAGSTER_HOME`` (default:
-    the project root, DESIGN §6.15); prints what it set."""
-    os.environ.setdefault("DAGSTER_HOME", str(root))
-    with dg.DagsterInstance.get() as instance:
+    the project root); prints what it set."""
+    with project_instance(root) as instance:
         for name, limit in apply_pools(instance, Project.discover(root)).items():
             print(f"pool {name}: {limit}")
     return 0

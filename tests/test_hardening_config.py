@@ -128,7 +128,8 @@ def test_the_first_listed_agent_keeps_a_slug_and_the_later_one_is_refused(
 
 def test_an_unlisted_agent_with_a_listed_agents_slug_is_refused(tmp_path: Path) -> None:
     colliding_project(tmp_path, "http://127.0.0.1:9/v1")
-    copy = agent_yaml(tmp_path / "copy", "http://127.0.0.1:9/v1", "- {input: q}\n", name="Geo Agent")
+    url = "http://127.0.0.1:9/v1"
+    copy = agent_yaml(tmp_path / "copy", url, "- {input: q}\n", name="Geo Agent")
     proc = run_cli(["validate", str(copy)])
     no_traceback(proc)
     assert proc.returncode == 2 and str(tmp_path / "good" / "agent.yaml") in proc.stderr
