@@ -117,3 +117,15 @@ MAINTAIN_GRACE_S = 3600.0
 """``history maintain --grace``: a lake's snapshots and unreferenced files younger than this
 are kept (a writer's commit or a read lasts seconds; an hour is the margin for a slow object
 store)."""
+
+# --------------------------------------------------------------------- numbers from outside
+
+MAX_CALL_TOKENS = 100_000_000
+"""The most tokens one model or target call may report in any usage field: a hundred times
+the longest context window offered. A reply reporting more is no real count (a hostile or
+broken server): the call is an error naming the field, never a number the costs, the
+budgets or the history then carry (docs/history.md)."""
+MAX_TOKEN_COUNT = 10**15
+"""The largest token count an EvalRun may record (a case's or a run's sum of calls, each at
+most :data:`MAX_CALL_TOKENS`): far inside the history's BIGINT, so a file past it is refused
+by name instead of stopping ``history sync``."""

@@ -256,7 +256,7 @@ JSONISH = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(value=JSONISH, limit=st.integers(min_value=10, max_value=400))
 def test_whatever_a_tool_returns_is_recorded_as_json_within_the_cap(value: Any, limit: int) -> None:
-    result, error = bounded(value, None, limit)
+    result, error, _ = bounded(value, None, limit)
     text = json.dumps(result, ensure_ascii=False)
     if error is None:
         shown = result if isinstance(result, str) else text

@@ -37,6 +37,8 @@ class TurnOutcome:
     error: ModelCallError | str | None = None
     skipped: bool = False
     system_fingerprint: str | None = None
+    notes: list[str] = field(default_factory=list)
+    """What was made valid in the text from outside (:mod:`holodeck_core.models.outside`)."""
 
 
 class Conversation(Protocol):
@@ -95,6 +97,7 @@ class AgentRunner:
             outcome.usage = outcome.usage + reply.usage
             outcome.model_ms += reply.model_ms
             outcome.system_fingerprint = reply.system_fingerprint or outcome.system_fingerprint
+            outcome.notes.extend(reply.notes)
             history.append(
                 Message(
                     role="assistant",
@@ -118,6 +121,7 @@ class AgentRunner:
             for invocation in invocations:
                 if invocation.usage is not None:
                     outcome.usage = outcome.usage + invocation.usage
+                outcome.notes.extend(invocation.notes or ())
             history.extend(tool_message(invocation) for invocation in invocations)
         outcome.error = (
             f"the model kept calling tools after {self.max_tool_turns} model calls "

@@ -14,6 +14,7 @@ from time import time
 
 from holodeck_core.calls.causes import transport_failure
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.models.outside import ImplausibleCount
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
@@ -66,6 +67,8 @@ def status_error(
 def classify(exc: BaseException) -> ModelCallError:
     if isinstance(exc, ModelCallError):
         return exc
+    if isinstance(exc, ImplausibleCount):
+        return ModelCallError(CallErrorKind.IMPLAUSIBLE, str(exc))
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     response = getattr(exc, "response", None)

@@ -15,6 +15,9 @@ class CallErrorKind(StrEnum):
     AUTH = "auth_error"
     INTERNAL = "internal_error"
     TOOL_CRASHED = "tool_crashed"
+    IMPLAUSIBLE = "implausible_reply"
+    """A reply with a number no real one has (a token count past ``MAX_CALL_TOKENS``): not
+    retried, the same server says it again."""
     BUDGET = "budget"
     """Not sent: the run's budget would be passed (not retried; a rerun with more resumes)."""
 

@@ -23,6 +23,7 @@ from holodeck_core.history.rows import derived_case_ids, sha256_hex, utc_naive
 from holodeck_core.models import EvalRun, bounded_json
 from holodeck_core.models.bounded_json import BoundedJSONError
 from holodeck_core.models.evaluation import LEGACY_JUDGE_METRICS
+from holodeck_core.models.outside import invalid_at
 
 if TYPE_CHECKING:
     from holodeck_core.config.project import Location
@@ -213,6 +214,11 @@ def load_run_bytes(path: Location, data: bytes) -> LoadedRun:
             for err in exc.errors()[:10]
         ]
         raise ConfigError(problems) from None
+    invalid = invalid_at(run.model_dump())
+    if invalid is not None:
+        raise ConfigError(
+            [Problem(file=str(path), path=invalid[0], message=f"{invalid[1]}; not read")]
+        )
     if imported:
         run = _complete(run)
     return LoadedRun(

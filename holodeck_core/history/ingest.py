@@ -41,6 +41,15 @@ if TYPE_CHECKING:
 DEFAULT_BATCH = 200
 """Runs per writer connection: bulk inserts pay, and the file lock is held well under 1 s."""
 
+REFUSED = (
+    duckdb.ConversionException,
+    duckdb.OutOfRangeException,
+    duckdb.InvalidInputException,
+    UnicodeError,
+)
+"""What the history raises for a value of a run it cannot hold (a number past a column's
+type, text that is not Unicode): that run is refused by name, the others are written."""
+
 
 @dataclass(frozen=True)
 class PreparedRun:
@@ -48,6 +57,8 @@ class PreparedRun:
 
     run_id: str
     tables: dict[str, Rows]
+    source: str | None = None
+    """The EvalRun file the rows come from, named when the history refuses them."""
 
 
 @dataclass
@@ -117,7 +128,7 @@ def prepare_run(
     case_ids = derived_case_ids(run.report.results)
     tables.update(trial_tables(run, rid, case_ids))
     tables.update(cost_tables(run, rid, case_ids))
-    return PreparedRun(run_id=rid, tables=tables)
+    return PreparedRun(run_id=rid, tables=tables, source=source.source_path)
 
 
 def prepare_loaded(loaded: LoadedRun, prompts_dir: Path | None) -> PreparedRun:
@@ -274,8 +285,18 @@ def write_batch(
     if not unique:
         return report
     runs = list(unique.values())
-    with write_errors(db_path), store.writer(db_path, timeout_s=lock_timeout) as con:
-        written = write_prepared(con, runs)
+    try:
+        with write_errors(db_path), store.writer(db_path, timeout_s=lock_timeout) as con:
+            written = write_prepared(con, runs)
+    except REFUSED as exc:  # a value of one run: the others go in one by one
+        if len(runs) > 1:
+            for prepared in runs:
+                report.merge(write_batch(db_path, [prepared], lock_timeout=lock_timeout))
+            return report
+        where = runs[0].source or f"run {runs[0].run_id}"
+        reason = " ".join(str(exc).split())[:300]
+        report.problems.append(Problem(file=where, message=f"not ingested: {reason}"))
+        return report
     for prepared, was_written in zip(runs, written, strict=True):
         (report.ingested if was_written else report.skipped).append(prepared.run_id)
     return report
@@ -303,7 +324,10 @@ def ingest_run(
     """Ingest one run (the call the runner makes after writing the EvalRun JSON). True if
     written, False if the run id was already there."""
     prepared = prepare_file_run(run, source_path, prompts_dir)
-    return bool(write_batch(db_path, [prepared], lock_timeout=lock_timeout).ingested)
+    report = write_batch(db_path, [prepared], lock_timeout=lock_timeout)
+    if report.problems:
+        raise ConfigError(report.problems)
+    return bool(report.ingested)
 
 
 def prepare_file_run(

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from holodeck_core.defaults import MAX_TOKEN_COUNT
 from holodeck_core.models.base import StrictModel, json_bytes
 from holodeck_core.models.cost import Heading, HeadingCost, RunCost
 from holodeck_core.models.evaluation import Direction
@@ -110,6 +111,13 @@ class ToolInvocation(StrictModel):
     retrieval_context: list[str] | None = None
     chunks: list[RetrievedChunk] | None = None
     usage: TokenUsage | None = Field(None, description="Model tokens the tool itself spent.")
+    notes: list[str] | None = Field(
+        None, description="What was made valid in the call (lone surrogates replaced)."
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_notes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return omit_if_none(self, handler, "notes")
 
     @classmethod
     def of(
@@ -134,11 +142,14 @@ class ToolInvocation(StrictModel):
 
 
 class TokenUsage(StrictModel):
-    prompt_tokens: int = Field(0, ge=0)
-    completion_tokens: int = Field(0, ge=0)
-    total_tokens: int = Field(0, ge=0)
-    cache_creation_tokens: int = Field(0, ge=0)
-    cache_read_tokens: int = Field(0, ge=0)
+    """Tokens of a call, a case or a run; each count at most ``MAX_TOKEN_COUNT`` (an EvalRun
+    past it is refused, a reply past ``MAX_CALL_TOKENS`` is the call's error)."""
+
+    prompt_tokens: int = Field(0, ge=0, le=MAX_TOKEN_COUNT)
+    completion_tokens: int = Field(0, ge=0, le=MAX_TOKEN_COUNT)
+    total_tokens: int = Field(0, ge=0, le=MAX_TOKEN_COUNT)
+    cache_creation_tokens: int = Field(0, ge=0, le=MAX_TOKEN_COUNT)
+    cache_read_tokens: int = Field(0, ge=0, le=MAX_TOKEN_COUNT)
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
@@ -208,6 +219,11 @@ class TestResult(StrictModel):
     cost: dict[Heading, HeadingCost] | None = Field(
         None, description="What this run paid for the case, per heading (all its trials)."
     )
+    notes: list[str] | None = Field(
+        None,
+        description="What was made valid in text from outside (a model reply, a tool result, "
+        "a target's output): lone surrogates replaced with U+FFFD.",
+    )
 
     _ts = field_validator("timestamp")(iso8601)
 
@@ -215,7 +231,7 @@ class TestResult(StrictModel):
     def _without_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """One trial per case writes exactly the shape it always had (no ``trials`` key);
         so does a run that booked no costs."""
-        return omit_if_none(self, handler, "trials", "cost")
+        return omit_if_none(self, handler, "trials", "cost", "notes")
 
     @model_validator(mode="before")
     @classmethod

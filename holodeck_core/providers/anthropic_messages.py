@@ -9,6 +9,7 @@ import anthropic
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.models import LLMProvider, TokenUsage
+from holodeck_core.models.outside import checked_counts
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply
 
@@ -120,17 +121,28 @@ def _reply(response: Any, elapsed_ms: int) -> ModelReply:
         for block in content
         if block.type == "tool_use"
     ]
-    usage = response.usage
     return ModelReply(
         text="".join(texts),
         tool_calls=calls,
-        usage=TokenUsage(
-            prompt_tokens=usage.input_tokens,
-            completion_tokens=usage.output_tokens,
-            total_tokens=usage.input_tokens + usage.output_tokens,
-            cache_creation_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
-            cache_read_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
-        ),
+        usage=_usage(response.usage),
         model_ms=elapsed_ms,
         finish_reason=response.stop_reason,
+    )
+
+
+def _usage(usage: Any) -> TokenUsage:
+    """Messages reports input and output apart; the total is their sum."""
+    counts = checked_counts(
+        "usage",
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", 0),
+        cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", 0),
+    )
+    return TokenUsage(
+        prompt_tokens=counts["input_tokens"],
+        completion_tokens=counts["output_tokens"],
+        total_tokens=counts["input_tokens"] + counts["output_tokens"],
+        cache_creation_tokens=counts["cache_creation_input_tokens"],
+        cache_read_tokens=counts["cache_read_input_tokens"],
     )

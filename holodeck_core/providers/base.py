@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from holodeck_core.models import LLMProvider
+from holodeck_core.models.outside import repaired_note, valid_text, valid_value
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply, ToolCall, ToolSpec
 from holodeck_core.providers.table import provider_spec
 
@@ -78,7 +80,7 @@ class SDKClient(ABC):
             response = await self.send(request, timeout)
         except Exception as exc:
             raise self._classify(exc) from exc
-        return self.reply(response, int((time.perf_counter() - started) * 1000))
+        return valid_reply(self.reply(response, int((time.perf_counter() - started) * 1000)))
 
     @abstractmethod
     def request(self, call: ModelCall) -> dict[str, Any]:
@@ -91,6 +93,36 @@ class SDKClient(ABC):
     @abstractmethod
     def reply(self, response: Any, elapsed_ms: int) -> ModelReply:
         """The SDK's response as a :class:`ModelReply` (a malformed one raises)."""
+
+
+def valid_reply(reply: ModelReply) -> ModelReply:
+    """``reply`` with its text, tool calls (names, arguments, keys), log probabilities and
+    replayed items valid Unicode, and a note when anything had to be replaced
+    (:mod:`holodeck_core.models.outside`); every protocol's reply passes here once."""
+    text, replaced = valid_text(reply.text)
+    calls: list[ToolCall] = []
+    for call in reply.tool_calls:
+        (call_id, name, raw), count = valid_value([call.id, call.name, call.raw_arguments])
+        arguments, more = valid_value(call.arguments)
+        replaced += count + more
+        calls.append(replace(call, id=call_id, name=name, raw_arguments=raw, arguments=arguments))
+    extras, count = valid_value(
+        [reply.logprobs, list(reply.replay), reply.finish_reason, reply.system_fingerprint]
+    )
+    replaced += count
+    if not replaced:
+        return reply
+    logprobs, replay, finish_reason, fingerprint = extras
+    return replace(
+        reply,
+        text=text,
+        tool_calls=calls,
+        logprobs=logprobs,
+        replay=tuple(replay),
+        finish_reason=finish_reason,
+        system_fingerprint=fingerprint,
+        notes=(*reply.notes, repaired_note("the model's reply", replaced)),
+    )
 
 
 def parse_tool_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:

@@ -76,3 +76,5 @@ class ModelReply:
     system_fingerprint: str | None = None
     logprobs: list[dict[str, Any]] | None = None
     replay: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    """What was made valid in the reply (lone surrogates replaced): kept on the case."""

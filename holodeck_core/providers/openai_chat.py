@@ -7,7 +7,8 @@ from typing import Any
 import openai
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
-from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
+from holodeck_core.models import LLMProvider, ProviderEnum
+from holodeck_core.models.outside import call_usage
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply
 from holodeck_core.providers.table import provider_spec
@@ -134,11 +135,12 @@ def _reply(completion: Any, elapsed_ms: int) -> ModelReply:
     return ModelReply(
         text=message.content or "",
         tool_calls=calls,
-        usage=TokenUsage(
+        usage=call_usage(
+            "usage",
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             total_tokens=usage.total_tokens if usage else 0,
-            cache_read_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+            cache_read_tokens=getattr(details, "cached_tokens", 0) if details else 0,
         ),
         model_ms=elapsed_ms,
         finish_reason=choice.finish_reason,

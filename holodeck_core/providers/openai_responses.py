@@ -16,7 +16,8 @@ from typing import Any
 import openai
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
-from holodeck_core.models import LLMProvider, ProviderEnum, TokenUsage
+from holodeck_core.models import LLMProvider, ProviderEnum
+from holodeck_core.models.outside import call_usage
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply, ToolSpec
 from holodeck_core.providers.openai_chat import openai_sdk_client
@@ -176,11 +177,12 @@ def _reply(response: Any, elapsed_ms: int) -> ModelReply:
     return ModelReply(
         text="".join(texts),
         tool_calls=calls,
-        usage=TokenUsage(
+        usage=call_usage(
+            "usage",
             prompt_tokens=usage.input_tokens if usage else 0,
             completion_tokens=usage.output_tokens if usage else 0,
             total_tokens=usage.total_tokens if usage else 0,
-            cache_read_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+            cache_read_tokens=getattr(details, "cached_tokens", 0) if details else 0,
         ),
         model_ms=elapsed_ms,
         finish_reason=getattr(incomplete, "reason", None) or getattr(response, "status", None),

@@ -23,6 +23,8 @@ class TurnRun(StrictModel):
     error: str | None = None
     error_kind: ErrorKind | None = None
     system_fingerprint: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    """What was made valid in the turn's text from outside."""
 
 
 class CaseRun(StrictModel):
@@ -59,6 +61,10 @@ class CaseRun(StrictModel):
         for turn in self.turns:
             total = total + turn.usage
         return total
+
+    @property
+    def notes(self) -> list[str]:
+        return [note for turn in self.turns for note in turn.notes]
 
     @property
     def model_ms(self) -> int:

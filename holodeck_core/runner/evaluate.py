@@ -184,6 +184,7 @@ def _base(case: TestCaseModel, run: CaseRun, test_input: str) -> dict[str, objec
         "tags": case.tags,
         "metadata": case.metadata,
         "weight": case.weight,
+        "notes": run.notes or None,
     }
 
 

@@ -91,6 +91,7 @@ def _record(turn: TurnRun, outcome: TurnOutcome) -> None:
     turn.usage = outcome.usage
     turn.model_ms = outcome.model_ms
     turn.system_fingerprint = outcome.system_fingerprint
+    turn.notes = outcome.notes
     if outcome.error is None:
         return
     turn.error = str(outcome.error)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Coroutine
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ from mcp import types as mcp_types
 
 from holodeck_core.models import MCPTool
 from holodeck_core.models.base import digest
+from holodeck_core.models.outside import valid_value
 from holodeck_core.providers.messages import ToolSpec
 from holodeck_core.redaction import redact_text
 from holodeck_core.tools.mcp_config import ServerParams, server_params
@@ -175,11 +177,12 @@ async def _unless_ended(call: Coroutine[Any, Any, T], ended: asyncio.Event) -> T
 
 def tool_output(result: mcp_types.CallToolResult, *, retrieval: bool) -> ToolOutput:
     """What the model reads: the text blocks joined by newlines; other blocks as JSON; the
-    structured content when there is no block at all."""
+    structured content when there is no block at all. The result's text is made valid (and
+    noted) with every tool result's; the retrieval texts here."""
     texts = [
         block.text
         if isinstance(block, mcp_types.TextContent)
-        else block.model_dump_json(exclude_none=True)
+        else json.dumps(block.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
         for block in result.content
     ]
     text = "\n".join(texts)
@@ -187,4 +190,5 @@ def tool_output(result: mcp_types.CallToolResult, *, retrieval: bool) -> ToolOut
         return ToolOutput(error=text or "the MCP tool reported an error")
     if not texts and result.structuredContent is not None:
         return ToolOutput(result=result.structuredContent)
-    return ToolOutput(result=text, retrieval_context=texts if retrieval else None)
+    context = valid_value(texts)[0] if retrieval else None
+    return ToolOutput(result=text, retrieval_context=context)

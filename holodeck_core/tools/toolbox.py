@@ -18,6 +18,7 @@ from typing import Any
 
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import FunctionTool, Tool, ToolInvocation
+from holodeck_core.models.outside import repaired_note
 from holodeck_core.providers.messages import Message, ToolCall, ToolSpec
 from holodeck_core.tools import untrusted
 from holodeck_core.tools.output import scrub_standard_streams
@@ -171,8 +172,8 @@ class ToolBox:
 
         def done(result: Any = None, error: str | None = None) -> ToolInvocation:
             elapsed = int((time.perf_counter() - started) * 1000)
-            result, error = untrusted.bounded(result, error)
-            return ToolInvocation.of(
+            result, error, replaced = untrusted.bounded(result, error)
+            invocation = ToolInvocation.of(
                 untrusted.shown_name(call.name),
                 call.arguments or {},
                 result,
@@ -180,6 +181,10 @@ class ToolBox:
                 error=error,
                 call_id=call.id,
             )
+            if replaced:
+                note = repaired_note(f"the result of tool {invocation.name!r}", replaced)
+                invocation.notes = [note]
+            return invocation
 
         if call.parse_error is not None:
             return done(error=f"{call.parse_error}; raw arguments: {call.raw_arguments[:200]}")

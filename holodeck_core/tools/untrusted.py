@@ -17,6 +17,7 @@ from holodeck_core.defaults import MAX_TOOL_NAME_CHARS as MAX_NAME_CHARS
 from holodeck_core.defaults import MAX_TOOL_RESULT_BYTES as MAX_RESULT_BYTES
 from holodeck_core.defaults import MAX_TOOL_RESULT_DEPTH
 from holodeck_core.models.bounded_json import depth
+from holodeck_core.models.outside import valid_value
 
 
 def shown_name(name: str) -> str:
@@ -41,10 +42,17 @@ def cut(text: str, limit: int = MAX_RESULT_BYTES) -> str:
 
 def bounded(
     result: Any, error: str | None, limit: int = MAX_RESULT_BYTES
-) -> tuple[Any, str | None]:
-    """``(result, error)`` safe to record and to send back: the result as plain JSON values
-    (anything else, e.g. a set or a date, as its ``str``), cut to ``limit`` bytes; a result
-    that cannot be JSON (a cycle, tuple keys, a 5,000-digit integer, 100,000 levels) an error."""
+) -> tuple[Any, str | None, int]:
+    """``(result, error, replaced)`` safe to record and to send back: the result as plain JSON
+    values (anything else, e.g. a set or a date, as its ``str``), cut to ``limit`` bytes, its
+    strings and keys valid Unicode (``replaced`` lone surrogates made U+FFFD); a result that
+    cannot be JSON (a cycle, tuple keys, a 5,000-digit integer, 100,000 levels) an error."""
+    result, error = _bounded(result, error, limit)
+    (result, error), replaced = valid_value([result, error])
+    return result, error, replaced
+
+
+def _bounded(result: Any, error: str | None, limit: int) -> tuple[Any, str | None]:
     if error is not None:
         return None, cut(str(error), limit)
     if result is None or isinstance(result, str):

@@ -15,6 +15,7 @@ from holodeck_core.calls.ledger import Charge, estimate_tokens
 from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.metrics.response_path import path_tokens
 from holodeck_core.models import LLMProvider, TokenUsage, ToolInvocation
+from holodeck_core.models.outside import plausible_count, repaired_note, valid_value
 from holodeck_core.models.target import Target
 from holodeck_core.redaction import redact_text
 
@@ -28,6 +29,24 @@ class Reply:
     usage: TokenUsage = field(default_factory=TokenUsage)
     session: str | None = None
     """A session id the target returned, sent back on the next turn."""
+    notes: list[str] = field(default_factory=list)
+    """What was made valid in the reply (lone surrogates replaced)."""
+
+    def valid(self) -> Reply:
+        """This reply with its text, session and tool calls (names, arguments, keys, results,
+        errors) valid Unicode, and a note when anything was replaced; every kind of target's
+        reply passes here once (:mod:`holodeck_core.models.outside`)."""
+        calls = [i.model_dump(exclude_none=True) for i in self.invocations]
+        (text, session, dumped), replaced = valid_value([self.text, self.session, calls])
+        if not replaced:
+            return self
+        return Reply(
+            text=text,
+            invocations=[ToolInvocation.model_validate(i) for i in dumped],
+            usage=self.usage,
+            session=session,
+            notes=[*self.notes, repaired_note("the target's reply", replaced)],
+        )
 
 
 @dataclass
@@ -91,7 +110,7 @@ class TargetRunner:
         async def attempt() -> Reply:
             started = time.perf_counter()
             try:
-                return await self.client.send(turn, index, session)
+                return (await self.client.send(turn, index, session)).valid()
             finally:
                 elapsed.append(time.perf_counter() - started)
 
@@ -119,6 +138,7 @@ class TargetRunner:
             invocations=reply.invocations,
             usage=reply.usage,
             model_ms=int(elapsed[-1] * 1000),
+            notes=reply.notes,
         )
 
     def _named(self, error: ModelCallError) -> ModelCallError:
@@ -168,10 +188,11 @@ def usage_of(value: Any) -> TokenUsage:
         return TokenUsage()
 
     def count(*names: str) -> int:
+        """The first count present; past any plausible one, the call's error."""
         for name in names:
             number = value.get(name)
             if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
-                return number
+                return plausible_count(number, f"usage.{name}")
         return 0
 
     prompt = count("prompt_tokens", "input_tokens")

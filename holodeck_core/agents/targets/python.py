@@ -28,6 +28,7 @@ from holodeck_core.errors import ConfigError
 from holodeck_core.metrics.base import MetricError
 from holodeck_core.metrics.code_graders import load_grader
 from holodeck_core.models import TokenUsage
+from holodeck_core.models.outside import checked_counts
 from holodeck_core.models.target import PythonTarget
 
 
@@ -138,9 +139,12 @@ def _reply(value: Any) -> Reply:
     return Reply(
         text=value.text,
         invocations=tool_invocations(calls, "tool_calls"),
-        usage=TokenUsage(
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.prompt_tokens + usage.completion_tokens,
-        ),
+        usage=_usage(usage),
     )
+
+
+def _usage(usage: TargetUsage) -> TokenUsage:
+    counts = checked_counts(
+        "usage", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+    )
+    return TokenUsage(**counts, total_tokens=sum(counts.values()))

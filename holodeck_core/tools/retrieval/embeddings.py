@@ -18,6 +18,7 @@ from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
 from holodeck_core.models import TokenUsage
+from holodeck_core.models.outside import call_usage
 from holodeck_core.providers.charges import embedding_charge
 from holodeck_core.tools.retrieval.settings import EmbeddingSpec
 from holodeck_core.tools.retrieval.store import KeyValueStore
@@ -144,6 +145,7 @@ class Embedder:
                 response = await self._client.embeddings.create(**request, timeout=self._timeout)
             except Exception as exc:
                 raise classify(exc) from exc
+            _usage(response)  # a count past any plausible one fails the call
             return response, self._vectors(response, len(batch))  # retried when malformed
 
         model = self.spec.endpoint.model_copy(update={"name": self.spec.model})
@@ -198,7 +200,8 @@ def _vector(embedding: Any) -> Vectors:
 
 def _usage(response: Any) -> TokenUsage:
     usage = getattr(response, "usage", None)
-    return TokenUsage(
-        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        total_tokens=getattr(usage, "total_tokens", 0) or 0,
+    return call_usage(
+        "usage",
+        prompt_tokens=getattr(usage, "prompt_tokens", 0),
+        total_tokens=getattr(usage, "total_tokens", 0),
     )
