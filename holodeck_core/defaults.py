@@ -104,6 +104,10 @@ REMOTE_ATTEMPTS = 2
 """Requests to a remote endpoint before it is called unreachable (DuckDB's ``http_retries``
 is one less; s3fs's retries)."""
 
+PYTHON_TARGET_START_TIMEOUT_S = 120.0
+"""Seconds a python target's host process may take to start and import the callable's module
+(not counted in any call's timeout)."""
+
 # --------------------------------------------------------------------- the loopback model server
 
 MODEL_SERVER_PORT = 18080

@@ -70,10 +70,11 @@ def _bounded(result: Any, error: str | None, limit: int) -> tuple[Any, str | Non
         return None, f"the tool returned a value that is not JSON ({cut(reason, 500)})"
 
 
-def crashed(exc: BaseException) -> str:
-    """The error the model reads for a tool that raised, ``SystemExit`` included."""
+def crashed(exc: BaseException, who: str = "the tool") -> str:
+    """The error the model reads for a tool that raised, ``SystemExit`` included (``who``
+    names another raiser: a python target)."""
     if isinstance(exc, SystemExit):
-        return f"the tool tried to exit the process (SystemExit: {exc.code!r})"
+        return f"{who} tried to exit the process (SystemExit: {exc.code!r})"
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -67,6 +67,10 @@ class TargetClient(Protocol):
     assigns_session: bool
     """The server assigns the session id (``None`` on the first turn); else one is made."""
 
+    async def ready(self, session: Session) -> None:
+        """Whatever ``session``'s next call needs started (a python target's process),
+        outside that call's timeout; raises :class:`ModelCallError` when it cannot start."""
+
     async def send(self, turn: TurnInput, index: int, session: Session) -> Reply: ...
 
     async def aclose(self) -> None: ...
@@ -105,6 +109,10 @@ class TargetRunner:
 
     async def _turn(self, turn: TurnInput, index: int, session: Session) -> TurnOutcome:
         session.messages.append({"role": "user", "content": turn.message})
+        try:
+            await self.client.ready(session)
+        except ModelCallError as exc:
+            return TurnOutcome(error=self._named(exc))
         elapsed: list[float] = []
 
         async def attempt() -> Reply:

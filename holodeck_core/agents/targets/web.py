@@ -195,6 +195,9 @@ class HttpClient:
             session=_text(_optional(body, paths.session)),
         )
 
+    async def ready(self, session: Session) -> None:
+        """An HTTP endpoint has nothing to start."""
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
@@ -243,6 +246,9 @@ class OpenAIChatClient:
             usage=usage_of(body.get("usage")),
         )
 
+    async def ready(self, session: Session) -> None:
+        """An HTTP endpoint has nothing to start."""
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
@@ -289,6 +295,9 @@ class HolodeckServeClient:
             "mime_type": "text/markdown",
             "filename": Path(name).stem + ".md",
         }
+
+    async def ready(self, session: Session) -> None:
+        """An HTTP endpoint has nothing to start."""
 
     async def aclose(self) -> None:
         await self._http.aclose()
