@@ -15,6 +15,9 @@ class CallErrorKind(StrEnum):
     AUTH = "auth_error"
     INTERNAL = "internal_error"
     TOOL_CRASHED = "tool_crashed"
+    REJECTED = "rejected_response"
+    """An answer refused unread: a redirect off the endpoint's origin, a body over its bound
+    (not retried: the same request gets the same answer)."""
     BUDGET = "budget"
     """Not sent: the run's budget would be passed (not retried; a rerun with more resumes)."""
 
