@@ -7,7 +7,7 @@ says what it does instead of answering:
   ``landed METHOD: MESSAGE``, so a redirect to it is seen to arrive);
 - ``loop``: a 307 back to the same path, for ever;
 - ``huge-length``: declares a 1.5 GB Content-Length, then streams it;
-- ``endless``: a chunked body that never ends;
+- ``endless``: a chunked body that never ends (``endless 500``: under a 500);
 - ``over-by-one``: a chunked JSON reply one byte past ``MAX_TARGET_REPLY_BYTES``.
 
 Every request is recorded (method, host, path, headers, body) and every byte of a streamed
@@ -62,9 +62,11 @@ def reply(path: str, text: str) -> dict[str, Any]:
     return {"output": {"text": text}}
 
 
-async def stream(request: web.Request, state: HostileState, size: int | None) -> web.StreamResponse:
+async def stream(
+    request: web.Request, state: HostileState, size: int | None, status: int = 200
+) -> web.StreamResponse:
     """``a`` for ever, declaring ``size`` bytes (else chunked), until the client hangs up."""
-    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response = web.StreamResponse(status=status, headers={"Content-Type": "application/json"})
     if size is not None:
         response.content_length = size
     await response.prepare(request)
@@ -112,6 +114,8 @@ def create_hostile_app(state: HostileState) -> web.Application:
             return await stream(request, state, 1_500_000_000)
         if message == "endless":
             return await stream(request, state, None)
+        if message == "endless 500":
+            return await stream(request, state, None, 500)
         if message == "over-by-one":
             return await over_by_one(request)
         return web.json_response(reply(request.path, f"plain: {message}"))

@@ -134,6 +134,7 @@ def test_a_reply_past_the_bound_is_cut_there_and_is_an_error_naming_it(
                 "declared": "huge-length",
                 "endless": "endless",
                 "one byte over": "over-by-one",
+                "failing": "endless 500",
                 "fine": "hello => plain: hello",
             },
         )
@@ -148,5 +149,9 @@ def test_a_reply_past_the_bound_is_cut_there_and_is_an_error_naming_it(
         assert results[name].status is Status.ERROR
         [error] = results[name].errors
         assert error.startswith("rejected_response: target ") and error.endswith(reason), error
+    [error] = results["failing"].errors  # an error status's body: only its start is read
+    assert error.startswith("server_error 500: target ") and error.endswith(
+        f"HTTP 500: {'a' * 200}"
+    )
     # the endless body was cut at the bound (what the sockets buffer aside), not at the timeout
-    assert state.streamed < 3 * MAX_TARGET_REPLY_BYTES
+    assert state.streamed < 4 * MAX_TARGET_REPLY_BYTES

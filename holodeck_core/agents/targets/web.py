@@ -93,14 +93,14 @@ class HttpExchange:
                     if response.status in (301, 302, 303) and method not in BODYLESS:
                         method = "GET"
                     continue
-                text = await capped_text(response)
-                if not 200 <= response.status < 300:
+                if not 200 <= response.status < 300:  # only its start is shown
+                    head = decoded(await response.content.read(READ_BYTES), response)
                     raise status_error(
                         response.status,
-                        f"HTTP {response.status}: {' '.join(text.split())[:200]}",
+                        f"HTTP {response.status}: {' '.join(head.split())[:200]}",
                         dict(response.headers),
                     )
-                return text
+                return await capped_text(response)
         raise ModelCallError(
             CallErrorKind.REJECTED,
             f"more than {MAX_TARGET_REDIRECTS} redirects (MAX_TARGET_REDIRECTS); "
@@ -146,10 +146,18 @@ async def capped_text(response: aiohttp.ClientResponse) -> str:
     if declared is not None and declared > limit:
         raise too_large(f"its Content-Length is {declared:,} bytes")
     data = bytearray()
-    async for chunk in response.content.iter_chunked(64 * 1024):
+    async for chunk in response.content.iter_chunked(READ_BYTES):
         data += chunk
         if len(data) > limit:
             raise too_large("the body ran past it")
+    return decoded(bytes(data), response)
+
+
+READ_BYTES = 64 * 1024
+"""A body is read this much at a time (and an error status's body only this much)."""
+
+
+def decoded(data: bytes, response: aiohttp.ClientResponse) -> str:
     try:
         return data.decode(response.charset or "utf-8", errors="replace")
     except LookupError:  # a charset Python does not know
