@@ -94,6 +94,15 @@ MAX_SHOWN_TEXT_CHARS = 20_000
 """The dashboard shows this much of a long text (a response, an input, a tool result) and
 links to the rest: a 100 MB response crashed the browser tab."""
 
+MAX_TARGET_REPLY_BYTES = 16 * 1024 * 1024
+"""The largest reply body read from a target speaking HTTP (``http``, ``openai_chat``,
+``holodeck_serve``): a larger Content-Length is refused before the body is read, a longer
+(chunked, endless) body is cut there; either is the case's ERROR (a 1.5 GB body ran the run out
+of memory). Sixteen full-size tool results fit in it."""
+MAX_TARGET_REDIRECTS = 5
+"""Redirects a target's call follows within its own origin (scheme, host and port); one to
+another origin is never followed: the target's headers and body go to its own origin only."""
+
 REMOTE_TIMEOUT_S = 10.0
 """Seconds a remote endpoint of the history or the results (a PostgreSQL catalog, S3 or an
 S3-compatible store) may take to accept a connection or answer one request

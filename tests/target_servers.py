@@ -169,12 +169,19 @@ def create_app(state: AgentState, agent_name: str = "served") -> web.Application
 @contextmanager
 def agent_server(state: AgentState, agent_name: str = "served") -> Iterator[str]:
     """The scripted agent on a free 127.0.0.1 port, in a thread; yields its base URL."""
+    with serve_app(create_app(state, agent_name)) as base:
+        yield base
+
+
+@contextmanager
+def serve_app(app: web.Application) -> Iterator[str]:
+    """``app`` on a free 127.0.0.1 port, in a thread; yields its base URL."""
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     holder: dict[str, Any] = {}
 
     async def start() -> None:
-        runner = web.AppRunner(create_app(state, agent_name), shutdown_timeout=0.1)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
         await runner.setup()
         site = web.TCPSite(runner, HOST, 0)
         await site.start()

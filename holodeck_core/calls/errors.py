@@ -18,6 +18,9 @@ class CallErrorKind(StrEnum):
     IMPLAUSIBLE = "implausible_reply"
     """A reply with a number no real one has (a token count past ``MAX_CALL_TOKENS``): not
     retried, the same server says it again."""
+    REJECTED = "rejected_response"
+    """An answer refused unread: a redirect off the endpoint's origin, a body over its bound
+    (not retried: the same request gets the same answer)."""
     BUDGET = "budget"
     """Not sent: the run's budget would be passed (not retried; a rerun with more resumes)."""
 

@@ -20,7 +20,7 @@ import os
 import signal
 import threading
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,7 @@ from mcp import types as mcp_types
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from holodeck_core.defaults import MAX_SCHEMA_DEPTH, MAX_SERVER_TOOLS, MAX_TOOL_PAGES
 from holodeck_core.models.bounded_json import depth
@@ -186,13 +186,14 @@ class Connection:
             return stdio_client(server, errlog=self.stderr.file)
         assert p.url is not None
         if p.transport is TransportType.HTTP:
-            return _streamable_http(stack, p)
+            return _streamable_http(stack, p, self.ended.set)
         if p.transport is TransportType.SSE:
             return sse_client(
                 p.url,
                 headers=p.headers or None,
                 timeout=p.connect_timeout,
                 sse_read_timeout=p.sse_read_timeout,
+                httpx_client_factory=watched_client(self.ended.set),
             )
         from mcp.client.websocket import websocket_client
 
@@ -232,15 +233,79 @@ async def end_group(group: int, grace: float = GROUP_GRACE) -> None:
 
 @asynccontextmanager
 async def _streamable_http(
-    stack: AsyncExitStack, p: ServerParams
+    stack: AsyncExitStack, p: ServerParams, lost: Callable[[], None]
 ) -> AsyncIterator[tuple[Any, Any]]:
     timeout = httpx.Timeout(p.connect_timeout, read=p.sse_read_timeout)
-    client = await stack.enter_async_context(create_mcp_http_client(p.headers or None, timeout))
+    client = await stack.enter_async_context(watched_client(lost)(p.headers or None, timeout))
     assert p.url is not None
     async with streamable_http_client(
         p.url, http_client=client, terminate_on_close=p.terminate_on_close
     ) as (read, write, _session_id):
         yield read, write
+
+
+LOST = (httpx.NetworkError, httpx.RemoteProtocolError)
+"""What a server that died (or a connection cut under it) does to a request or a response
+being read: refused, reset, closed mid-body (never a timeout, which is the caller's to judge)."""
+
+
+def watched_client(lost: Callable[[], None]) -> Callable[..., httpx.AsyncClient]:
+    """A factory of the MCP SDK's HTTP client (``create_mcp_http_client``'s settings) whose
+    requests and response bodies call ``lost`` when the connection breaks. The SDK drops such a
+    response of a streamable HTTP server (a POST's SSE stream cut mid-call) and its call waits
+    for its timeout; :meth:`Connection.ended` makes it a crash at once, as a stdio server's
+    death is."""
+
+    def make(
+        headers: dict[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+        auth: httpx.Auth | None = None,
+    ) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=headers,
+            timeout=timeout
+            or httpx.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+            auth=auth,
+            transport=_WatchedTransport(httpx.AsyncHTTPTransport(), lost),
+        )
+
+    return make
+
+
+class _WatchedTransport(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport, lost: Callable[[], None]) -> None:
+        self._inner = inner
+        self._lost = lost
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except LOST:
+            self._lost()
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _WatchedStream(response.stream, self._lost)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _WatchedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, lost: Callable[[], None]) -> None:
+        self._inner = inner
+        self._lost = lost
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except LOST:
+            self._lost()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class ServerLimitError(Exception):

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from holodeck_core.agents.loop import TurnInput
 from holodeck_core.agents.targets.base import Reply, Session, lookup, unreadable, usage_of
 from holodeck_core.calls.classify import status_error
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.defaults import MAX_TARGET_REDIRECTS, MAX_TARGET_REPLY_BYTES
 from holodeck_core.models import ProcessedFileInput, ToolInvocation
 from holodeck_core.models.target import (
     TEMPLATE_VARIABLE,
@@ -50,7 +52,9 @@ SERVE_MIME_TYPES = frozenset(
 
 class HttpExchange:
     """One aiohttp session per target, opened on the first call; the scheduler, not the
-    connection pool, bounds the calls in flight."""
+    connection pool, bounds the calls in flight. Redirects are followed by hand, within the
+    target's origin only (:data:`MAX_TARGET_REDIRECTS`), and a reply body is read up to
+    :data:`MAX_TARGET_REPLY_BYTES` (docs/targets.md, "Errors, limits and retries")."""
 
     def __init__(self, headers: dict[str, str]) -> None:
         self._headers = headers
@@ -62,16 +66,7 @@ class HttpExchange:
                 headers=self._headers, connector=aiohttp.TCPConnector(limit=0)
             )
         try:
-            async with self._session.request(
-                method, url, json=None if method == "GET" else body
-            ) as response:
-                text = await response.text(errors="replace")
-                if not 200 <= response.status < 300:
-                    raise status_error(
-                        response.status,
-                        f"HTTP {response.status}: {' '.join(text.split())[:200]}",
-                        dict(response.headers),
-                    )
+            text = await self._exchange(self._session, method, URL(url), body)
         except aiohttp.ClientError as exc:
             raise ModelCallError(
                 CallErrorKind.CONNECTION, f"{type(exc).__name__}: {exc}".rstrip(": ")
@@ -81,9 +76,100 @@ class HttpExchange:
         except json.JSONDecodeError:
             raise unreadable(f"the reply is not JSON: {' '.join(text.split())[:120]!r}") from None
 
+    async def _exchange(
+        self, session: aiohttp.ClientSession, method: str, url: URL, body: Any
+    ) -> str:
+        """The 2xx reply's text, after at most :data:`MAX_TARGET_REDIRECTS` redirects within
+        ``url``'s origin; a 301/302/303 turns a POST into a body-less GET, as browsers do."""
+        for _ in range(MAX_TARGET_REDIRECTS + 1):
+            async with session.request(
+                method,
+                url,
+                json=None if method in BODYLESS else body,
+                allow_redirects=False,
+            ) as response:
+                if response.status in REDIRECTS:
+                    url = same_origin_location(url, response)
+                    if response.status in (301, 302, 303) and method not in BODYLESS:
+                        method = "GET"
+                    continue
+                if not 200 <= response.status < 300:  # only its start is shown
+                    head = decoded(await response.content.read(READ_BYTES), response)
+                    raise status_error(
+                        response.status,
+                        f"HTTP {response.status}: {' '.join(head.split())[:200]}",
+                        dict(response.headers),
+                    )
+                return await capped_text(response)
+        raise ModelCallError(
+            CallErrorKind.REJECTED,
+            f"more than {MAX_TARGET_REDIRECTS} redirects (MAX_TARGET_REDIRECTS); "
+            "set url to the address that answers",
+        )
+
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+BODYLESS = frozenset({"GET", "HEAD"})
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def same_origin_location(url: URL, response: aiohttp.ClientResponse) -> URL:
+    """Where a redirect points, if it stays on ``url``'s scheme, host and port; else a
+    :data:`CallErrorKind.REJECTED` error naming the other origin (never its path or query,
+    which may carry a token)."""
+    status = response.status
+    try:
+        target = url.join(URL(response.headers.get("Location", "")))
+        origin = str(target.origin())
+    except ValueError:  # no Location, or not a URL
+        raise ModelCallError(
+            CallErrorKind.REJECTED, f"HTTP {status} without a readable Location", status=status
+        ) from None
+    if (target.scheme, target.host, target.port) == (url.scheme, url.host, url.port):
+        return target
+    raise ModelCallError(
+        CallErrorKind.REJECTED,
+        f"HTTP {status} redirects to another origin, {origin}: not followed (the target's "
+        f"headers and body go only to {url.origin()}); set url to the address it moves to",
+        status=status,
+    )
+
+
+async def capped_text(response: aiohttp.ClientResponse) -> str:
+    """The body as text, read up to :data:`MAX_TARGET_REPLY_BYTES`: a larger Content-Length
+    is refused before a byte is read, a longer body once the bound is passed."""
+    limit = MAX_TARGET_REPLY_BYTES
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        raise too_large(f"its Content-Length is {declared:,} bytes")
+    data = bytearray()
+    async for chunk in response.content.iter_chunked(READ_BYTES):
+        data += chunk
+        if len(data) > limit:
+            raise too_large("the body ran past it")
+    return decoded(bytes(data), response)
+
+
+READ_BYTES = 64 * 1024
+"""A body is read this much at a time (and an error status's body only this much)."""
+
+
+def decoded(data: bytes, response: aiohttp.ClientResponse) -> str:
+    try:
+        return data.decode(response.charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return data.decode("utf-8", errors="replace")
+
+
+def too_large(why: str) -> ModelCallError:
+    return ModelCallError(
+        CallErrorKind.REJECTED,
+        f"the reply is larger than the limit of {MAX_TARGET_REPLY_BYTES:,} bytes "
+        f"(MAX_TARGET_REPLY_BYTES): {why}",
+    )
 
 
 def _own_error(body: Any, missing: ModelCallError) -> str:
