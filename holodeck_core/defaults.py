@@ -117,3 +117,11 @@ MAINTAIN_GRACE_S = 3600.0
 """``history maintain --grace``: a lake's snapshots and unreferenced files younger than this
 are kept (a writer's commit or a read lasts seconds; an hour is the margin for a slow object
 store)."""
+
+# --------------------------------------------------------------------- human labels
+
+MAX_LABELS_FIELD_CHARS = 16 * 1024 * 1024
+"""The longest field of a labels file ``holodeck labels import`` reads (the csv module's own
+limit, 131,072, is below a long response in the dashboard's labelling sheet); longer is exit 2
+naming the file, line and field. The sheet cuts a longer text to this, marked, so it always
+reads back (docs/history.md)."""
