@@ -109,7 +109,7 @@ def _cut(value: Any) -> Any:
     if not isinstance(value, str) or len(value) <= MAX_LABELS_FIELD_CHARS:
         return value
     mark = f" … [cut: {len(value):,} characters; the whole text is in the history]"
-    return value[: MAX_LABELS_FIELD_CHARS - len(mark)] + mark
+    return value[: MAX_LABELS_FIELD_CHARS - len(mark) - 1] + mark  # 1 for a neutralising '
 
 
 def parse_rows(path: Path, labeler: str | None) -> tuple[list[tuple[int, LabelRow]], int]:
