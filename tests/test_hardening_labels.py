@@ -36,7 +36,7 @@ HOSTILE_CASES = {  # case ids an imported history may hold, each a spreadsheet f
 HOSTILE_TEXTS = (
     "-2+3+cmd|' /C calc'!A0",
     "\t=tab first",
-    "\r=cr first, then a bare \r inside",
+    "\r=cr first then a bare \r inside",
     "line\u2028separator\u2029paragraph\x0cform feed\x00nul",
     '"quoted", with, commas\nand\r\nnewlines',
     "''=two quotes then a formula",
