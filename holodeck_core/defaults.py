@@ -142,3 +142,11 @@ MAX_TOKEN_COUNT = 10**15
 """The largest token count an EvalRun may record (a case's or a run's sum of calls, each at
 most :data:`MAX_CALL_TOKENS`): far inside the history's BIGINT, so a file past it is refused
 by name instead of stopping ``history sync``."""
+
+# --------------------------------------------------------------------- human labels
+
+MAX_LABELS_FIELD_CHARS = 16 * 1024 * 1024
+"""The longest field of a labels file ``holodeck labels import`` reads (the csv module's own
+limit, 131,072, is below a long response in the dashboard's labelling sheet); longer is exit 2
+naming the file, line and field. The sheet cuts a longer text to this, marked, so it always
+reads back (docs/history.md)."""

@@ -85,7 +85,7 @@ def test_a_filled_in_sheet_gives_the_agreement_of_sklearn_and_scipy(
         writer.writerows(filled)
     assert main(["labels", "import", str(path), "--labeler", "ann", "--db", str(judged)]) == 0
     out = capsys.readouterr().out
-    assert "imported 40 label(s) of 1 run(s)" in out and "40 row(s) left blank" in out
+    assert "imported 40 label(s) of 40 case(s) in 1 run(s)" in out and "40 row(s) left blank" in out
     assert "κ" in out and "Spearman rho" in out
     [row] = query(
         judged,
@@ -172,8 +172,8 @@ def test_the_judge_agreement_check_warns_below_min_judge_kappa(judged: Path) -> 
 def test_labels_import_into_a_ducklake_replaces_without_keys(
     judged: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A DuckLake has no primary key to replace on: a label given again (in the same file or
-    a later one) replaces the earlier one all the same."""
+    """A DuckLake has no primary key to replace on: a row repeated in a file counts once, and
+    a label given again in a later file replaces the earlier one all the same."""
     lake = DuckLake.parse(str(tmp_path / "lake"))
     copy_history(judged, lake)
     path = tmp_path / "labels.jsonl"
@@ -185,10 +185,12 @@ def test_labels_import_into_a_ducklake_replaces_without_keys(
         )  # fmt: skip
 
     path.write_text("\n".join([label("case-00", "fail"), label("case-01", "pass"),
-                               label("case-00", "pass")]) + "\n")  # fmt: skip
-    for _ in range(2):
-        assert main(["labels", "import", str(path), "--lake", lake.url]) == 0
-    assert "imported 3 label(s) of 1 run(s)" in capsys.readouterr().out
+                               label("case-00", "fail")]) + "\n")  # fmt: skip
+    assert main(["labels", "import", str(path), "--lake", lake.url]) == 0
+    out = capsys.readouterr().out
+    assert "imported 2 label(s) of 2 case(s) in 1 run(s)" in out and "line(s) 3" in out
+    path.write_text(label("case-00", "pass") + "\n")  # a later file corrects a label
+    assert main(["labels", "import", str(path), "--lake", lake.url]) == 0
     found = "SELECT case_id, human_passed FROM human_labels ORDER BY case_id"
     with store.reader(lake) as con:
         assert con.execute(found).fetchall() == [("case-00", True), ("case-01", True)]

@@ -54,15 +54,13 @@ def _short(run_id: str) -> str:
 
 def print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
     if fmt == "csv":
-        import csv
-
+        from holodeck_core.history.csv_cells import csv_text
         from holodeck_core.terminal import printable
 
         # on a terminal, stored escape sequences are shown, not obeyed; a pipe gets the data
         shown = printable if sys.stdout.isatty() else str
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(["" if v is None else shown(str(v)) for v in row] for row in rows)
+        texts = ([shown(v) if isinstance(v, str) else v for v in row] for row in rows)
+        sys.stdout.write(csv_text(columns, texts))
         return
     if fmt == "json":
         import json

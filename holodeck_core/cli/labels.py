@@ -9,6 +9,9 @@ from pathlib import Path
 
 from holodeck_core.cli.history_option import add_history_arguments
 
+SHOWN_LINES = 20
+"""Duplicate lines listed by number before the rest are counted."""
+
 
 def add_labels_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     labels = commands.add_parser(
@@ -31,16 +34,33 @@ def add_labels_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 def run_import_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.history_option import history_from
     from holodeck_core.history import store
-    from holodeck_core.history.labels import agreement, import_labels, render_agreement
+    from holodeck_core.history.labels import (
+        AGREEMENT_UNIT,
+        agreement,
+        import_labels,
+        render_agreement,
+    )
+    from holodeck_core.terminal import printable
 
     history = history_from(args)
     with store.writer(history) as con:
         done = import_labels(con, args.file, labeler=args.labeler)
         rows = agreement(con)
     print(
-        f"imported {done.labels} label(s) of {done.runs} run(s) into {history}"
-        + (f"; {done.skipped} row(s) left blank were skipped" if done.skipped else "")
+        f"imported {done.labels} label(s) of {done.cases} case(s) in {done.runs} run(s) into "
+        f"{history}" + (f"; {done.skipped} row(s) left blank were skipped" if done.skipped else "")
     )
+    if done.duplicates:
+        print(f"{len(done.duplicates)} row(s) repeating an earlier one word for word counted "
+              f"once: line(s) {shown_lines(done.duplicates)}")  # fmt: skip
+    if rows:
+        print(AGREEMENT_UNIT)
     for row in rows:
-        print(f"  {row['agent_slug']}: {render_agreement(row)}")
+        print(f"  {printable(row['agent_slug'])}: {printable(render_agreement(row))}")
     return 0
+
+
+def shown_lines(lines: tuple[int, ...]) -> str:
+    """``4, 9, 12`` (the first :data:`SHOWN_LINES`, then how many more)."""
+    more = len(lines) - SHOWN_LINES
+    return ", ".join(map(str, lines[:SHOWN_LINES])) + (f" and {more} more" if more > 0 else "")

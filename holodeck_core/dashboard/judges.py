@@ -5,8 +5,6 @@ nothing."""
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import flask
@@ -21,8 +19,15 @@ from holodeck_core.dashboard.data import (
     require_runs,
     resolve,
 )
+from holodeck_core.history.csv_cells import csv_text
 from holodeck_core.history.drift import control_agreement_rows
-from holodeck_core.history.labels import SHEET_COLUMNS, agreement, labelling_sheet, render_agreement
+from holodeck_core.history.labels import (
+    AGREEMENT_UNIT,
+    SHEET_COLUMNS,
+    agreement,
+    labelling_sheet,
+    render_agreement,
+)
 from holodeck_core.history.store import History
 
 RECENT_RUNS = 15
@@ -73,8 +78,10 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
 
 
 def _card(title: str, items: list[Any], list_id: str, empty: str) -> html.Div:
-    shown = html.Ul(items, id=list_id) if items else html.P(empty, className="muted")
-    return html.Div([html.H3(title), shown], className="card")
+    if not items:
+        return html.Div([html.H3(title), html.P(empty, className="muted")], className="card")
+    unit = html.P(AGREEMENT_UNIT.capitalize() + ".", className="muted")
+    return html.Div([html.H3(title), html.Ul(items, id=list_id), unit], className="card")
 
 
 def labels_csv(db: History, search: str) -> flask.Response:
@@ -88,12 +95,8 @@ def labels_csv(db: History, search: str) -> flask.Response:
             sheet: list[tuple[Any, ...]] = labelling_sheet(con, run_id)
     except PageError as exc:
         return flask.Response(f"{exc.title}: {exc.message}\n", status=400, mimetype="text/plain")
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(SHEET_COLUMNS)
-    writer.writerows(sheet)
     return flask.Response(
-        out.getvalue(),
+        csv_text(SHEET_COLUMNS, sheet),
         mimetype="text/csv",
         headers={"Content-Disposition": f"attachment; filename=labels-{run_id[:12]}.csv"},
     )

@@ -3,8 +3,6 @@ cost formatted as the tiles are) and its CSV export (every filtered run, raw num
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -16,6 +14,7 @@ from holodeck_core.dashboard import ui
 from holodeck_core.dashboard.data import Filters, PageError, parse_query
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.dashboard.summary_data import SummaryData
+from holodeck_core.history.csv_cells import csv_text
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
@@ -111,13 +110,9 @@ def runs_csv(filtered: Callable[[Filters], SummaryData], search: str) -> flask.R
         runs = filtered(Filters.from_query(parse_query(search))).runs
     except PageError as exc:
         return flask.Response(f"{exc.title}: {exc.message}\n", status=400, mimetype="text/plain")
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([name for _, name in COLUMNS])
-    for record in records(ordered(runs, None), shown=False):
-        writer.writerow([record[c] for c, _ in COLUMNS])
+    rows = ([record[c] for c, _ in COLUMNS] for record in records(ordered(runs, None), shown=False))
     return flask.Response(
-        out.getvalue(),
+        csv_text([name for _, name in COLUMNS], rows),
         mimetype="text/csv",
         headers={"Content-Disposition": "attachment; filename=runs.csv"},
     )

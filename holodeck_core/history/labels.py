@@ -4,13 +4,12 @@
 A sheet has one row per case and metric of a run: the case's input, response and expected
 output, the judge's verdict, and empty ``human_passed`` / ``human_score`` columns for a person
 to fill in. Importing checks every row first (each problem names the file, line and field) and
-writes all of them in one transaction, or none; a label given again for the same run, case,
-metric and labeler replaces the earlier one."""
+writes all of them in one transaction, or none. A file gives one label per run, case, metric
+and labeler (a row repeated word for word counts once and is reported; two that differ are a
+problem); a later import of the same label replaces the earlier one."""
 
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from holodeck_core.defaults import MAX_LABELS_FIELD_CHARS
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history import tabular
+from holodeck_core.history.label_files import read_rows
 from holodeck_core.history.tabular import TableRows
 
 if TYPE_CHECKING:
@@ -90,44 +91,25 @@ class LabelRow(BaseModel):
 class LabelImport:
     labels: int
     runs: int
+    cases: int
     skipped: int
     """Rows with neither a human verdict nor a score (a sheet not filled in there)."""
+    duplicates: tuple[int, ...] = ()
+    """Lines repeating an earlier row's label word for word (imported once)."""
 
 
 def labelling_sheet(con: duckdb.DuckDBPyConnection, run_id: str) -> list[tuple[Any, ...]]:
-    """The rows of ``run_id``'s sheet, in :data:`SHEET_COLUMNS` order."""
-    return con.execute(SHEET, [run_id]).fetchall()
+    """The rows of ``run_id``'s sheet, in :data:`SHEET_COLUMNS` order; a text longer than
+    :data:`~holodeck_core.defaults.MAX_LABELS_FIELD_CHARS` cut to it, marked, so the sheet
+    reads back."""
+    return [tuple(map(_cut, row)) for row in con.execute(SHEET, [run_id]).fetchall()]
 
 
-def read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line, raw row) of a ``.csv`` or ``.jsonl`` file."""
-    if not path.is_file():
-        raise ConfigError(f"no such labels file: {path}")
-    text = path.read_text(encoding="utf-8-sig")
-    if path.suffix.lower() == ".csv":
-        reader = csv.DictReader(text.splitlines())
-        missing = {"run_id", "case_id", "metric_name"} - set(reader.fieldnames or ())
-        if missing:
-            raise ConfigError(
-                f"the header lacks {', '.join(sorted(missing))}: start from the labelling "
-                "sheet the dashboard offers (Judges page)",
-                file=str(path),
-            )
-        return [(i + 2, dict(row)) for i, row in enumerate(reader)]
-    if path.suffix.lower() == ".jsonl":
-        rows = []
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError([Problem(str(path), f"not JSON: {exc.msg}", line=line)]) from None
-            if not isinstance(value, dict):
-                raise ConfigError([Problem(str(path), "a line is one JSON object", line=line)])
-            rows.append((line, value))
-        return rows
-    raise ConfigError(f"labels are a .csv or .jsonl file, not {path.name!r}", file=str(path))
+def _cut(value: Any) -> Any:
+    if not isinstance(value, str) or len(value) <= MAX_LABELS_FIELD_CHARS:
+        return value
+    mark = f" … [cut: {len(value):,} characters; the whole text is in the history]"
+    return value[: MAX_LABELS_FIELD_CHARS - len(mark) - 1] + mark  # 1 for a neutralising '
 
 
 def parse_rows(path: Path, labeler: str | None) -> tuple[list[tuple[int, LabelRow]], int]:
@@ -181,15 +163,12 @@ def import_labels(
     ]
     if unknown:
         raise ConfigError(unknown)
+    distinct, duplicates = one_label_each(path, rows)
     now = datetime.now(UTC).replace(tzinfo=None)
-    latest = {  # a key given twice in the file: its last row wins
-        (r.run_id, r.case_id, r.metric_name, r.labeler): (r.human_passed, r.human_score, r.note)
-        for _, r in rows
-    }
     labels = TableRows(
         "human_labels",
         LABEL_COLUMNS,
-        [(*key, *given, str(path), now) for key, given in latest.items()],
+        [(*key, *given, str(path), now) for key, (_, given) in distinct.items()],
     )
     con.execute("BEGIN TRANSACTION")
     try:  # replace, then insert: no ON CONFLICT, a DuckLake has no keys
@@ -199,7 +178,44 @@ def import_labels(
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return LabelImport(labels=len(rows), runs=len({r.run_id for _, r in rows}), skipped=skipped)
+    return LabelImport(
+        labels=len(distinct),
+        runs=len({key[0] for key in distinct}),
+        cases=len({key[:2] for key in distinct}),
+        skipped=skipped,
+        duplicates=tuple(duplicates),
+    )
+
+
+Key = tuple[str, str, str, str | None]
+Given = tuple[bool | None, float | None, str | None]
+
+
+def one_label_each(
+    path: Path, rows: list[tuple[int, LabelRow]]
+) -> tuple[dict[Key, tuple[int, Given]], list[int]]:
+    """One label per run, case, metric and labeler: (its first line, what it gives) per key,
+    and the lines repeating one word for word. Two rows of one key that differ are a problem
+    naming both lines (no row silently wins)."""
+    distinct: dict[Key, tuple[int, Given]] = {}
+    duplicates: list[int] = []
+    problems: list[Problem] = []
+    for line, r in rows:
+        key, given = (r.run_id, r.case_id, r.metric_name, r.labeler), (
+            r.human_passed, r.human_score, r.note)  # fmt: skip
+        first = distinct.setdefault(key, (line, given))
+        if first[0] == line:
+            continue
+        if first[1] == given:
+            duplicates.append(line)
+            continue
+        problems.append(Problem(
+            str(path), f"labels case {r.case_id!r} ({r.metric_name}, labeler {r.labeler!r}) "
+            f"again, unlike line {first[0]}: keep one of the two rows", line=line,
+        ))  # fmt: skip
+    if problems:
+        raise ConfigError(problems)
+    return distinct, duplicates
 
 
 def agreement(
@@ -215,6 +231,11 @@ def agreement(
     return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
+AGREEMENT_UNIT = (
+    "agreement counts cases (n): each labeler gives one verdict per case; several labelers' "
+    "verdicts on a case count once, by majority (a tie is left out), their scores averaged"
+)
+"""How ``v_judge_agreement`` counts, as the CLI and the Judges page state it."""
 MEASURES = (
     ("κ", "kappa", "n", False),
     ("false pass", "false_pass_rate", "n_human_fails", True),

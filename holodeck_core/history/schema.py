@@ -25,6 +25,7 @@ from holodeck_core.history import (
     migration_v10_comparisons,
     migration_v11_estimate,
     migration_v12_pairs,
+    migration_v13_label_cases,
 )
 
 if TYPE_CHECKING:
@@ -232,6 +233,9 @@ MIGRATIONS += (
     ),
     Migration(11, migration_v11_estimate.DESCRIPTION_V11, migration_v11_estimate.STATEMENTS_V11),
     Migration(12, migration_v12_pairs.DESCRIPTION_V12, migration_v12_pairs.STATEMENTS_V12),
+    Migration(
+        13, migration_v13_label_cases.DESCRIPTION_V13, migration_v13_label_cases.STATEMENTS_V13
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
