@@ -1,5 +1,6 @@
-"""The README as a new user meets it: its commands run as written in a fresh checkout, do
-what they say, and leave `git status` clean; the package builds without warnings."""
+"""The README and the docs as a new user meets them: their commands run as written in a fresh
+checkout, do what they say, and leave `git status` clean; their links lead somewhere; the
+README stays a two-minute read; the package builds without warnings."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import time
 import urllib.request
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,15 +25,40 @@ from tests.conftest import REPO
 BIN = Path(sys.executable).parent
 UV = REPO / ".uv" / "bin" / "uv"
 """The uv that `make venv` installs (requirements-uv.txt); .venv itself has no pip."""
-README_PORT = 18080  # the port the README's commands use; the tests substitute a free one
+README_PORT = 18080  # the port the docs' commands use; the tests substitute a free one
+README = REPO / "README.md"
+CLI_DOC = REPO / "docs" / "cli.md"
+DAGSTER_DOC = REPO / "docs" / "dagster.md"
+TOUR = [
+    (README, "### Run an agent"),
+    (README, "### See the history"),
+    (README, "### Open Dagster"),
+    (README, "### Open the dashboard"),
+]
+"""The README's short tour, block after block, as a person pastes it into one shell."""
+REFERENCE = [(CLI_DOC, "## Run and score an agent"), (CLI_DOC, "## The history, by run id")]
+"""The CLI reference's blocks, in one shell."""
+SERVED = " dev "
+"""A command that serves until Ctrl-C and is left to the slow test: `dg dev`."""
 
 
-def bash_blocks(section: str) -> list[str]:
-    """The ```bash blocks of one README section (up to the next heading)."""
-    text = (REPO / "README.md").read_text()
+def bash_blocks(path: Path, section: str) -> list[str]:
+    """The ```bash blocks of one section of a Markdown file (up to the next heading)."""
+    text = path.read_text()
+    assert f"\n{section}\n" in text, f"{path.name} has no section {section!r}"
     body = text.split(f"\n{section}\n", 1)[1]
     body = re.split(r"\n#{1,6} ", body, maxsplit=1)[0]
     return re.findall(r"```bash\n(.*?)```", body, flags=re.S)
+
+
+def command_lines(sections: list[tuple[Path, str]]) -> list[str]:
+    return [
+        line
+        for path, section in sections
+        for block in bash_blocks(path, section)
+        for line in block.splitlines()
+        if line
+    ]
 
 
 def free_port() -> int:
@@ -80,20 +107,42 @@ def untracked(root: Path) -> list[str]:
     return status.stdout.splitlines()
 
 
-def test_using_it_commands_work_as_written_and_leave_git_status_clean(tmp_path: Path) -> None:
+@dataclass
+class Walked:
+    """What a fresh checkout looks like after a person ran a document's commands in one shell."""
+
+    root: Path
+    outcomes: list[tuple[str, int]]
+    """Each command that reports an exit code, with the code it exited with."""
+    stdout: str
+    stderr: str
+
+
+def walk(tmp_path: Path, sections: list[tuple[Path, str]]) -> Walked:
+    """Run every command line of ``sections`` in one bash, in a fresh checkout, as written:
+    a background model server is waited for; a dashboard is started on a free port, asked for
+    its first page and stopped; `dg dev` is left to the slow test."""
     root = fresh_checkout(tmp_path)
     port = free_port()
-    lines = [line for block in bash_blocks("## Using it") for line in block.splitlines() if line]
-    script = []
+    lines = [line for line in command_lines(sections) if SERVED not in line]
+    script, commands = [], []
     for line in lines:
-        script.append(as_run_here(line, port))
         if "model-server" in line:  # a person waits a moment; a script waits for the port
-            script.append(
-                f"for _ in $(seq 200); do (: </dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
-                "sleep 0.1; done"
-            )
+            script += [as_run_here(line, port), wait_for(port, tries=200)]
+        elif "holodeck dashboard" in line:  # a person opens the page, then presses Ctrl-C
+            web = free_port()
+            script += [
+                f"{as_run_here(line.split('#')[0], port)} --port {web} &",
+                wait_for(web, tries=600),
+                f'{BIN}/python -c "import urllib.request; '
+                f"urllib.request.urlopen('http://127.0.0.1:{web}/', timeout=60)\"",
+                'echo "[exit $?]"',
+                "kill $! && wait $!",
+            ]
+            commands.append(line)
         else:
-            script.append('echo "[exit $?]"')
+            script += [as_run_here(line, port), 'echo "[exit $?]"']
+            commands.append(line)
     proc = subprocess.Popen(
         ["bash", "-c", "\n".join(script)],
         cwd=root,
@@ -103,24 +152,62 @@ def test_using_it_commands_work_as_written_and_leave_git_status_clean(tmp_path: 
         text=True,
         start_new_session=True,  # so a hung command is stopped with everything it started
     )
-    stdout, stderr = finish(proc, signal.SIGKILL, timeout=300)
+    stdout, stderr = finish(proc, signal.SIGKILL, timeout=400)
     codes = [int(code) for code in re.findall(r"^\[exit (\d+)\]$", stdout, flags=re.M)]
-    commands = [line for line in lines if "model-server" not in line]
-    assert list(zip(commands, codes, strict=True)) == list(
-        zip(
-            commands,
-            # validate, schema, test v1 (its gate fails), test v2, test v2 --trials, plan,
-            # rescore, register, list, kill; history runs, V1=, V2=, show, compare (v2
-            # improves on v1), sql, sync
-            [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-            strict=True,
-        )
-    ), stderr[-3000:]
-    assert "Traceback" not in stderr
-    assert "gate (min_pass_rate 80%, max_errors 0): FAILED" in stdout
-    assert json.loads((root / "agent.schema.json").read_text())["title"]
-    assert "**Prompt Version**: v2" in (root / ".holodeck" / "report.md").read_text()
-    assert untracked(root) == []
+    return Walked(root, list(zip(commands, codes, strict=False)), stdout, stderr)
+
+
+def wait_for(port: int, *, tries: int) -> str:
+    return (
+        f"for _ in $(seq {tries}); do (: </dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
+        "sleep 0.1; done"
+    )
+
+
+def expected(sections: list[tuple[Path, str]], codes: list[int]) -> list[tuple[str, int]]:
+    """Every command the walk runs with the exit code it must give: one code per command, so
+    a command added to the docs must be added here too."""
+    run = [line for line in command_lines(sections) if "model-server" not in line]
+    return list(zip([line for line in run if SERVED not in line], codes, strict=True))
+
+
+def test_the_readme_tour_works_as_written_and_leaves_git_status_clean(tmp_path: Path) -> None:
+    walked = walk(tmp_path, TOUR)
+    assert walked.outcomes == expected(
+        TOUR,
+        # validate, test v1 (its gate fails), test v2 --trials, kill; history runs, sql;
+        # pools, partitions; the dashboard's first page
+        [0, 1, 0, 0, 0, 0, 0, 0, 0],
+    ), walked.stderr[-3000:]
+    assert "Traceback" not in walked.stderr
+    assert "gate (min_pass_rate 80%, max_errors 0): FAILED" in walked.stdout
+    assert untracked(walked.root) == []
+
+
+def test_the_cli_reference_commands_work_as_written_and_leave_git_status_clean(
+    tmp_path: Path,
+) -> None:
+    walked = walk(tmp_path, REFERENCE)
+    assert walked.outcomes == expected(
+        REFERENCE,
+        # validate, schema, test v1 (its gate fails), test v2, test v2 --trials, plan,
+        # rescore, register, list, kill; history runs, V1=, V2=, show, compare (v2
+        # improves on v1), sql, sync
+        [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    ), walked.stderr[-3000:]
+    assert "Traceback" not in walked.stderr
+    assert "gate (min_pass_rate 80%, max_errors 0): FAILED" in walked.stdout
+    assert json.loads((walked.root / "agent.schema.json").read_text())["title"]
+    assert "**Prompt Version**: v2" in (walked.root / ".holodeck" / "report.md").read_text()
+    assert untracked(walked.root) == []
+
+
+def test_only_dg_dev_is_left_to_the_slow_test() -> None:
+    """Every other command of the tour and the references runs in the walks above; the
+    Dagster page runs the tour's Dagster block as it is."""
+    served = [line for line in command_lines(TOUR + REFERENCE) if SERVED in line]
+    assert len(served) == 1 and "dg dev" in served[0]
+    assert bash_blocks(DAGSTER_DOC, "## Run it") == bash_blocks(README, "### Open Dagster")
 
 
 @pytest.mark.slow
@@ -128,8 +215,8 @@ def test_dg_dev_as_written_serves_the_project_and_leaves_git_status_clean(
     tmp_path: Path,
 ) -> None:
     root = fresh_checkout(tmp_path)
-    [block] = bash_blocks("### Dagster")
-    [command] = [line for line in block.splitlines() if " dev " in line]
+    [block] = bash_blocks(README, "### Open Dagster")
+    [command] = [line for line in block.splitlines() if SERVED in line]
     assert "dg dev" in command  # what Dagster 1.13 recommends over `dagster dev`
     web_port = free_port()
     command = as_run_here(command.split("#")[0], web_port) + f" -p {web_port}"
@@ -220,16 +307,17 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None
 
 
 def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: Path) -> None:
-    """Issue 28 (9): the README names `holodeck demo --port`, HOLODECK_MODEL_ENDPOINT and
-    /_stats; `model-server --help` says /_stats; the demo runs on the port it is given, says how
-    to reach it again, and leaves `git status` clean."""
-    readme = (REPO / "README.md").read_text()
+    """Issue 28 (9): the CLI reference names `holodeck demo --port`, HOLODECK_MODEL_ENDPOINT and
+    /_stats, and the README's tour links to it; `model-server --help` says /_stats; the demo
+    runs on the port it is given, says how to reach it again, and leaves `git status` clean."""
+    ports = CLI_DOC.read_text().split("\n### Ports and the loopback model server\n", 1)[1]
     for needle in (
         "holodeck demo --port",
         "HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:P/v1",
         "/_stats",
     ):
-        assert needle in readme
+        assert needle in ports
+    assert "docs/cli.md#ports-and-the-loopback-model-server" in README.read_text()
     help_text = subprocess.run(
         [str(BIN / "holodeck"), "model-server", "--help"],
         capture_output=True,
@@ -273,9 +361,10 @@ def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: 
     assert "Traceback" not in refused.stderr
 
 
-def test_the_readme_names_the_partitions_command() -> None:
-    [block] = bash_blocks("### Dagster")
-    assert "DAGSTER_HOME=$PWD .venv/bin/holodeck partitions" in block
+def test_the_readme_and_the_dagster_page_name_the_partitions_command() -> None:
+    for path, section in ((README, "### Open Dagster"), (DAGSTER_DOC, "## Run it")):
+        [block] = bash_blocks(path, section)
+        assert "DAGSTER_HOME=$PWD .venv/bin/holodeck partitions" in block
 
 
 def test_a_clone_without_shared_says_what_it_skipped_and_why(tmp_path: Path) -> None:
@@ -308,7 +397,66 @@ def test_a_clone_without_shared_says_what_it_skipped_and_why(tmp_path: Path) -> 
 def test_the_history_block_compares_runs_of_the_agent_not_a_rescore() -> None:
     """Issue 28 (4): after `holodeck rescore`, the newest v2 run is that rescore; V1 and V2
     are each version's newest run that ran the agent."""
-    _, history = bash_blocks("## Using it")
+    [history] = bash_blocks(CLI_DOC, "## The history, by run id")
     picks = [line for line in history.splitlines() if line.startswith(("V1=", "V2="))]
     assert len(picks) == 2
     assert all("trigger <> 'rescore'" in line for line in picks), picks
+
+
+DOCS = [README, *sorted((REPO / "docs").glob("*.md"))]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def links(path: Path) -> list[str]:
+    """The link targets of a Markdown file, outside code (fenced blocks and `inline code`)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return LINK.findall(text)
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (lowercased, punctuation dropped,
+    spaces as hyphens; a repeated heading gets -1, -2 ...)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    found: set[str] = set()
+    counts: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} (.+)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        counts[slug] = counts.get(slug, 0) + 1
+        found.add(slug if counts[slug] == 1 else f"{slug}-{counts[slug] - 1}")
+    return found
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_every_relative_link_points_to_an_existing_file(path: Path) -> None:
+    broken = []
+    for target in links(path):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{target}: no such heading in {linked.name}")
+    assert broken == []
+
+
+def test_the_readme_stays_a_two_minute_read_with_the_two_commands() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 120
+    [block] = bash_blocks(README, "## Quick start")
+    assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make demo", "make test"]
+    for needle in ("`uv.lock`", "`make lock`", "docs/architecture.md"):
+        assert needle in text
+
+
+@pytest.mark.parametrize(
+    "name", ["README.md", "cli.md", "agent-yaml.md", "dagster.md", "architecture.md"]
+)
+def test_the_readme_and_the_pages_written_from_it_cite_no_design_notes(name: str) -> None:
+    """They say it in words or link a docs page: the design notes beside the checkout are no
+    reader's reference."""
+    text = (README if name == "README.md" else REPO / "docs" / name).read_text()
+    assert "DESIGN" not in text and "../shared" not in text
+    assert not re.search(r"\bissues? \d+|(?<![\w/])#\d+\b", text, flags=re.I)
