@@ -18,8 +18,10 @@ import yaml
 from holodeck_core.engine.add_agent import append_agent, rename_agent
 from holodeck_core.errors import ConfigError
 from holodeck_core.testing import run_model_server
-from tests.dashboard_harness import running
+from tests.conftest import REPO
+from tests.dashboard_harness import free_port, running
 from tests.test_pipelines import make_project
+from tests.test_readme import bash_blocks, fresh_checkout, user_env
 
 BIN = Path(sys.executable).parent
 
@@ -157,3 +159,21 @@ def test_a_listed_agent_is_not_listed_twice(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "already in holodeck.yaml" in proc.stdout
     assert (project.root / "holodeck.yaml").read_text() == before
+
+
+def test_the_documented_command_adds_a_copy_of_the_example(tmp_path: Path) -> None:
+    """docs/dagster.md's "Add an agent" block, as written, in a fresh checkout."""
+    root = fresh_checkout(tmp_path)
+    [block] = bash_blocks(REPO / "docs" / "dagster.md", "## Add an agent")
+    proc = subprocess.run(
+        ["bash", "-c", block.replace(".venv/bin/", f"{BIN}/")],
+        cwd=root,
+        env=user_env(free_port()),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "acme_billing: partitions v1, v2; added v1, v2" in proc.stdout
+    agents = yaml.safe_load((root / "holodeck.yaml").read_text())["agents"]
+    assert agents == ["examples/acme-support/agent.yaml", "agents/billing/agent.yaml"]
+    assert "Traceback" not in proc.stderr
