@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+from holodeck_core.cli.main import main
 from holodeck_core.reports.markdown import markdown_code, markdown_text
 from holodeck_core.terminal import WorkflowCommandGuard
 from holodeck_core.testing import run_model_server
@@ -209,3 +210,40 @@ def test_the_guard_defuses_commands_split_across_writes_and_flushes(chunks: list
     assert raw.getvalue().replace("%3A", ":").replace("#%23[", "##[").rstrip("\n") == "".join(
         chunks
     ).rstrip("\n")
+
+
+def test_dagster_report_metadata_renders_outside_text_as_text(tmp_path: Path) -> None:
+    """The ``report`` Markdown a real Dagster run stores for its partition."""
+    import dagster as dg
+
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
+    from holodeck_pipelines.builder import build_definitions
+    from holodeck_pipelines.pools import apply_pools
+
+    with run_model_server(_rules()) as server:
+        metric = f"{{type: standard, metric: equality, name: {json.dumps(METRIC)}}}"
+        agent = agent_yaml(
+            tmp_path / "agent", server.openai_base_url, _cases(), name="hostile", metric=metric
+        )
+        assert main(["prompts", "register", str(agent)]) == 0
+        (tmp_path / "holodeck.yaml").write_text("agents: [agent/agent.yaml]\n")
+        defs = build_definitions(Project.discover(tmp_path))
+        with dg.instance_for_test() as instance:
+            partitions = defs.resolve_assets_def(dg.AssetKey(["hostile", "agent_responses"]))
+            [prompt] = load_agent(tmp_path / "agent" / "agent.yaml").active_prompts
+            key = prompt.version.version
+            instance.add_dynamic_partitions(partitions.partitions_def.name, [key])  # type: ignore[union-attr]
+            apply_pools(instance, Project.discover(tmp_path))
+            result = defs.resolve_job_def("hostile_eval").execute_in_process(
+                partition_key=key, instance=instance, raise_on_error=False
+            )
+            reports = [
+                event.materialization.metadata["report"].value
+                for event in result.get_asset_materialization_events()
+                if "report" in event.materialization.metadata
+            ]
+    [report] = reports
+    assert isinstance(report, str) and "<b>m</b>" not in report
+    _assert_text_only(report)
+    assert "&lt;img src=http:\u200d//evil.example/a.png&gt;" in report
