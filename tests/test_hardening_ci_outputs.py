@@ -176,7 +176,9 @@ def test_pr_summary_step_summary_and_report_render_outside_text_as_text(
     assert "@\u200dorg/team" in report and "\\[x\\](javascript:alert(1))" in summary
 
 
-@pytest.mark.parametrize("text", [*HOSTILE, METRIC, "# h", "1. item", "- item", "+ x", "= x"])
+@pytest.mark.parametrize(
+    "text", [*HOSTILE, METRIC, "# h", "1. item", "- item", "+ x", "= x", "_em_ a__b__ snake_case"]
+)
 def test_markdown_text_keeps_one_line_of_text(text: str) -> None:
     for wrapped in (markdown_text(text), f"- {markdown_text(text)}", markdown_code(text)):
         html = _rendered(wrapped)

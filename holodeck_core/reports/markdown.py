@@ -121,11 +121,13 @@ def _ours(line: str) -> str:
     return markdown_text(line, limit=REPORT_LINE_CHARS)
 
 
-# Markdown and HTML syntax (CommonMark's and GitHub's: tables, strikethrough, math) and the
+# Markdown and HTML syntax (CommonMark's and GitHub's: tables, strikethrough, math; "_" only
+# where it can emphasise, so snake_case stays as it is) and the
 # triggers of GitHub's autolinks and references: "@name" and "@org/team" mentions, e-mail
 # addresses, "#12" issues, "http://" / "www." URLs.
 _SPECIAL = re.compile(
-    r"[\\`*_~\[\]|$<>&]|@(?=[\w-]+\.\w)|(?<!\w)@(?=\w)|#(?=\d)|:(?=//)|(?i:(?<=www)\.)"
+    r"[\\`*~\[\]|$<>&]|(?<![^\W_])_|_(?![^\W_])|@(?=[\w-]+\.\w)|(?<!\w)@(?=\w)|#(?=\d)|:(?=//)"
+    r"|(?i:(?<=www)\.)"
 )
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 INERT = "\u200d"
