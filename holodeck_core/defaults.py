@@ -93,6 +93,12 @@ MAX_SOURCE_BYTES = 256 * 1024 * 1024
 MAX_SHOWN_TEXT_CHARS = 20_000
 """The dashboard shows this much of a long text (a response, an input, a tool result) and
 links to the rest: a 100 MB response crashed the browser tab."""
+SHOWN_LINE_CHARS = 500
+"""One line of outside text (a name, an input, a reply, an error) in the console and the
+Markdown reports: longer is cut with ``…``."""
+REPORT_LINE_CHARS = 2_000
+"""One line of ours that carries outside text (a statistics line naming flaky cases, a cost
+line naming its headings) in the Markdown reports."""
 
 MAX_TARGET_REPLY_BYTES = 16 * 1024 * 1024
 """The largest reply body read from a target speaking HTTP (``http``, ``openai_chat``,

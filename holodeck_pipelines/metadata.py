@@ -11,11 +11,13 @@ from typing import Any
 import dagster as dg
 
 from holodeck_core.dashboard.links import dashboard_links
+from holodeck_core.defaults import REPORT_LINE_CHARS
 from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.models.cost import RunEstimate
 from holodeck_core.reports import render_markdown
 from holodeck_core.reports.cost import cost_lines
+from holodeck_core.reports.markdown import markdown_text
 from holodeck_core.reports.statistics import statistics_methods, statistics_properties
 from holodeck_core.runner.options import Estimator
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
@@ -32,7 +34,9 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
         for heading, cost in summary.cost.headings.items():
             if cost.usd is not None:
                 metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
-        metadata["cost"] = dg.MetadataValue.md("\n".join(cost_lines(summary.cost)))
+        metadata["cost"] = dg.MetadataValue.md(
+            "\n".join(markdown_text(line, REPORT_LINE_CHARS) for line in cost_lines(summary.cost))
+        )
         estimate = summary.cost.estimate
         if estimate is not None:
             metadata["estimate_source"] = estimate.source
@@ -115,12 +119,12 @@ def estimate_metadata(estimate: CostEstimate) -> dict[str, Any]:
     if estimate.total_usd is not None:
         metadata["estimate/usd"] = dg.MetadataValue.float(estimate.total_usd)
     rows = [
-        f"| {heading} | {c.calls} | {c.tokens} | {usd_text(c.usd)} |"
+        f"| {markdown_text(heading)} | {c.calls} | {c.tokens} | {usd_text(c.usd)} |"
         for heading, c in estimate.headings.items()
     ]
     metadata["estimate"] = dg.MetadataValue.md(
-        f"Estimate of prompt {estimate.prompt_version}: {estimate.cases} cases x "
-        f"{estimate.trials} trial(s), from {estimate.source}; total "
+        f"Estimate of prompt {markdown_text(estimate.prompt_version)}: {estimate.cases} cases x "
+        f"{estimate.trials} trial(s), from {markdown_text(estimate.source)}; total "
         f"{usd_text(estimate.total_usd)} USD\n\n| heading | calls | tokens | USD |\n"
         "|---|---|---|---|\n" + "\n".join(rows)
     )

@@ -23,7 +23,7 @@ from holodeck_core.providers.base import ModelClient
 from holodeck_core.providers.factory import make_client
 from holodeck_core.providers.messages import Message
 from holodeck_core.reports.junit import render_junit
-from holodeck_core.reports.markdown import render_markdown
+from holodeck_core.reports.markdown import markdown_text, render_markdown
 from holodeck_core.testing import run_model_server
 from tests.test_reliability import WEATHER_TOOL, agent_yaml
 
@@ -110,7 +110,8 @@ def test_a_refused_connection_is_named_in_the_console_eval_run_junit_and_markdow
     console = capsys.readouterr()
     assert f"ERROR one: {result.errors[0]}" in console.out + console.err
     assert expected in report.read_text()  # JUnit, from the CLI
-    assert expected in render_junit(run.report) and expected in render_markdown(run)
+    assert expected in render_junit(run.report)
+    assert markdown_text(expected) in render_markdown(run)  # the URL there is inert text
 
 
 SHAPES = {

@@ -77,7 +77,7 @@ class Progress:
             self._bar.advance(self._task)
         if self.quiet or (self.live and not self.verbose):
             return
-        name = result.test_name or result.test_id
+        name = one_line(result.test_name or result.test_id or "")
         note = " (from journal)" if resumed else ""
         reason = (
             f": {one_line(result.errors[0])}"

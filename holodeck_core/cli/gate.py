@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import ExitCode
+from holodeck_core.terminal import in_github_actions, print_workflow_command
 
 if TYPE_CHECKING:
     from holodeck_core.models import EvalRun
@@ -71,7 +72,7 @@ def apply_gate(
         if step_summary:
             with Path(step_summary).open("a", encoding="utf-8") as out:
                 out.write(text)
-    if os.environ.get("GITHUB_ACTIONS") == "true":
+    if in_github_actions():
         for line in error_annotations(run, file=agent_file):
-            print(line)
+            print_workflow_command(line)
     return code

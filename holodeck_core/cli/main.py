@@ -84,6 +84,15 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; under GitHub Actions no line it prints from outside text can be a
+    workflow command (:func:`~holodeck_core.terminal.workflow_commands_guarded`)."""
+    from holodeck_core.terminal import workflow_commands_guarded
+
+    with workflow_commands_guarded():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["model-server"]:
         return _model_server(arguments[1:])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from holodeck_core.models import EvalRun, Status, TestResult
-from holodeck_core.terminal import one_line
+from holodeck_core.reports.markdown import markdown_code, markdown_text
 
 if TYPE_CHECKING:
     from holodeck_core.history.queries import Comparison
@@ -25,7 +25,8 @@ def render_pr_summary(
     ok = passed_gate and not regressed
     version = run.metadata.prompt_version.version
     lines = [
-        f"## {'✅' if ok else '❌'} {one_line(report.agent_name)} · prompt {one_line(version)}: "
+        f"## {'✅' if ok else '❌'} {markdown_text(report.agent_name)} · prompt "
+        f"{markdown_text(version)}: "
         f"{'gate passed' if ok else 'gate failed'}",
         "",
         f"**{summary.passed} passed, {summary.failed} failed, {summary.errored} errored** of "
@@ -64,15 +65,15 @@ def _against(comparison: Comparison | None, baseline: str | None) -> list[str]:
     if baseline is None:
         return []
     if comparison is None:
-        return [f"- baseline {one_line(baseline)}: no run to compare with"]
+        return [f"- baseline {markdown_text(baseline)}: no run to compare with"]
     base = comparison.a
     lines = [
-        f"- baseline: {one_line(str(base.get('prompt_version')))} run "
-        f"`{str(base.get('run_id'))[:12]}`, {comparison.common_cases} shared cases"
+        f"- baseline: {markdown_text(str(base.get('prompt_version')))} run "
+        f"{markdown_code(str(base.get('run_id'))[:12])}, {comparison.common_cases} shared cases"
     ]
     if comparison.paired is not None:
         lines.append(f"- paired: {comparison.paired.pass_fraction.render()}")
-    lines += [f"- **regression**: {one_line(reason)}" for reason in comparison.reasons]
+    lines += [f"- **regression**: {markdown_text(reason)}" for reason in comparison.reasons]
     return lines
 
 
@@ -85,8 +86,8 @@ def _cases(title: str, cases: list[str], failing: dict[str, TestResult]) -> list
         why = ""
         if result is not None:
             reason = result.errors[0][:200] if result.errors else "below threshold"
-            why = f" {result.status.value}: {one_line(reason)}"
-        lines.append(f"- `{one_line(case)}`{why}")
+            why = f" {result.status.value}: {markdown_text(reason)}"
+        lines.append(f"- {markdown_code(case)}{why}")
     if len(cases) > MAX_LISTED:
         lines.append(f"- … and {len(cases) - MAX_LISTED} more")
     return lines
