@@ -8,6 +8,7 @@ how to open the UI on the same state."""
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from holodeck_core.config.project import Project
 from holodeck_core.defaults import MODEL_SERVER_PORT as DEMO_PORT
@@ -25,7 +26,7 @@ from holodeck_pipelines.run_tags import TRIALS_TAG, TRIGGER_TAG
 
 DEMO_TRIALS = 3
 """Every case runs this many times (the ``holodeck/trials`` run tag), so the summary shows
-intervals clustered by case, pass@k and pass^k (DESIGN §7.7)."""
+intervals clustered by case, pass@k and pass^k (docs/cli.md)."""
 RULES_FILE = "model-rules.yaml"
 EXAMPLE_QUERY = (
     "SELECT agent_name, prompt_version, count(*) AS runs, round(avg(pass_rate) * 100, 1) "
@@ -57,6 +58,7 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
         with project_instance(root) as instance:
             apply_pools(instance, project)
             run_ids: list[str] = []
+            gates: dict[str, bool] = {}
             for pipeline in build_pipelines(project):
                 active, registered = register_versions(pipeline.agent_file, resource)
                 instance.add_dynamic_partitions(pipeline.partitions.name or "", registered)
@@ -75,72 +77,83 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
                         raise_on_error=False,
                     )
                     run_ids.append(result.run_id)
+                    gates.update(
+                        (result.run_id, check.passed)
+                        for check in result.get_asset_check_evaluations()
+                        if check.check_name == "pass_rate_gate"
+                    )
                     if not result.success:
                         print(f"  run {result.run_id} failed; see it in the Dagster UI")
         endpoint = server.openai_base_url
         server_port = server.port
-    _print_summary(project, run_ids)
+    _print_summary(project, run_ids, gates)
     moved = "" if server_port == DEMO_PORT else f"HOLODECK_MODEL_ENDPOINT={endpoint} "
     print(
-        f"\ndone in {time.perf_counter() - started:.0f}s. Next:\n"
-        f'  .venv/bin/holodeck history sql "{EXAMPLE_QUERY}"\n'
-        "  .venv/bin/holodeck history runs\n"
+        f"\ndone in {time.perf_counter() - started:.0f}s. What it means: a prompt version whose "
+        "pass rate is under its agent's gate (evaluations.gate) fails the pass_rate_gate check, "
+        "as `holodeck test` exits 1 for it in a pull request; the paired comparison says "
+        "whether the newer version's change is more than noise.\n"
+        "Open next:\n"
+        "  .venv/bin/holodeck dashboard   # trends, cases and comparisons at "
+        "http://127.0.0.1:8501\n"
         f"  .venv/bin/holodeck model-server --port {server_port} --script "
         f"{rules_file.relative_to(project.root)} &   # for reruns from the UI\n"
         f"  {moved}DAGSTER_HOME={project.root} .venv/bin/dg dev -h 127.0.0.1"
-        "   # the same runs, partitions, sensor and schedule at http://127.0.0.1:3000"
+        "   # the same runs, partitions, checks and schedule at http://127.0.0.1:3000\n"
+        "  .venv/bin/holodeck history runs   # the history from the shell "
+        "(and `holodeck history sql` for SQL)"
     )
     return 0
 
 
-def _print_summary(project: Project, run_ids: list[str]) -> None:
+_SUMMARY_SQL = (
+    "SELECT e.agent_name, e.prompt_version, e.passed, e.failed, e.errored, e.total_tests, "
+    "e.pass_rate, s.trials, s.pass_rate, s.ci95_low, s.ci95_high, s.pass_at_k, s.pass_hat_k, "
+    "s.flaky_cases, e.dagster_run_id, e.run_id "
+    "FROM eval_runs e JOIN v_run_stats s USING (run_id) "
+    "WHERE list_contains(?, e.dagster_run_id) ORDER BY e.agent_name, e.prompt_version"
+)
+
+
+def _print_summary(project: Project, run_ids: list[str], gates: dict[str, bool]) -> None:
+    """Each run with its gate, then per agent its newest version against its first (never
+    across agents: each agent's versions answer its own cases), then the example query."""
     with store.reader(project_history(project)) as con:
-        rows = con.execute(
-            "SELECT e.agent_name, e.prompt_version, e.passed, e.failed, e.errored, "
-            "e.total_tests, e.pass_rate, s.trials, s.pass_rate, s.ci95_low, s.ci95_high, "
-            "s.pass_at_k, s.pass_hat_k, s.flaky_cases, e.run_id "
-            "FROM eval_runs e JOIN v_run_stats s USING (run_id) "
-            "WHERE list_contains(?, e.dagster_run_id) ORDER BY e.prompt_version",
-            [run_ids],
-        ).fetchall()
-        paired = compare_runs(con, rows[0][-1], rows[-1][-1]).paired if len(rows) > 1 else None
+        rows = con.execute(_SUMMARY_SQL, [run_ids]).fetchall()
+        by_agent: dict[str, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            by_agent.setdefault(row[0], []).append(row)
+        comparisons = {
+            agent: (runs[-1][1], runs[0][1], compare_runs(con, runs[0][-1], runs[-1][-1]).paired)
+            for agent, runs in by_agent.items()
+            if len(runs) > 1
+        }
         query = con.execute(EXAMPLE_QUERY).fetchall()
         columns = [d[0] for d in con.description or []]
     print("\nthis demo's runs (from the DuckDB history):")
-    for (
-        agent,
-        version,
-        passed,
-        failed,
-        errored,
-        total,
-        rate,
-        k,
-        p,
-        low,
-        high,
-        at_k,
-        hat_k,
-        flaky,
-        _,
-    ) in rows:
-        print(
-            f"  {agent} {version:<10} {passed} passed, {failed} failed, {errored} errored "
-            f"of {total}: {rate:.0%}"
-        )
-        print(
-            f"    {k} trials per case: pass fraction {p:.1%} (95% CI {low:.1%} to "
-            f"{high:.1%}, clustered by case); pass@{k} {at_k:.1%}, pass^{k} {hat_k:.1%}; "
-            f"{flaky} flaky case(s)"
-        )
-    if paired is not None:
-        print(
-            f"\n  {rows[-1][1]} vs {rows[0][1]}, paired over the shared cases: "
-            f"{paired.pass_fraction.render()}"
-        )
+    for row in rows:
+        print(_run_lines(row, gates.get(row[-2])))
+    for agent, (newer, older, paired) in comparisons.items():
+        if paired is not None:
+            print(
+                f"\n  {agent} {newer} vs {older}, paired over the shared cases: "
+                f"{paired.pass_fraction.render()}"
+            )
     print(f"\n{EXAMPLE_QUERY}\n  " + " | ".join(columns))
-    for row in query:
-        print("  " + " | ".join(str(value) for value in row))
+    for values in query:
+        print("  " + " | ".join(str(value) for value in values))
+
+
+def _run_lines(row: tuple[Any, ...], gate: bool | None) -> str:
+    agent, version, passed, failed, errored, total, rate = row[:7]
+    k, p, low, high, at_k, hat_k, flaky = row[7:14]
+    verdict = {True: "gate passed", False: "gate FAILED", None: "no gate"}[gate]
+    return (
+        f"  {agent} {version:<10} {passed} passed, {failed} failed, {errored} errored of "
+        f"{total}: {rate:.0%} ({verdict})\n"
+        f"    {k} trials per case: pass fraction {p:.1%} (95% CI {low:.1%} to {high:.1%}, "
+        f"clustered by case); pass@{k} {at_k:.1%}, pass^{k} {hat_k:.1%}; {flaky} flaky case(s)"
+    )
 
 
 def _port_free(port: int) -> bool:
