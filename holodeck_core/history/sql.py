@@ -66,6 +66,13 @@ READ_TABLE_FUNCTIONS = HISTORY_TABLE_MACROS | {
 files (``read_csv``), run SQL given as text (``query``) or write and delete a lake's files
 (``ducklake_cleanup_old_files``, ``ducklake_flush_inlined_data``, ``ducklake_set_option``)."""
 
+SAFE_PARSER_CONFIG = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
+
 _DUCKLAKE = "ducklake_"
 _CALL_HINT = " (a read-only table function is called as SELECT * FROM name(...))"
 
@@ -167,14 +174,19 @@ def _refused_function(name: str, table: bool) -> bool:
     return table or name.startswith(_DUCKLAKE)
 
 
-def check_functions(query: str) -> None:
+def _scratch() -> duckdb.DuckDBPyConnection:
+    """An empty in-memory DuckDB with no file, network or extension access, to parse in:
+    DuckDB runs some statements' handlers while parsing (``PRAGMA``, ``IMPORT DATABASE``)."""
+    import duckdb
+
+    return duckdb.connect(config=dict(SAFE_PARSER_CONFIG))
+
+
+def check_functions(scratch: duckdb.DuckDBPyConnection, query: str) -> None:
     """:class:`ConfigError` (exit 2) when ``query`` (one SELECT) calls a table function
     outside :data:`READ_TABLE_FUNCTIONS` or a ``ducklake_*`` function that is not a read, or
     when its syntax tree cannot be checked."""
-    import duckdb
-
-    with duckdb.connect() as scratch:
-        row = scratch.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
+    row = scratch.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
     tree = json.loads(row[0]) if row else {"error": True}
     if not isinstance(tree, dict) or tree.get("error") is not False:
         raise ConfigError(
@@ -190,35 +202,43 @@ def check_functions(query: str) -> None:
             )
 
 
-def check_select(sql: str) -> str:
-    """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Parsed by DuckDB
-    itself, before any database is opened, so a refused statement cannot touch it."""
+def _one_statement(scratch: duckdb.DuckDBPyConnection, text: str) -> Any:
+    """The one statement in ``text``, parsed by DuckDB itself, or :class:`ConfigError`."""
     import duckdb
 
-    text = sql.strip()
-    if not text:
-        raise ConfigError("history sql: the query is empty")
     try:
-        statements = duckdb.extract_statements(text)
+        statements = scratch.extract_statements(text)
     except duckdb.Error as exc:
         raise ConfigError(
-            f"history sql: the query does not parse: {' '.join(str(exc).split())}"
+            f"history sql: the query does not parse: {' '.join(str(exc).split())}. Nothing was run"
         ) from None
     if len(statements) != 1:
         raise ConfigError(
             f"history sql runs exactly one SELECT (or WITH ... SELECT) statement; got "
             f"{len(statements)}. Nothing was run"
         )
-    statement = statements[0]
-    if statement.type != duckdb.StatementType.SELECT:
-        kind = getattr(statement.type, "name", str(statement.type))
-        raise ConfigError(
-            "history sql only runs read-only queries (SELECT or WITH ... SELECT); refused a "
-            f"statement of type {kind}{_CALL_HINT if kind == 'CALL' else ''}. The database "
-            "was not opened"
-        )
-    check_functions(statement.query)
-    return statement.query
+    return statements[0]
+
+
+def check_select(sql: str) -> str:
+    """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Checked by DuckDB
+    itself, before any database is opened, so a refused statement cannot touch it."""
+    import duckdb
+
+    text = sql.strip()
+    if not text:
+        raise ConfigError("history sql: the query is empty")
+    with _scratch() as scratch:
+        statement = _one_statement(scratch, text)
+        if statement.type != duckdb.StatementType.SELECT:
+            kind = getattr(statement.type, "name", str(statement.type))
+            raise ConfigError(
+                "history sql only runs read-only queries (SELECT or WITH ... SELECT); refused "
+                f"a statement of type {kind}{_CALL_HINT if kind == 'CALL' else ''}. The "
+                "database was not opened"
+            )
+        check_functions(scratch, statement.query)
+    return str(statement.query)
 
 
 def run_select(
