@@ -18,6 +18,8 @@ from holodeck_core.history import store
 from holodeck_core.history.ducklake import ALIAS, DuckLake
 from holodeck_core.history.sql import HISTORY_TABLE_MACROS
 from tests.history_helpers import build_history, run_cli
+from tests.services import S3, Postgres
+from tests.test_ducklake_servers import BUCKET, lake_url, servers  # noqa: F401 (fixtures)
 from tests.test_lake import said
 
 WRITERS = {
@@ -236,3 +238,62 @@ def test_every_table_macro_of_the_history_may_be_called(tmp_path: Path) -> None:
             "WHERE function_type = 'table_macro' AND NOT internal"
         ).fetchall()
     assert {name for (name,) in macros} == HISTORY_TABLE_MACROS
+
+
+# --- the catalog in PostgreSQL, the data on S3 ------------------------------------------------
+
+
+def catalog_dump(pg: Postgres, database: str) -> dict[str, list[str]]:
+    """Every row of every table of the catalog's PostgreSQL database, sorted."""
+    import psycopg2
+
+    con = psycopg2.connect(
+        host=pg.host, port=pg.port, user=pg.user, password=pg.password, dbname=database
+    )
+    try:
+        with con.cursor() as cursor:
+            cursor.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables WHERE "
+                "table_schema NOT IN ('pg_catalog', 'information_schema')"
+            )
+            tables = sorted(cursor.fetchall())
+            dump: dict[str, list[str]] = {}
+            for schema_name, table in tables:
+                cursor.execute(f'SELECT * FROM "{schema_name}"."{table}"')
+                dump[f"{schema_name}.{table}"] = sorted(
+                    repr([bytes(v) if isinstance(v, memoryview) else v for v in row])
+                    for row in cursor.fetchall()
+                )
+        return dump
+    finally:
+        con.close()
+
+
+def bucket_listing(s3: S3, prefix: str) -> list[tuple[str, str, int]]:
+    listed = s3.client().list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
+    return sorted((o["Key"], o["ETag"], o["Size"]) for o in listed)
+
+
+def test_nothing_a_query_calls_changes_a_postgres_catalog_or_its_s3_files(
+    request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url: str = request.getfixturevalue("lake_url")  # test_ducklake_servers.py's fixtures
+    pg, s3 = request.getfixturevalue("servers")
+    lake = DuckLake.parse(url)
+    stock(lake, f"{lake.data}orphan.parquet")
+    database = url.split("/")[-1].split("?")[0]
+    prefix = lake.data.removeprefix(f"s3://{BUCKET}/")
+
+    def state() -> tuple[object, object]:
+        return catalog_dump(pg, database), bucket_listing(s3, prefix)
+
+    before = state()
+    assert any(key.endswith("orphan.parquet") for key, _, _ in before[1])
+    for statement in hostile(lake.data, lake.catalog):
+        code, _, err = run_cli(capsys, "sql", statement, "--lake", url)
+        assert state() == before, statement
+        assert refused(code, err) and pg.password not in err, (statement, code, err)
+    for statement in READS:
+        code, out, err = run_cli(capsys, "sql", statement, "--lake", url, "--format", "csv")
+        assert code == 0 and out.strip(), (statement, err)
+    assert state() == before
