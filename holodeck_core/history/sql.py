@@ -66,12 +66,13 @@ READ_TABLE_FUNCTIONS = HISTORY_TABLE_MACROS | {
 files (``read_csv``), run SQL given as text (``query``) or write and delete a lake's files
 (``ducklake_cleanup_old_files``, ``ducklake_flush_inlined_data``, ``ducklake_set_option``)."""
 
-SAFE_PARSER_CONFIG = {
+SAFE_PARSER_CONFIG: dict[str, bool] = {
     "enable_external_access": False,
     "autoload_known_extensions": False,
     "autoinstall_known_extensions": False,
     "lock_configuration": True,
 }
+"""The scratch DuckDB a query is parsed and checked in: no files, network or extensions."""
 
 _DUCKLAKE = "ducklake_"
 _CALL_HINT = " (a read-only table function is called as SELECT * FROM name(...))"
