@@ -275,7 +275,8 @@ def test_compare_different_test_sets_uses_common_cases(
         ("COPY eval_runs TO 'leak.csv'", "refused a statement of type COPY"),
         ("ATTACH 'other.duckdb' AS other", "refused a statement of type ATTACH"),
         ("SET enable_external_access = true", "refused a statement of type SET"),
-        ("SELECT * FROM read_csv('/etc/passwd')", "disabled by configuration"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "refused read_csv()"),
+        ("SELECT * FROM '/etc/passwd.csv'", "disabled by configuration"),
         ("", "empty"),
     ],
 )

@@ -2,14 +2,22 @@
 database is opened (:func:`check_select`), then run within bounds (:func:`run_select`): at
 most ``max_rows`` rows are fetched (the result streams, so ``SELECT * FROM
 range(10000000000)`` costs ``max_rows`` rows, not 17 GB) and the statement is interrupted
-after ``timeout_s`` seconds."""
+after ``timeout_s`` seconds.
+
+A SELECT can still call a table function, and DuckLake's maintenance functions
+(``ducklake_cleanup_old_files``, ``ducklake_flush_inlined_data``, ...) delete or write the
+lake's data files before they fail on its read-only catalog. So the statement's syntax tree
+(DuckDB's own, ``json_serialize_sql``) is walked, CTEs, subqueries and LATERAL included: a
+table function outside :data:`READ_TABLE_FUNCTIONS`, or any other ``ducklake_*`` function, is
+refused before the database is opened (``docs/history.md``)."""
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +30,52 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_TIMEOUT_S = 60.0
+
+HISTORY_TABLE_MACROS = frozenset(
+    {"flaky_cases", "holodeck_run_comparisons", "holodeck_run_comparisons_raw"}
+)
+"""The table macros the history's migrations define (tests/test_lake_sql.py checks the list)."""
+
+READ_TABLE_FUNCTIONS = HISTORY_TABLE_MACROS | {
+    # rows made up by the query
+    "range",
+    "generate_series",
+    "unnest",
+    # the catalog's description
+    "duckdb_columns",
+    "duckdb_constraints",
+    "duckdb_functions",
+    "duckdb_schemas",
+    "duckdb_tables",
+    "duckdb_types",
+    "duckdb_views",
+    "pragma_table_info",
+    # a DuckLake's snapshots, files and changes, read from its catalog
+    "ducklake_current_snapshot",
+    "ducklake_last_committed_snapshot",
+    "ducklake_list_files",
+    "ducklake_options",
+    "ducklake_settings",
+    "ducklake_snapshots",
+    "ducklake_table_changes",
+    "ducklake_table_deletions",
+    "ducklake_table_info",
+    "ducklake_table_insertions",
+}
+"""The table functions a read-only query may call: an allow-list, since any other may read
+files (``read_csv``), run SQL given as text (``query``) or write and delete a lake's files
+(``ducklake_cleanup_old_files``, ``ducklake_flush_inlined_data``, ``ducklake_set_option``)."""
+
+SAFE_PARSER_CONFIG: dict[str, bool] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
+"""The scratch DuckDB a query is parsed and checked in: no files, network or extensions."""
+
+_DUCKLAKE = "ducklake_"
+_CALL_HINT = " (a read-only table function is called as SELECT * FROM name(...))"
 
 
 @dataclass
@@ -98,33 +152,94 @@ def run_bounded(
     return QueryResult(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)
 
 
-def check_select(sql: str) -> str:
-    """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Parsed by DuckDB
-    itself, before any database is opened, so a refused statement cannot touch it."""
+def _functions(tree: object) -> Iterator[tuple[str, bool]]:
+    """Every function ``tree`` (``json_serialize_sql``'s) calls, lower-cased, and whether it
+    is called as a table function: all of them, however deep in CTEs and subqueries."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            function = node.get("function")
+            if node.get("type") == "TABLE_FUNCTION" and isinstance(function, dict):
+                yield str(function.get("function_name", "")).lower(), True
+            elif node.get("class") == "FUNCTION":
+                yield str(node.get("function_name", "")).lower(), False
+            stack.extend(node.values())
+
+
+def _refused_function(name: str, table: bool) -> bool:
+    if name in READ_TABLE_FUNCTIONS:
+        return False
+    return table or name.startswith(_DUCKLAKE)
+
+
+def _scratch() -> duckdb.DuckDBPyConnection:
+    """An empty in-memory DuckDB with no file, network or extension access, to parse in:
+    DuckDB runs some statements' handlers while parsing (``PRAGMA``, ``IMPORT DATABASE``)."""
     import duckdb
 
-    text = sql.strip()
-    if not text:
-        raise ConfigError("history sql: the query is empty")
+    return duckdb.connect(config=dict(SAFE_PARSER_CONFIG))
+
+
+def check_functions(scratch: duckdb.DuckDBPyConnection, query: str) -> None:
+    """:class:`ConfigError` (exit 2) when ``query`` (one SELECT) calls a table function
+    outside :data:`READ_TABLE_FUNCTIONS` or a ``ducklake_*`` function that is not a read, or
+    when its syntax tree cannot be checked."""
+    row = scratch.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if not isinstance(tree, dict) or tree.get("error") is not False:
+        raise ConfigError(
+            "history sql cannot check this query for what it calls (DuckDB does not serialize "
+            "it), so it was refused; write it as a plain SELECT. Nothing was run"
+        )
+    for name, table in _functions(tree):
+        if _refused_function(name, table):
+            raise ConfigError(
+                f"history sql refused {name}(): a read-only query may call only the table "
+                f"functions {', '.join(sorted(READ_TABLE_FUNCTIONS))} (docs/history.md). "
+                "The database was not opened"
+            )
+
+
+def _one_statement(scratch: duckdb.DuckDBPyConnection, text: str) -> Any:
+    """The one statement in ``text``, parsed by DuckDB itself, or :class:`ConfigError`."""
+    import duckdb
+
     try:
-        statements = duckdb.extract_statements(text)
+        statements = scratch.extract_statements(text)
     except duckdb.Error as exc:
         raise ConfigError(
-            f"history sql: the query does not parse: {' '.join(str(exc).split())}"
+            f"history sql: the query does not parse: {' '.join(str(exc).split())}. Nothing was run"
         ) from None
     if len(statements) != 1:
         raise ConfigError(
             f"history sql runs exactly one SELECT (or WITH ... SELECT) statement; got "
             f"{len(statements)}. Nothing was run"
         )
-    statement = statements[0]
-    if statement.type != duckdb.StatementType.SELECT:
-        kind = getattr(statement.type, "name", str(statement.type))
-        raise ConfigError(
-            "history sql only runs read-only queries (SELECT or WITH ... SELECT); refused a "
-            f"statement of type {kind}. The database was not opened"
-        )
-    return statement.query
+    return statements[0]
+
+
+def check_select(sql: str) -> str:
+    """The one read-only query in ``sql``, or :class:`ConfigError` (exit 2). Checked by DuckDB
+    itself, before any database is opened, so a refused statement cannot touch it."""
+    import duckdb
+
+    text = sql.strip()
+    if not text:
+        raise ConfigError("history sql: the query is empty")
+    with _scratch() as scratch:
+        statement = _one_statement(scratch, text)
+        if statement.type != duckdb.StatementType.SELECT:
+            kind = getattr(statement.type, "name", str(statement.type))
+            raise ConfigError(
+                "history sql only runs read-only queries (SELECT or WITH ... SELECT); refused "
+                f"a statement of type {kind}{_CALL_HINT if kind == 'CALL' else ''}. The "
+                "database was not opened"
+            )
+        check_functions(scratch, statement.query)
+    return str(statement.query)
 
 
 def run_select(
