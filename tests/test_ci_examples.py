@@ -67,7 +67,7 @@ def test_the_gate_script_restores_runs_gates_and_leaves_the_history_to_upload(
     assert summary.startswith("## ❌ Geo Agent · prompt v1: gate failed\n")
     assert "- pass rate: 0.0% (95% CI 0.0% to 40.2%" in summary
     assert "- baseline: v2 run `" in summary and ", 8 shared cases" in summary
-    assert "- paired: Δ -100.0% (95% CI -100.0% to -100.0%), p = 0.00391" in summary
+    assert "- paired: Δ -100.0 pp (95% CI -100.0 to -100.0 pp), p = 0.00391" in summary
     assert "- **regression**: the pass fraction fell significantly" in summary
     assert "### Regressions (passed in the baseline) (8)" in summary
     assert "- cost: unknown (no price for this model)" in summary

@@ -266,16 +266,15 @@ def test_compare_v1_and_v2_shows_the_eight_cases_v2_fixed(
     assert ids == V2_FIXED
     # every verdict shows its raw and its adjusted p: the numbers of history compare
     with store.reader(history.db) as con:
-        paired = compare_runs(con, history.v1, history.v2).paired
+        comparison = compare_runs(con, history.v1, history.v2)
+    paired = comparison.paired
     assert paired is not None and paired.pass_fraction.p_adjusted is not None
     verdicts = page.inner_text("#paired-stats")
     assert paired.pass_fraction.render() in verdicts and "improvement" in verdicts
     test = {"mcnemar_midp": "McNemar mid-p", "paired_t": "paired t"}[paired.pass_fraction.test]
     assert f"p = {paired.pass_fraction.p_value:.3g} ({test}, n = 25)" in verdicts
     assert f"Benjamini-Hochberg-adjusted p = {paired.pass_fraction.p_adjusted:.3g} over" in verdicts
-    assert paired.metrics and all(
-        c.render(percent=False) in verdicts for c in paired.metrics.values()
-    )
+    assert paired.metrics and all(line in verdicts for line in comparison.paired_metric_lines())
     prompt_row = page.locator("#config-diff tr", has_text="prompt version")
     assert "differs" in (prompt_row.get_attribute("class") or "")
     assert "ACME policy" in page.inner_text(".prompt-diff")

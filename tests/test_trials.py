@@ -330,7 +330,7 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
     assert planted["flaky"] and not set(planted["flaky"]) & set(planted["regressed_cases"])
     assert set(planted["regressed_cases"]) <= {f"q{i}" for i in passed_in_a[:30]}
     code, out = compare(capsys, ids[0], ids[2])
-    assert code == 1 and "REGRESSION" in out and "95% CI" in out and "-30.0%" in out
+    assert code == 1 and "REGRESSION" in out and "95% CI" in out and "-30.0 pp" in out
     assert "flaky (" in out
     with duckdb.connect(str(Project.discover(tmp_path).history_db), read_only=True) as con:
         view = con.execute(

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from holodeck_core.stats.display import number
 from holodeck_core.terminal import plain
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> N
         # on a terminal, stored escape sequences are shown, not obeyed; a pipe gets the data
         shown = printable if sys.stdout.isatty() else str
         texts = ([shown(v) if isinstance(v, str) else v for v in row] for row in rows)
-        sys.stdout.write(csv_text(columns, texts))
+        sys.stdout.write(csv_text(columns, texts, for_shell=True))
         return
     if fmt == "json":
         import json
@@ -195,7 +196,7 @@ def render_comparison(result: Comparison) -> None:
         for column in ("metric", "unit", "n A/B", "mean A", "mean B", "delta", "pass A", "pass B"):
             metrics.add_column(column)
         for m in result.metrics:
-            delta = "-" if m.delta is None else f"{m.delta:+.4g}"
+            delta = "-" if m.delta is None else number(m.delta, sign=True)
             metrics.add_row(
                 *map(
                     plain,
@@ -203,8 +204,8 @@ def render_comparison(result: Comparison) -> None:
                         m.metric_name,
                         m.unit or "0-1",
                         f"{m.n_a}/{m.n_b}",
-                        "-" if m.mean_a is None else f"{m.mean_a:.4g}",
-                        "-" if m.mean_b is None else f"{m.mean_b:.4g}",
+                        "-" if m.mean_a is None else number(m.mean_a),
+                        "-" if m.mean_b is None else number(m.mean_b),
                     ),
                 ),
                 plain(delta, "red" if m.worse else ""),
@@ -225,8 +226,8 @@ def render_comparison(result: Comparison) -> None:
             f"B - A: {result.paired.pass_fraction.render()}",
             highlight=False,
         )
-        for name, test in result.paired.metrics.items():
-            console.print(f"  {name}: {test.render(percent=False)}", highlight=False)
+        for line in result.paired_metric_lines():
+            console.print(f"  {line}", highlight=False)
     if result.flaky:
         console.print(
             f"flaky ({len(result.flaky)}, not counted as regressions): "

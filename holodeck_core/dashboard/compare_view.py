@@ -112,14 +112,14 @@ def _headline(data: CompareData) -> html.Table:
 def _stats(data: CompareData) -> list[Any]:
     """Each run's paired verdicts against the baseline, as ``holodeck history compare`` gives
     them: the pass fraction's and each shared metric's, every one with its raw p and its p
-    adjusted over that family (DESIGN §8.7)."""
+    adjusted over that family (docs/history.md)."""
     lines = []
     for k, comparison in enumerate(data.comparisons):
         if comparison is None or comparison.paired is None or not comparison.paired.pass_fraction.n:
             continue
         run, paired = data.runs[k], comparison.paired
-        metrics = [html.Li(f"{name}: {c.render(percent=False)}", className="metric-verdict")
-                   for name, c in paired.metrics.items()]  # fmt: skip
+        metrics = [html.Li(line, className="metric-verdict")
+                   for line in comparison.paired_metric_lines()]  # fmt: skip
         lines.append(html.Li([
             f"{run['prompt_version']} ({ui.short(run['run_id'])}) vs baseline, pass fraction on "
             f"{paired.pass_fraction.n} shared cases: {paired.pass_fraction.render()}",

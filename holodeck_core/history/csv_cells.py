@@ -5,8 +5,10 @@ A text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
 injection rule) gets a leading ``'``, so a spreadsheet shows it rather than running it as a
 formula; so does one that already starts with ``'`` before such a character, which makes the
 prefix reversible: :func:`restored` strips exactly the ``'`` :func:`neutral` added, and a
-labelling sheet read back by ``holodeck labels import`` holds the texts unchanged. Rows end in
-CRLF (RFC 4180), so a field holding a bare ``\\r`` is quoted and stays one field."""
+labelling sheet read back by ``holodeck labels import`` holds the texts unchanged. Files end
+their rows in CRLF (RFC 4180), so a field holding a bare ``\\r`` is quoted and stays one field;
+what a shell reads (``history … --format csv``) ends them in ``\\n``, as ``tail``/``cut`` expect,
+unless a text holds a ``\\r``, which then needs the CRLF to be quoted."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 _FORMULA = re.compile(r"'*[=+\-@\t\r]")
 """A cell a spreadsheet would run, or one :func:`neutral` has neutralised (quotes before it)."""
 LINE_END = "\r\n"
+SHELL_LINE_END = "\n"
 
 
 def neutral(value: Any) -> Any:
@@ -33,10 +36,15 @@ def restored(text: str) -> str:
     return text[1:] if text.startswith("'") and _FORMULA.match(text, 1) else text
 
 
-def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """``header`` and ``rows`` as CSV, every text cell :func:`neutral`; None is an empty cell."""
+def csv_text(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], *, for_shell: bool = False
+) -> str:
+    """``header`` and ``rows`` as CSV, every text cell :func:`neutral`; None is an empty cell.
+    ``for_shell``: rows end in ``\\n`` unless a text holds a ``\\r``."""
+    cells = [[neutral(name) for name in header], *([neutral(v) for v in row] for row in rows)]
+    carriage_return = any(isinstance(v, str) and "\r" in v for row in cells for v in row)
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator=LINE_END)
-    writer.writerow([neutral(name) for name in header])
-    writer.writerows([neutral(value) for value in row] for row in rows)
+    csv.writer(
+        out, lineterminator=SHELL_LINE_END if for_shell and not carriage_return else LINE_END
+    ).writerows(cells)
     return out.getvalue()

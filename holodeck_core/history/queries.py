@@ -196,6 +196,15 @@ class Comparison:
     def flaky(self) -> list[str]:
         return self.paired.flaky if self.paired else []
 
+    def paired_metric_lines(self) -> list[str]:
+        """Each shared metric's paired verdict, its differences in the metric's unit."""
+        units = {m.metric_name: m.unit or "" for m in self.metrics}
+        tests = self.paired.metrics.items() if self.paired else []
+        return [
+            f"{name}: {test.render(percent=False, unit=units.get(name, ''))}"
+            for name, test in tests
+        ]
+
     @property
     def regressions(self) -> list[CaseFlip]:
         """Cases that passed in A and not in B; without ``strict``, known-flaky ones apart."""

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Literal
 
 from holodeck_core.defaults import ALPHA, CONFIDENCE
+from holodeck_core.stats.display import number, p_value, points
 from holodeck_core.stats.estimates import (
     _Frozen,
     _scipy_stats,
@@ -71,22 +72,26 @@ class PairedComparison(_Frozen):
         """The p-value the verdict compares with alpha."""
         return self.p_value if self.p_adjusted is None else self.p_adjusted
 
-    def render(self, *, percent: bool = True) -> str:
-        def f(v: float | None, sign: str = "") -> str:
+    def render(self, *, percent: bool = True, unit: str = "") -> str:
+        """``Δ +32.0 pp (95% CI +12.3 to +51.7 pp), p = 0.0026 (paired t, n = 25)…``:
+        ``percent``, a difference of pass fractions; else of a metric's means in ``unit``."""
+
+        def f(v: float | None) -> str:
             if v is None:
                 return "-"
-            return f"{v:{sign}.1%}" if percent else f"{v:{sign}.4f}"
+            return points(v, unit=False) if percent else number(v, sign=True)
 
-        text = f"Δ {f(self.mean_diff, '+')}"
+        suffix = " pp" if percent else (f" {unit}" if unit else "")
+        text = f"Δ {f(self.mean_diff)}{suffix}"
         if self.low is not None and self.high is not None:
-            text += f" (95% CI {f(self.low, '+')} to {f(self.high, '+')})"
+            text += f" (95% CI {f(self.low)} to {f(self.high)}{suffix})"
         if self.p_value is not None:
             name = "McNemar mid-p" if self.test == "mcnemar_midp" else "paired t"
-            text += f", p = {self.p_value:.3g} ({name}, n = {self.n})"
+            text += f", {p_value(self.p_value)} ({name}, n = {self.n})"
         if self.p_adjusted is not None:
             text += (
-                f", {ADJUSTMENT_NAMES[self.adjustment]}-adjusted p = {self.p_adjusted:.3g} "
-                f"over {self.family_size} comparison(s)"
+                f", {ADJUSTMENT_NAMES[self.adjustment]}-adjusted "
+                f"{p_value(self.p_adjusted)} over {self.family_size} comparison(s)"
             )
         return f"{text}: {self.verdict.value}"
 
