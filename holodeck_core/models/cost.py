@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from holodeck_core.defaults import MAX_BUDGET_TOKENS, MAX_BUDGET_USD
 from holodeck_core.models.base import StrictModel
 
 Heading = Literal["agent", "judge", "prompt_tool", "embedding", "reranker"]
@@ -22,8 +23,17 @@ it shares with other runs in ``holodeck.yaml`` (``daily.usd`` ...)."""
 class Budget(StrictModel):
     """``execution.budget``: a hard stop on what one run may spend."""
 
-    usd: float | None = Field(None, gt=0.0, description="US dollars, at the price table.")
-    tokens: int | None = Field(None, gt=0, description="Tokens, input plus output.")
+    usd: float | None = Field(
+        None,
+        gt=0.0,
+        le=MAX_BUDGET_USD,
+        allow_inf_nan=False,
+        strict=True,
+        description="US dollars, at the price table.",
+    )
+    tokens: int | None = Field(
+        None, gt=0, le=MAX_BUDGET_TOKENS, strict=True, description="Tokens, input plus output."
+    )
 
     @model_validator(mode="after")
     def _something(self) -> Budget:
