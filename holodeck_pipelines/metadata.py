@@ -15,7 +15,7 @@ from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.models.cost import RunEstimate
 from holodeck_core.reports import render_markdown
-from holodeck_core.reports.cost import cost_lines
+from holodeck_core.reports.cost import budget_verdict_text, cost_lines
 from holodeck_core.reports.statistics import statistics_methods, statistics_properties
 from holodeck_core.runner.options import Estimator
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
@@ -42,8 +42,7 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
             if estimate.usd is not None:
                 metadata["estimate_usd"] = dg.MetadataValue.float(estimate.usd)
         if summary.cost.budget is not None:
-            stopped = summary.cost.budget.stopped_by
-            metadata["budget_verdict"] = f"stopped by {stopped}" if stopped else "within budget"
+            metadata["budget_verdict"] = budget_verdict_text(summary.cost.budget)
     metadata |= {
         "passed": summary.passed,
         "failed": summary.failed,
