@@ -28,6 +28,16 @@ DOWNLOAD_TIMEOUT_S = 30.0
 MAX_FILE_BYTES = 50 * 1024 * 1024
 """The largest attachment accepted (``execution.max_file_mb``)."""
 
+MAX_BUDGET_USD = 1_000_000.0
+"""The largest budget in US dollars (``execution.budget.usd``, ``holodeck.yaml`` ``budget.*``):
+above it a budget is a typo, not a limit."""
+MAX_BUDGET_TOKENS = 10**12
+"""The largest budget in tokens, wherever a budget is given."""
+MAX_CHARS_PER_TOKEN = 16
+"""A generous ceiling on the characters one token carries: a call whose reported usage is
+below its request's or reply's characters over this is charged at an estimate from the text
+(docs/cost.md)."""
+
 # --------------------------------------------------------------------- trials (DESIGN §7.6)
 
 TRIALS = 1

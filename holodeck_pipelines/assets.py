@@ -48,8 +48,8 @@ from holodeck_pipelines.failures import (
 from holodeck_pipelines.metadata import (
     estimate_metadata,
     estimate_tags,
+    recorded_estimate,
     report_metadata,
-    tagged_estimate,
 )
 from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
@@ -58,9 +58,10 @@ from holodeck_pipelines.run_tags import (
     BACKFILL_TAG,
     TRIALS_TAG,
     TRIGGER_TAG,
+    BadRunTag,
     label_run,
-    trials_of,
-    trigger_of,
+    replace_project_tags,
+    run_settings,
 )
 from holodeck_pipelines.verdicts import checks_of, run_checks
 
@@ -111,6 +112,7 @@ def build_agent_pipeline(
         "backfill_policy": backfill_policy(versions_per_run),
     }
     checks = checks_of(loaded.agent.evaluations)
+    estimated = dg.AssetKey([name, "processed_files"])
 
     def suites(
         context: dg.AssetExecutionContext,
@@ -118,9 +120,10 @@ def build_agent_pipeline(
         keys: ModelProviderKeys | None = None,
     ) -> dict[str, Suite]:
         """The suite of each prompt version of the step's run, by partition key."""
-        trigger = trigger_of(context.run.tags)
         built: dict[str, Suite] = {}
         try:
+            settings = run_settings(context.run.tags, name)
+            trigger = settings.trigger
             require_pools(context.instance, project.project())
             for key in context.partition_keys:
                 options = SuiteOptions(
@@ -130,14 +133,15 @@ def build_agent_pipeline(
                     partition_key=key,
                     cli_args=[f"dagster:{context.job_def.name}"],
                     api_keys=keys.fallbacks() if keys else {},
-                    trials=trials_of(context),
+                    trials=settings.trials,
                     shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
-                    estimator=tagged_estimate(context, key),
+                    estimator=recorded_estimate(context, estimated, key),
                 )
                 built[key] = Suite(loaded_agent(agent_file), options, project=project.project())
-        except ConfigError as exc:
-            # e.g. a partition added by hand in the UI with no prompt snapshot behind it: no
-            # retry can fix that, so fail at once and say which versions exist
+        except (ConfigError, BadRunTag) as exc:
+            # e.g. a partition added by hand in the UI with no prompt snapshot behind it, or a
+            # bad run tag from the launchpad: no retry can fix that, so fail at once and say
+            # which versions or values exist
             raise dg.Failure(
                 description=redact_text(str(exc)),
                 metadata={"partition": ", ".join(context.partition_keys)},
@@ -174,7 +178,7 @@ def build_agent_pipeline(
         # before the agent step spends anything: on the run (its tags show in the backfill's
         # runs: the sum of its versions', and each version's for the agent step to read back)
         # and on each version's first materialization
-        label_run(context, estimate_tags(estimates))
+        replace_project_tags(context, estimate_tags(estimates))
         results: dict[str, ProcessedFiles] = {}
         for key, stage in stages.items():
             result = asyncio.run(process_suite_files(stage))

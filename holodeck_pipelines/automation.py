@@ -13,7 +13,7 @@ from holodeck_core.history.failures import record_failed_run
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import AgentPipeline
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
-from holodeck_pipelines.run_tags import TRIGGER_TAG, trigger_of
+from holodeck_pipelines.run_tags import TRIGGER_TAG, BadRunTag, trigger_of
 
 
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
@@ -124,10 +124,19 @@ def failed_runs_sensor(context: dg.RunFailureSensorContext, history: RunHistory)
         dagster_run_id=run.run_id,
         job_name=run.job_name,
         partition_key=run.tags.get("dagster/partition") or partition_range(run.tags),
-        trigger=trigger_of(run.tags).value,
+        trigger=recorded_trigger(run.tags).value,
         failed_at=datetime.now(UTC),
         error=failure_reason(context),
     )
+
+
+def recorded_trigger(tags: Mapping[str, str]) -> Trigger:
+    """What started a failed run; a bad ``holodeck/trigger`` (the run failed on it) was set by
+    hand in the launchpad."""
+    try:
+        return trigger_of(tags)
+    except BadRunTag:
+        return Trigger.MANUAL
 
 
 def partition_range(tags: Mapping[str, str]) -> str | None:

@@ -16,12 +16,15 @@ from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.models.cost import RunEstimate
 from holodeck_core.reports import render_markdown
-from holodeck_core.reports.cost import cost_lines
+from holodeck_core.reports.cost import budget_verdict_text, cost_lines
 from holodeck_core.reports.markdown import markdown_text
 from holodeck_core.reports.statistics import statistics_methods, statistics_properties
 from holodeck_core.runner.options import Estimator
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
 from holodeck_pipelines.run_tags import ESTIMATE_JSON_TAG, ESTIMATE_TAG
+
+SUMMARY_KEY = "estimate/summary"
+"""The metadata the report step reads a version's estimate from."""
 
 
 def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
@@ -43,8 +46,7 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
             if estimate.usd is not None:
                 metadata["estimate_usd"] = dg.MetadataValue.float(estimate.usd)
         if summary.cost.budget is not None:
-            stopped = summary.cost.budget.stopped_by
-            metadata["budget_verdict"] = f"stopped by {stopped}" if stopped else "within budget"
+            metadata["budget_verdict"] = budget_verdict_text(summary.cost.budget)
     metadata |= {
         "passed": summary.passed,
         "failed": summary.failed,
@@ -92,16 +94,43 @@ def estimate_tags(estimates: Mapping[str, CostEstimate]) -> dict[str, str]:
     }
 
 
-def tagged_estimate(context: dg.AssetExecutionContext, partition_key: str) -> Estimator:
-    """A version's estimator in a Dagster step: the estimate processed_files put on the run."""
+def recorded_estimate(
+    context: dg.AssetExecutionContext, estimated: dg.AssetKey, partition_key: str
+) -> Estimator:
+    """A version's estimator in a Dagster step: the estimate ``processed_files`` recorded on its
+    materialization of the version (this run's, else the latest, as in a re-execution from a
+    later step). Never a run tag: those can be set by hand at launch."""
 
     def estimator(*_: object) -> RunEstimate | None:
-        run = context.instance.get_run_by_id(context.run.run_id) or context.run
-        text = run.tags.get(ESTIMATE_JSON_TAG)
-        found = json.loads(text).get(partition_key) if text else None
-        return RunEstimate.model_validate(found) if found else None
+        instance = context.instance
+        mine = instance.get_records_for_run(
+            context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+        ).records
+        entries = [r.event_log_entry for r in mine]
+        if not any(_is_version(e.asset_materialization, estimated, partition_key) for e in entries):
+            latest = dg.AssetRecordsFilter(asset_key=estimated, asset_partitions=[partition_key])
+            entries = [
+                r.event_log_entry for r in instance.fetch_materializations(latest, 1).records
+            ]
+        for entry in entries:
+            materialization = entry.asset_materialization
+            if _is_version(materialization, estimated, partition_key) and materialization:
+                found = materialization.metadata.get(SUMMARY_KEY)
+                if isinstance(found, dg.JsonMetadataValue):
+                    return RunEstimate.model_validate(found.value)
+        return None
 
     return estimator
+
+
+def _is_version(
+    materialization: dg.AssetMaterialization | None, asset: dg.AssetKey, partition_key: str
+) -> bool:
+    return (
+        materialization is not None
+        and materialization.asset_key == asset
+        and materialization.partition == partition_key
+    )
 
 
 def usd_text(usd: float | None) -> str:
@@ -115,6 +144,7 @@ def estimate_metadata(estimate: CostEstimate) -> dict[str, Any]:
         "estimate/calls": sum(c.calls for c in headings),
         "estimate/tokens": sum(c.tokens for c in headings),
         "estimate/source": estimate.source,
+        SUMMARY_KEY: dg.MetadataValue.json(estimate.summary().model_dump(mode="json")),
     }
     if estimate.total_usd is not None:
         metadata["estimate/usd"] = dg.MetadataValue.float(estimate.total_usd)

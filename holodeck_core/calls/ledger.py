@@ -18,6 +18,7 @@ from typing import Any
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.prices import PriceTable
 from holodeck_core.calls.shared_budget import Allowance, Amount, PoolRefused
+from holodeck_core.defaults import MAX_CHARS_PER_TOKEN
 from holodeck_core.errors import HolodeckError
 from holodeck_core.models import LLMProvider, TokenUsage
 from holodeck_core.models.cost import (
@@ -51,6 +52,17 @@ def estimate_tokens(*texts: str) -> int:
     return sum(len(text) // 3 + 8 for text in texts)
 
 
+def reply_text(reply: Any) -> str:
+    """What a reply said (its text, its tool calls' names and arguments): what its output
+    tokens must at least cover."""
+    text = getattr(reply, "text", None)
+    calls = getattr(reply, "tool_calls", None)
+    said = [text if isinstance(text, str) else ""]
+    for call in calls if isinstance(calls, list) else []:
+        said += [str(getattr(call, "name", "")), str(getattr(call, "raw_arguments", ""))]
+    return "".join(said)
+
+
 def reply_usage(reply: Any) -> TokenUsage:
     """The usage of a :class:`~holodeck_core.providers.messages.ModelReply`."""
     usage = getattr(reply, "usage", None)
@@ -69,6 +81,27 @@ class Charge:
     embedding: bool = False
     usage: Callable[[Any], TokenUsage] = reply_usage
     """Reads the actual usage off the call's value."""
+    input_chars: int = 0
+    """The request's characters: its input tokens must at least cover them."""
+    output_text: Callable[[Any], str] = reply_text
+    """Reads what the reply said off the call's value."""
+
+    def billed(self, value: Any) -> tuple[TokenUsage, bool]:
+        """The usage charged for the call's ``value``: the reported one, or, where it is below
+        what the request's or the reply's characters allow (at most
+        :data:`~holodeck_core.defaults.MAX_CHARS_PER_TOKEN` a token), the estimate from the
+        text (the request's :attr:`input_tokens`); True when it was (docs/cost.md)."""
+        usage = self.usage(value)
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        if prompt < self.input_chars // MAX_CHARS_PER_TOKEN:
+            prompt = max(prompt, self.input_tokens)
+        text = "" if self.embedding else self.output_text(value)
+        if completion < len(text) // MAX_CHARS_PER_TOKEN:
+            completion = max(completion, estimate_tokens(text))
+        if (prompt, completion) == (usage.prompt_tokens, usage.completion_tokens):
+            return usage, False
+        update = {"prompt_tokens": prompt, "completion_tokens": completion}
+        return usage.model_copy(update=update | {"total_tokens": prompt + completion}), True
 
     @property
     def max_output_tokens(self) -> int:
@@ -163,7 +196,8 @@ class Ledger:
             except HolodeckError as exc:  # e.g. the history stayed locked: never spend blind
                 self.settle(hold, charge, None)
                 scope = allowance.pool.scope
-                self._refuse(f"the {scope} budget could not be checked ({exc}): {NOT_SENT}", None)
+                self.stop_message = f"the {scope} budget's ledger could not be read ({exc})"
+                self._refuse(f"{self.stop_message}: {NOT_SENT}", allowance.limit("ledger"))
             hold.shared.append(allowance)
         return hold
 
@@ -195,8 +229,11 @@ class Ledger:
                 self.stop_message = self._spent(limit)
         raise BudgetStop(message, limit)
 
-    def settle(self, hold: _Hold, charge: Charge, usage: TokenUsage | None) -> None:
-        """Release the hold and book the actual ``usage`` (None: the call failed)."""
+    def settle(
+        self, hold: _Hold, charge: Charge, usage: TokenUsage | None, understated: bool = False
+    ) -> None:
+        """Release the hold and book the actual ``usage`` (None: the call failed);
+        ``understated``: the usage is an estimate, the one reported being impossible."""
         self.held_usd -= hold.usd
         self.held_tokens -= hold.tokens
         usd = None if usage is None else self._usd(charge, usage)
@@ -213,6 +250,7 @@ class Ledger:
             completion_tokens=usage.completion_tokens,
             usd=usd,
             unpriced_calls=1 if usd is None else 0,
+            understated_calls=int(understated),
         )
         case_id = _CASE.get()
         booked = self.costs.outside if case_id is None else self.costs.cases.setdefault(case_id, {})

@@ -193,13 +193,13 @@ class CallScheduler:
         if charge is None or self.ledger is None:
             return await self._attempts(fn, endpoint, timeout, attempts)
         hold = await self.ledger.hold(charge)  # raises BudgetStop: the call is not sent
-        usage = None
+        usage, understated = None, False
         try:
             called = await self._attempts(fn, endpoint, timeout, attempts)
-            usage = charge.usage(called.value)
+            usage, understated = charge.billed(called.value)
             return called
         finally:
-            self.ledger.settle(hold, charge, usage)
+            self.ledger.settle(hold, charge, usage, understated)
 
     async def _attempts(
         self,

@@ -78,7 +78,7 @@ class Allowance:
         self._renewed = 0.0
         self._lock = asyncio.Lock()
 
-    def limit(self, which: Literal["usd", "tokens"]) -> BudgetLimit:
+    def limit(self, which: Literal["usd", "tokens", "ledger"]) -> BudgetLimit:
         """The name a stop by this pool's ``which`` limit is recorded under."""
         return cast(BudgetLimit, f"{self.pool.scope}.{which}")
 

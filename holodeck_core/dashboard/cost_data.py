@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from holodeck_core.dashboard import ui
 from holodeck_core.dashboard.data import FILTERED_RUNS, Filters, connect, rows
 from holodeck_core.history.store import History
+from holodeck_core.models.cost import LEDGER
 
 if TYPE_CHECKING:
     import duckdb
@@ -89,13 +90,18 @@ def estimate_text(row: dict[str, Any] | None, spent: float | None) -> str:
 
 def budget_text(row: dict[str, Any]) -> str:
     """``stopped at its usd limit (1.0 USD): spent ..., 12 call(s) not sent``, ``within
-    budget (...)``, or ``-`` for a run without a budget."""
+    budget (...)``, ``not checked: …`` when a shared budget's ledger could not be read, or
+    ``-`` for a run without a budget."""
     limits = [f"{row['budget_usd']:g} USD"] if row["budget_usd"] is not None else []
     limits += [f"{row['budget_tokens']:,} tokens"] if row["budget_tokens"] is not None else []
-    if not limits:
-        return "-"
     spent = "unknown" if row["spent_usd"] is None else f"{row['spent_usd']:.4f} USD"
     used = f"spent {spent} and {row['spent_tokens'] or 0:,} tokens"
+    stopped = str(row["budget_stopped_by"] or "")
+    if stopped.endswith(LEDGER):
+        scope = stopped.split(".")[0]
+        return f"not checked: the {scope} budget's ledger could not be read ({used})"
+    if not limits:
+        return "-"
     if row["budget_stopped_by"]:
         refused = row["refused_calls"] or 0
         return (

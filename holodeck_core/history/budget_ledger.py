@@ -12,16 +12,19 @@ Plain ``UPDATE``/``INSERT``: no key or check constraint is relied on."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from holodeck_core.calls.shared_budget import SHARED_LEASE_S, Amount, PoolRefused
+from holodeck_core.errors import ExecutionError
 from holodeck_core.history.budget_catalog import Ledger, locked_ledger, postgres_conninfo
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.history.store import History, writer
 from holodeck_core.models.cost import Budget, SharedBudgets, SharedScope
+from holodeck_core.redaction import redact_text
 
 if TYPE_CHECKING:
     import duckdb
@@ -79,14 +82,22 @@ class HistoryPool:
         if isinstance(self.path, DuckLake) and (conninfo := postgres_conninfo(self.path)):
             with locked_ledger(self.path, conninfo) as ledger:
                 return self._claim(ledger, spent, held, want, need)
-        with writer(self.path) as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                extra = self._claim(_FileLedger(con), spent, held, want, need)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        import duckdb
+
+        try:
+            with writer(self.path) as con:
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    extra = self._claim(_FileLedger(con), spent, held, want, need)
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+        except duckdb.Error as exc:  # e.g. its table dropped or damaged in the file
+            said = redact_text(" ".join(str(exc).split()))
+            raise ExecutionError(
+                f"cannot read the budget_ledger table of {self.path}: {said}"
+            ) from None
         return extra
 
     def _claim(
@@ -95,6 +106,11 @@ class HistoryPool:
         now = datetime.now(UTC).replace(tzinfo=None)
         row = ledger.read(_OTHERS, [now, now, self.scope, self.key, self.holder])
         others = Amount(float(row[0]), int(row[1])) if row else Amount()
+        if not math.isfinite(others.usd) or others.usd < 0 or others.tokens < 0:
+            raise ExecutionError(
+                f"the budget ledger of {self.path} holds an impossible amount for "
+                f"{self.describe()} ({others.usd} USD, {others.tokens} tokens): it is damaged"
+            )
         mine = Amount(max(held.usd, spent.usd), max(held.tokens, spent.tokens))
         usd = self._grant("usd", self.budget.usd, others.usd + mine.usd, want.usd, need.usd)
         tokens = self._grant(

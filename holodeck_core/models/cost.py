@@ -7,23 +7,44 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from holodeck_core.defaults import MAX_BUDGET_TOKENS, MAX_BUDGET_USD
 from holodeck_core.models.base import StrictModel
 
 Heading = Literal["agent", "judge", "prompt_tool", "embedding", "reranker"]
 HEADINGS: tuple[Heading, ...] = ("agent", "judge", "prompt_tool", "embedding", "reranker")
 SharedScope = Literal["daily", "backfill"]
 BudgetLimit = Literal[
-    "usd", "tokens", "daily.usd", "daily.tokens", "backfill.usd", "backfill.tokens"
+    "usd",
+    "tokens",
+    "daily.usd",
+    "daily.tokens",
+    "backfill.usd",
+    "backfill.tokens",
+    "daily.ledger",
+    "backfill.ledger",
 ]
-"""The limit that stopped a run: its own ``execution.budget`` (``usd``, ``tokens``) or a budget
-it shares with other runs in ``holodeck.yaml`` (``daily.usd`` ...)."""
+"""The limit that stopped a run: its own ``execution.budget`` (``usd``, ``tokens``), a budget it
+shares with other runs in ``holodeck.yaml`` (``daily.usd`` ...), or a shared budget whose
+ledger in the history could not be read (``daily.ledger``: locked, corrupt), so it could not
+be checked and nothing more was sent."""
+LEDGER = ".ledger"
+"""The suffix of a :data:`BudgetLimit` that is an unreadable ledger, not a spent budget."""
 
 
 class Budget(StrictModel):
     """``execution.budget``: a hard stop on what one run may spend."""
 
-    usd: float | None = Field(None, gt=0.0, description="US dollars, at the price table.")
-    tokens: int | None = Field(None, gt=0, description="Tokens, input plus output.")
+    usd: float | None = Field(
+        None,
+        gt=0.0,
+        le=MAX_BUDGET_USD,
+        allow_inf_nan=False,
+        strict=True,
+        description="US dollars, at the price table.",
+    )
+    tokens: int | None = Field(
+        None, gt=0, le=MAX_BUDGET_TOKENS, strict=True, description="Tokens, input plus output."
+    )
 
     @model_validator(mode="after")
     def _something(self) -> Budget:
@@ -48,6 +69,12 @@ class HeadingCost(StrictModel):
     completion_tokens: int = Field(0, ge=0)
     usd: float | None = Field(0.0, ge=0.0, description="None: a call had no known price.")
     unpriced_calls: int = Field(0, ge=0, description="Calls of models the table lacks.")
+    understated_calls: int = Field(
+        0,
+        ge=0,
+        description="Calls whose reported usage was below what their text allows: charged at "
+        "an estimate from the text.",
+    )
 
     @property
     def tokens(self) -> int:
@@ -61,6 +88,7 @@ class HeadingCost(StrictModel):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             usd=usd,
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+            understated_calls=self.understated_calls + other.understated_calls,
         )
 
 

@@ -26,15 +26,16 @@ def chat_charge(
     tools: list[ToolSpec] | None = None,
 ) -> Charge:
     """A chat completion's charge: the system prompt, every message, the tool schemas."""
-    texts = [system, *(m.text for m in messages)]
-    texts += [c.raw_arguments for m in messages for c in m.tool_calls]
-    texts += [json.dumps([t.__dict__ for t in tools])] if tools else []
+    said = [system, *(m.text for m in messages)]
+    said += [c.raw_arguments for m in messages for c in m.tool_calls]
+    schemas = [json.dumps([t.__dict__ for t in tools])] if tools else []
     images = sum(len(m.images) for m in messages)
     return Charge(
         heading,
         model,
         provider_spec(model.provider).prices_under,
-        estimate_tokens(*texts) + images * IMAGE_TOKENS,
+        estimate_tokens(*said, *schemas) + images * IMAGE_TOKENS,
+        input_chars=sum(map(len, said)),  # what every server counts (some leave tools out)
     )
 
 
@@ -48,4 +49,5 @@ def embedding_charge(
         estimate_tokens(*texts),
         embedding=True,
         usage=usage,
+        input_chars=sum(map(len, texts)),
     )

@@ -4,7 +4,7 @@ unknown, never as 0."""
 
 from __future__ import annotations
 
-from holodeck_core.models.cost import HeadingCost, RunCost
+from holodeck_core.models.cost import LEDGER, BudgetVerdict, HeadingCost, RunCost
 
 
 def usd(value: float | None) -> str:
@@ -13,8 +13,11 @@ def usd(value: float | None) -> str:
 
 def _heading(name: str, cost: HeadingCost) -> str:
     unpriced = f", {cost.unpriced_calls} without a price" if cost.unpriced_calls else ""
+    understated = (
+        f", {cost.understated_calls} with impossible usage" if cost.understated_calls else ""
+    )
     calls = f"{cost.calls} call{'s' if cost.calls != 1 else ''}"
-    return f"{name} {usd(cost.usd)} ({calls}, {cost.tokens} tokens{unpriced})"
+    return f"{name} {usd(cost.usd)} ({calls}, {cost.tokens} tokens{unpriced}{understated})"
 
 
 def cost_lines(cost: RunCost) -> list[str]:
@@ -24,6 +27,12 @@ def cost_lines(cost: RunCost) -> list[str]:
     lines = [f"cost: {usd(cost.total_usd)}: {parts} (prices {cost.price_table}{taken})"]
     if cost.estimate is not None:
         lines.append(estimate_line(cost))
+    understated = sum(h.understated_calls for h in cost.headings.values())
+    if understated:
+        lines.append(
+            f"usage: {understated} call(s) reported fewer tokens than their request or reply "
+            "allows: charged at an estimate from the text"
+        )
     budget = cost.budget
     if budget is not None:
         limits = (
@@ -33,18 +42,30 @@ def cost_lines(cost: RunCost) -> list[str]:
             )
             or "shared (holodeck.yaml budget:)"
         )
-        verdict = (
-            f"stopped the run at its {budget.stopped_by} limit, {budget.refused_calls} "
-            "call(s) not sent: rerun with a larger budget to resume"
-            if budget.stopped_by
-            else "within budget"
-            + (f" ({budget.refused_calls} call(s) refused)" if budget.refused_calls else "")
-        )
+        verdict = budget_verdict_text(budget)
         lines.append(
             f"budget: {limits}: spent {usd(budget.spent_usd)} and "
             f"{budget.spent_tokens} tokens, {verdict}"
         )
     return lines
+
+
+def budget_verdict_text(budget: BudgetVerdict) -> str:
+    """Whether the budget stopped the run (or could not be checked), and how to resume."""
+    stopped = budget.stopped_by
+    if stopped and stopped.endswith(LEDGER):
+        scope = stopped.split(".")[0]
+        return (
+            f"not checked: the {scope} budget's ledger could not be read, "
+            f"{budget.refused_calls} call(s) not sent: make it readable and rerun to resume"
+        )
+    if stopped:
+        return (
+            f"stopped the run at its {stopped} limit, {budget.refused_calls} call(s) not sent: "
+            "rerun with a larger budget to resume"
+        )
+    refused = f" ({budget.refused_calls} call(s) refused)" if budget.refused_calls else ""
+    return "within budget" + refused
 
 
 def estimate_line(cost: RunCost) -> str:

@@ -8,7 +8,14 @@ from typing import Any
 from holodeck_core.calls.ledger import NOT_SENT
 from holodeck_core.calls.prices import load_price_table
 from holodeck_core.models import Status, TestResult
-from holodeck_core.models.cost import BudgetLimit, CallCosts, RunCost, RunEstimate, total_usd
+from holodeck_core.models.cost import (
+    LEDGER,
+    BudgetLimit,
+    CallCosts,
+    RunCost,
+    RunEstimate,
+    total_usd,
+)
 from holodeck_core.models.results import all_metric_results
 from holodeck_core.runner.case_run import CaseRun
 
@@ -22,16 +29,31 @@ SHARED_BUDGET_STOPPED = (
     "for again)"
 )
 
+LEDGER_UNREADABLE = (
+    "budget ledger: the project's {scope} budget (holodeck.yaml budget.{scope}) could not be "
+    "checked, so a model call this case needed was not sent: {reason}; fix what stops the "
+    "ledger being read (a process holding the history, a history file that is not a valid "
+    "database), then rerun to resume it (finished cases are not paid for again)"
+)
 
-def stopped_message(stopped_by: BudgetLimit | None) -> str:
-    """What a case the budget stopped says: which budget, and how to resume."""
+
+def stopped_message(stopped_by: BudgetLimit | None, reason: str | None = None) -> str:
+    """What a case the budget stopped says: which budget (or its unreadable ledger, with
+    ``reason``), and how to resume."""
     if stopped_by is None or stopped_by in ("usd", "tokens"):
         return BUDGET_STOPPED
-    return SHARED_BUDGET_STOPPED.format(scope=stopped_by.split(".")[0])
+    scope = stopped_by.split(".")[0]
+    if stopped_by.endswith(LEDGER):
+        return LEDGER_UNREADABLE.format(scope=scope, reason=reason or "unknown error")
+    return SHARED_BUDGET_STOPPED.format(scope=scope)
 
 
 def budget_verdict(
-    result: TestResult, run: CaseRun, refused: set[str], stopped_by: BudgetLimit | None = None
+    result: TestResult,
+    run: CaseRun,
+    refused: set[str],
+    stopped_by: BudgetLimit | None = None,
+    reason: str | None = None,
 ) -> TestResult:
     """``result``, or ERROR with ``error_source: budget`` when the budget refused a call of
     the trial's agent, one made for its case, or one it waited on (G-Eval's shared steps)."""
@@ -47,7 +69,7 @@ def budget_verdict(
             "passed": False,
             "status": Status.ERROR,
             "error_source": "budget",
-            "errors": [stopped_message(stopped_by), *result.errors],
+            "errors": [stopped_message(stopped_by, reason), *result.errors],
         }
     )
 

@@ -283,7 +283,9 @@ class Suite:
         with charged_to(case.id or ""):
             result = await runtime.evaluator.evaluate(case, run)
         ledger = runtime.ledger
-        return budget_verdict(result, run, ledger.refused_cases, ledger.stopped_by)
+        return budget_verdict(
+            result, run, ledger.refused_cases, ledger.stopped_by, ledger.stop_message
+        )
 
     def costs(self) -> CallCosts:
         """What this suite's runtimes spent so far (the open one included)."""

@@ -180,6 +180,13 @@ class ReplyChoice(_Strict):
     reply: str
 
 
+class ReportedUsage(_Strict):
+    """Token counts the server reports in place of its own (a server that under-reports)."""
+
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0)
+
+
 class Action(_Strict):
     """What the server answers: tool calls, a reply (template) or a JSON reply, plus extras.
 
@@ -198,6 +205,7 @@ class Action(_Strict):
     logprobs: bool | dict[str, float] = False
     latency: float = Field(default=0.0, ge=0.0)
     fault: FaultSpec | None = None
+    usage: ReportedUsage | None = None
 
     @field_validator("logprobs", mode="before")
     @classmethod

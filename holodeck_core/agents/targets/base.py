@@ -122,12 +122,14 @@ class TargetRunner:
             finally:
                 elapsed.append(time.perf_counter() - started)
 
+        said = [m["content"] for m in session.messages]
         charge = Charge(
             "agent",
             self.model,
             TARGET_PRICES,
-            estimate_tokens(*(m["content"] for m in session.messages)),
+            estimate_tokens(*said),
             usage=_reply_usage,
+            input_chars=sum(map(len, said)),
         )
         try:
             reply = await self.scheduler.call(

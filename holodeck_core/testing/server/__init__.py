@@ -47,6 +47,7 @@ Rules file (DESIGN §6.12)
         logprobs: true                           # or {"8": 0.7, "7": 0.2, "9": 0.1}
         latency: 0.2                             # seconds, added to --latency
         fault: {kind: "429", first: 2}           # or rate: 0.1, or neither (= every call)
+        usage: {prompt_tokens: 0, completion_tokens: 0}  # reported instead of counted
 
 Semantics:
 
@@ -81,7 +82,8 @@ Semantics:
   included. A rate fault is decided by ``sha256(seed, scope, request key, call number)``, so the
   same calls fault the same way in every run, whatever the concurrency.
 - **Usage**: tokens are whitespace-separated words: prompt = all text of the request (system,
-  messages, tool calls and results), completion = the reply (or tool names and arguments).
+  messages, tool calls and results), completion = the reply (or tool names and arguments). A
+  rule's ``usage`` reports its counts instead (either or both), as a server that under-reports.
 - **Logprobs** (chat: request ``logprobs: true`` [+ ``top_logprobs``]; responses: ``include``
   ``message.output_text.logprobs``) are given when the rule says ``logprobs``. A number token
   gets probability 0.78 and its neighbours (n±1: 0.08, n±2: 0.02, …) as ``top_logprobs``, so a

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from holodeck_core.testing.rules import Action, FaultKind, Rule, Rules
+from holodeck_core.testing.rules import Action, FaultKind, ReportedUsage, Rule, Rules
 from holodeck_core.testing.server.requests import Conversation
 
 
@@ -35,6 +35,7 @@ class Plan:
     logprobs: bool | dict[str, float]
     latency: float
     fault: Fault | None
+    usage: ReportedUsage | None = None
 
 
 _TEMPLATE = re.compile(r"\$([1-9])|\{tool_results?\}")
@@ -182,4 +183,5 @@ def plan_call(
         logprobs=governing.logprobs,
         latency=extra_latency + governing.latency,
         fault=_decide_fault(rules, governing, scope, key, call_no),
+        usage=governing.usage,
     )

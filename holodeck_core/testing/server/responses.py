@@ -120,7 +120,7 @@ def chat_body(conv: Conversation, plan: Plan, key: str, call_no: int) -> dict[st
             "content": logprobs_content(plan.content, plan.logprobs, conv.top_logprobs),
             "refusal": None,
         }
-    prompt, completion = conv.prompt_tokens, _completion_tokens(plan)
+    prompt, completion = _usage(conv, plan)
     return {
         "id": f"chatcmpl-{hid(key, call_no, 'chat')}",
         "object": "chat.completion",
@@ -144,6 +144,17 @@ def chat_body(conv: Conversation, plan: Plan, key: str, call_no: int) -> dict[st
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         },
     }
+
+
+def _usage(conv: Conversation, plan: Plan) -> tuple[int, int]:
+    """The prompt and completion tokens reported: counted, unless the rule's ``usage`` says."""
+    prompt, completion = conv.prompt_tokens, _completion_tokens(plan)
+    if plan.usage is not None:
+        if plan.usage.prompt_tokens is not None:
+            prompt = plan.usage.prompt_tokens
+        if plan.usage.completion_tokens is not None:
+            completion = plan.usage.completion_tokens
+    return prompt, completion
 
 
 def _completion_tokens(plan: Plan) -> int:
@@ -191,7 +202,7 @@ def responses_body(
     response_id: str,
     output: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    prompt, completion = conv.prompt_tokens, _completion_tokens(plan)
+    prompt, completion = _usage(conv, plan)
     text = body.get("text")
     return {
         "id": response_id,
@@ -245,8 +256,8 @@ def messages_body(conv: Conversation, plan: Plan, key: str, call_no: int) -> dic
         "stop_reason": "tool_use" if plan.tool_calls else "end_turn",
         "stop_sequence": None,
         "usage": {
-            "input_tokens": conv.prompt_tokens,
-            "output_tokens": _completion_tokens(plan),
+            "input_tokens": _usage(conv, plan)[0],
+            "output_tokens": _usage(conv, plan)[1],
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
         },
