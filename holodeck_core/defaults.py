@@ -1,5 +1,5 @@
-"""The one table of defaults (DESIGN §8.3): what a run does when ``agent.yaml``, the command
-line and ``holodeck.yaml`` say nothing. The loader's bounds, the CLI's help, the runner, the
+"""The one table of defaults (docs/architecture.md): what a run does when ``agent.yaml``, the
+command line and ``holodeck.yaml`` say nothing. The loader's bounds, the CLI's help, the runner, the
 statistics and the SQL macros of the history all read these names; none repeats a value.
 
 No gate is the default gate: any FAIL fails the run and any ERROR is an error
@@ -38,7 +38,7 @@ MAX_CHARS_PER_TOKEN = 16
 below its request's or reply's characters over this is charged at an estimate from the text
 (docs/cost.md)."""
 
-# --------------------------------------------------------------------- trials (DESIGN §7.6)
+# --------------------------------------------------------------------- trials (docs/cli.md)
 
 TRIALS = 1
 """Runs of every case (``execution.trials``, ``--trials``, the ``holodeck/trials`` tag)."""
@@ -48,7 +48,7 @@ TRIALS_MAX = 100
 REDUCER = "all"
 """How a case's trials make its status (``execution.reducer``): PASS only if every trial did."""
 
-# --------------------------------------------------------------------- verdicts (DESIGN §7.7-7.8)
+# --------------------------------------------------------------------- verdicts (docs/cli.md)
 
 CONFIDENCE = 0.95
 """Of every interval the reports, the views and the checks show."""
@@ -58,7 +58,7 @@ ADJUSTMENT = "bh"
 """How the p-values of one family of verdicts are adjusted (``--adjust``): Benjamini-Hochberg."""
 MAX_ERROR_SHARE = 0.5
 """A run with more than this share of its cases ERROR is an infrastructure failure
-(``evaluations.max_error_share``, DESIGN §8.7)."""
+(``evaluations.max_error_share``, docs/cli.md)."""
 T975 = (
     12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157,
     2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922,
@@ -69,7 +69,7 @@ T975 = (
 and the history's SQL macros (``holodeck_t975``, and ``holodeck_t95`` to three places) are
 built from this one table."""
 
-# --------------------------------------------------------------------- untrusted input (issue 25)
+# ------------------------------------------------ untrusted input (docs/agent-yaml.md, limits)
 
 MAX_TOOL_RESULT_BYTES = 1_000_000
 """A tool result (or error) longer than this, as UTF-8 JSON, is cut and marked."""
@@ -124,7 +124,7 @@ REMOTE_TIMEOUT_S = 10.0
 S3-compatible store) may take to accept a connection or answer one request
 (``HOLODECK_REMOTE_TIMEOUT``): libpq's ``connect_timeout``, DuckDB's ``http_timeout``,
 botocore's connect and read timeouts. An endpoint that accepts and never answers ends the
-command with exit 3 (issue 25, class 11)."""
+command with exit 3 (docs/agent-yaml.md)."""
 REMOTE_ATTEMPTS = 2
 """Requests to a remote endpoint before it is called unreachable (DuckDB's ``http_retries``
 is one less; s3fs's retries)."""

@@ -1,4 +1,4 @@
-"""Exit codes (DESIGN §6.7) and the errors that map onto them.
+"""Exit codes (docs/cli.md) and the errors that map onto them.
 
 A user mistake is raised as one of these and printed as a message, never a traceback."""
 

@@ -1,4 +1,4 @@
-"""Names shared by the CLI and the pipelines (DESIGN §6.4)."""
+"""Names shared by the CLI and the pipelines (docs/architecture.md)."""
 
 from __future__ import annotations
 

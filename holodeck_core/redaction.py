@@ -1,4 +1,4 @@
-"""One way to redact anything before it is written anywhere (DESIGN §3.10).
+"""One way to redact anything before it is written anywhere (docs/architecture.md).
 
 :func:`redact` returns a redacted copy of a pydantic model or any JSON-like value:
 
@@ -142,8 +142,8 @@ def registered_secrets() -> frozenset[str]:
 
 @lru_cache(maxsize=1024)
 def encodings(secret: str) -> frozenset[str]:
-    """The forms a secret comes back in (issue 25): raw, JSON-escaped (ASCII-only or not: a
-    server echoes ``"`` as ``\\"`` and ``é`` as ``\\u00e9``), URL-encoded and base64."""
+    """The forms a secret comes back in (docs/agent-yaml.md): raw, JSON-escaped (ASCII-only or not:
+    a server echoes ``"`` as ``\\"`` and ``é`` as ``\\u00e9``), URL-encoded and base64."""
     forms = {
         secret,
         json.dumps(secret)[1:-1],
@@ -298,7 +298,7 @@ def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
 
 def _validated(model: type[M], data: Any) -> M:
     """``model`` validated from redacted ``data``. Redaction must never make a valid document
-    invalid (issue 25): where ``***`` breaks a constraint (a case id's pattern, a regular
+    invalid (docs/agent-yaml.md): where ``***`` breaks a constraint (a case id's pattern, a regular
     expression, a tool name), the strings at the failing spot get :data:`PLACEHOLDER` in its
     place, which fits an id, a name and a pattern alike. An error with no ``***`` to soften was
     there before redaction and is raised."""

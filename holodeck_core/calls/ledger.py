@@ -1,4 +1,4 @@
-"""What model calls cost, and the budget that stops them (DESIGN §8.5).
+"""What model calls cost, and the budget that stops them (docs/cost.md).
 
 The scheduler asks the :class:`Ledger` before it sends a call that carries a :class:`Charge`:
 the call's worst case (its input estimate at the input price plus its ``max_tokens`` at the

@@ -1,4 +1,4 @@
-"""The price table (DESIGN §8.5): USD per 1M tokens per provider and model, shipped as
+"""The price table (docs/cost.md): USD per 1M tokens per provider and model, shipped as
 ``holodeck_core/calls/prices.yaml`` with the date the prices were taken, overridden by
 ``holodeck.yaml`` ``pricing:`` and by the file ``HOLODECK_PRICES`` names. A model no row
 names has an unknown price (None), never 0."""

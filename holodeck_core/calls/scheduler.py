@@ -1,5 +1,5 @@
-"""The one place that schedules model calls (DESIGN §7.11): agent turns, judges, and whatever
-else asks a model (embeddings, prompt tools, rerankers).
+"""The one place that schedules model calls (docs/architecture.md): agent turns, judges, and
+whatever else asks a model (embeddings, prompt tools, rerankers).
 
 * **Limits per provider endpoint** (:func:`endpoint_key`): an agent on one provider and its
   judge on another never share a limit, a pause or a 429 wave.

@@ -1,4 +1,4 @@
-"""Budgets a run shares with other processes (DESIGN §8.5): ``holodeck.yaml``'s
+"""Budgets a run shares with other processes (docs/cost.md): ``holodeck.yaml``'s
 ``budget.daily`` and ``budget.backfill``, kept in the history backend by a :class:`BudgetPool`
 (``holodeck_core.history.budget_ledger``), so two Dagster partitions running at once cannot
 both spend the last dollar.

@@ -1,4 +1,4 @@
-"""The command line, the only home of argparse and of printing for people (DESIGN §8.3).
+"""The command line, the only home of argparse and of printing for people (docs/architecture.md).
 
 :mod:`.main` is the ``holodeck`` entry point; each command (or family) has its module:
 :mod:`.validate` (``validate``, ``schema``), :mod:`.prompts`, :mod:`.test`, :mod:`.rescore`,

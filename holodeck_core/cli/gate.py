@@ -40,7 +40,7 @@ def apply_gate(
     args: argparse.Namespace, run: EvalRun, suite: Suite, agent_file: str, code: int
 ) -> int:
     """Compare, print the verdict, write the summaries and annotations; the exit code with a
-    regression folded in (DESIGN §6.7: 1 unless something worse already happened)."""
+    regression folded in (docs/cli.md: 1 unless something worse already happened)."""
     from holodeck_core.engine.baseline import compare_with_baseline
     from holodeck_core.history.backend import project_history
     from holodeck_core.reports.github import error_annotations

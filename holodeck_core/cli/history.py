@@ -2,7 +2,7 @@
 
 :func:`add_history_parser` plugs the commands into the top-level CLI; each sets ``handler``
 (``Callable[[argparse.Namespace], int]``) on the parsed namespace. Handlers return an exit code
-(DESIGN §6.7) or raise a :class:`~holodeck_core.errors.HolodeckError`. This module imports only
+(docs/cli.md) or raise a :class:`~holodeck_core.errors.HolodeckError`. This module imports only
 the standard library at load time: DuckDB, pandas, pyarrow and rich load inside handlers, so
 ``holodeck --help`` stays fast.
 """
@@ -44,7 +44,7 @@ LOCK_HELP = (
 
 
 def _db(args: argparse.Namespace) -> History:
-    """The history to use: ``--lake``, else ``--db``, else the project's (DESIGN §8.3)."""
+    """The history to use: ``--lake``, else ``--db``, else the project's (docs/architecture.md)."""
     return history_from(args)
 
 

@@ -1,5 +1,5 @@
 """The ``holodeck`` entry point: the parser of every command, and what an error becomes
-(a message and its exit code, DESIGN §6.7). Start-up stays light: each command module is
+(a message and its exit code, docs/cli.md). Start-up stays light: each command module is
 imported when the parser is built, and imports what its handler needs when it runs."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "command resumes (--fresh starts over)",
             file=sys.stderr,
         )
-        return ExitCode.EXECUTION  # an aborted run (§6.7)
+        return ExitCode.EXECUTION  # an aborted run (docs/cli.md)
     except Exception:  # a bug, not a user mistake: keep the evidence, never exit 1 (= FAIL)
         import traceback
 

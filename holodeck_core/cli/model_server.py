@@ -21,7 +21,8 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="holodeck model-server",
         description=(
             "Run the loopback model server: scripted OpenAI Chat Completions, Responses and "
-            "Anthropic Messages endpoints on 127.0.0.1 (see DESIGN §6.12 for the rules format)."
+            "Anthropic Messages endpoints on 127.0.0.1 (the rules format: the docstring of "
+            "holodeck_core.testing.server, docs/cli.md)."
         ),
         epilog=(
             "GET /_stats returns the calls per route, per rule and per request key, and the "

@@ -2,7 +2,7 @@
 run will cost (calls, tokens and dollars per heading, from the history's measured spend per
 case, else from the prompt and case sizes), and with ``--detect`` how many cases and trials a
 comparison needs to see a drop of that size, from the latest recorded run's variances, and
-what those cost (DESIGN §7.7-7.8, §8.5)."""
+what those cost (docs/cli.md, docs/cost.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``holodeck prompts register|list AGENT_YAML``: by hand what the Dagster sensor does
-(DESIGN §6.6): snapshot the agent's prompt files, list the registered versions."""
+(docs/architecture.md): snapshot the agent's prompt files, list the registered versions."""
 
 from __future__ import annotations
 

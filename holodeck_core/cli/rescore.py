@@ -49,5 +49,5 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     code = exit_code(run.report.results, gate)
     if failure is None:
         return code
-    print(f"error: {failure}", file=sys.stderr)  # a lock that outlived its retries: §6.7
+    print(f"error: {failure}", file=sys.stderr)  # a lock that outlived its retries: docs/cli.md
     return ExitCode.worst(code, ExitCode.EXECUTION)

@@ -1,4 +1,4 @@
-"""``--target`` of ``holodeck test`` and ``holodeck validate`` (DESIGN §8.6), and how a
+"""``--target`` of ``holodeck test`` and ``holodeck validate`` (docs/targets.md), and how a
 target is shown (redacted)."""
 
 from __future__ import annotations

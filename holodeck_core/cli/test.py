@@ -1,4 +1,5 @@
-"""``holodeck test AGENT_YAML``: run a suite, write its EvalRun, render reports, exit per §6.7."""
+"""``holodeck test AGENT_YAML``: run a suite, write its EvalRun, render reports, exit by the
+exit codes of docs/cli.md."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ class LoadedAgent:
 
     @property
     def active_prompts(self) -> list[Prompt]:
-        """The prompt versions of the current file and its variants (DESIGN §6.6)."""
+        """The prompt versions of the current file and its variants (docs/architecture.md)."""
         return [self.prompt, *self.variants]
 
 
@@ -80,7 +80,7 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
     problems = list(main.problems)
     secrets = set(main.secrets)
     merged = merge_config_files(data, file, env) if not problems else None
-    if merged is not None:  # the config.yaml files HoloDeck merges in (DESIGN §8.1)
+    if merged is not None:  # the config.yaml files HoloDeck merges in (docs/holodeck-fidelity.md)
         data, problems, secrets = merged.data, merged.problems, secrets | merged.secrets
 
     cases_doc: YamlDocument | None = None
@@ -251,7 +251,7 @@ def _bad_graders(loaded: LoadedAgent, locate: Any) -> list[Problem]:
 
 def _secret_names(loaded: LoadedAgent, locate: Any) -> list[Problem]:
     """Names and ids holding a secret (``name: "agent-${API_TOKEN}"``): they become folder
-    names, prompt snapshots and report lines, where no redaction reaches (issue 25)."""
+    names, prompt snapshots and report lines, where no redaction reaches (docs/agent-yaml.md)."""
     agent = loaded.agent
     named: list[tuple[YamlPath, str | None]] = [(("name",), agent.name)]
     named += [(("tools", i, "name"), t.name) for i, t in enumerate(agent.tools or [])]
@@ -269,7 +269,8 @@ def _secret_names(loaded: LoadedAgent, locate: Any) -> list[Problem]:
 
 
 def _bad_templates(loaded: LoadedAgent, locate: Any) -> list[Problem]:
-    """Prompt tools whose template reads attributes (issue 25: data only) or is too long."""
+    """Prompt tools whose template reads attributes (docs/agent-yaml.md: data only) or is too
+    long."""
     problems = []
     for i, tool in enumerate(loaded.agent.tools or []):
         if not isinstance(tool, PromptTool) or tool.mock is not None:

@@ -1,4 +1,4 @@
-"""The ``config.yaml`` files HoloDeck 0.7.1 merges into an agent (DESIGN §8.1, issue 26).
+"""The ``config.yaml`` files HoloDeck 0.7.1 merges into an agent (docs/holodeck-fidelity.md).
 
 HoloDeck reads ``~/.holodeck/config.yml|yaml`` (user level) and ``config.yml|yaml`` beside the
 agent file (project level; ``.yml`` wins when both exist), each with ``${VAR}`` resolved, and:

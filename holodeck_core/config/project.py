@@ -1,4 +1,4 @@
-"""The project: ``holodeck.yaml``, ``HOLODECK_HOME`` and where state lives (DESIGN §6.3).
+"""The project: ``holodeck.yaml``, ``HOLODECK_HOME`` and where state lives (docs/cli.md).
 
 Every module asks here for a location instead of building paths itself."""
 
@@ -30,7 +30,7 @@ PROJECT_FILE = "holodeck.yaml"
 DEFAULT_HOME = ".holodeck"
 
 
-LAKE_ENV = "HOLODECK_HISTORY_URL"  # a history lake instead of the DuckDB file (§7.10)
+LAKE_ENV = "HOLODECK_HISTORY_URL"  # a history lake instead of the DuckDB file (docs/history.md)
 
 
 class AgentEntry(StrictModel):
@@ -141,7 +141,7 @@ class Project:
     @property
     def history_url(self) -> str | None:
         """A history lake's URL when ``HOLODECK_HISTORY_URL`` or ``history_url`` is set
-        (DESIGN §7.10); None means the DuckDB file :attr:`history_db`. The history package
+        (docs/history.md); None means the DuckDB file :attr:`history_db`. The history package
         turns it into a store (:func:`holodeck_core.history.backend.resolve_history`)."""
         return os.environ.get(LAKE_ENV) or self.settings.history_url
 
@@ -156,7 +156,7 @@ class Project:
     @property
     def cache_dir(self) -> Path:
         """Every cache: ``files/``, ``judge/``, and the retrieval tools' ``embeddings/`` and
-        ``indexes/`` (DESIGN §7.5)."""
+        ``indexes/`` (docs/agent-yaml.md)."""
         return self.home / "cache"
 
     @property
@@ -216,9 +216,9 @@ def location(value: str) -> Path | UPath:
 
 
 def results_dir(agent_file: Path, agent_name: str) -> Path | UPath:
-    """Where EvalRuns of an agent go: ``<agent dir>/results/<slug>/`` (DESIGN §6.3), or
+    """Where EvalRuns of an agent go: ``<agent dir>/results/<slug>/`` (docs/cli.md), or
     ``<results_url>/<slug>/`` when ``HOLODECK_RESULTS_URL`` or ``results_url`` in
-    ``holodeck.yaml`` sets one (workers on many machines, issue 19)."""
+    ``holodeck.yaml`` sets one (workers on many machines, docs/scale-out.md)."""
     from holodeck_core.naming import slugify
 
     project = Project.discover(agent_file.parent)
@@ -234,7 +234,7 @@ def results_dir(agent_file: Path, agent_name: str) -> Path | UPath:
 SUPERSET_FOLDER = "holodeck-pipelines"
 """Our superset EvalRun of ``results/<slug>/<name>.json`` lives at
 ``results/<slug>/holodeck-pipelines/<name>.json``, where HoloDeck's loader (which globs
-``*.json`` in the slug folder, not below) does not look (DESIGN §8.2)."""
+``*.json`` in the slug folder, not below) does not look (docs/holodeck-fidelity.md)."""
 
 
 _L = TypeVar("_L", bound="Path | UPath")

@@ -1,4 +1,4 @@
-"""Prompt versions (seed 003) and the immutable snapshot store (DESIGN §3.2, §6.6).
+"""Prompt versions and the immutable snapshot store (docs/architecture.md, "Loading the agent").
 
 A prompt file's identity is its frontmatter ``version`` (else ``auto-<sha256(body)[:8]>``), the
 body being the text after the frontmatter; what the model is sent is the file as it is,

@@ -1,4 +1,4 @@
-"""Remote endpoints of the history and the results (issue 25, class 11): a DuckLake's
+"""Remote endpoints of the history and the results (docs/agent-yaml.md): a DuckLake's
 PostgreSQL catalog, its data on S3, EvalRuns on object storage. Each client is given the same
 bounds (:data:`~holodeck_core.defaults.REMOTE_TIMEOUT_S`, ``HOLODECK_REMOTE_TIMEOUT``, and
 :data:`~holodeck_core.defaults.REMOTE_ATTEMPTS`), so an endpoint that accepts a connection and

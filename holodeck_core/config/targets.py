@@ -1,4 +1,4 @@
-"""A target's config (DESIGN §8.6): from the agent's ``holodeck.yaml`` entry or ``--target``,
+"""A target's config (docs/targets.md): from the agent's ``holodeck.yaml`` entry or ``--target``,
 with ``${VAR}`` substituted like ``agent.yaml``'s, validated, every header value and key
 registered as a secret. Problems name the file, the field and the line."""
 

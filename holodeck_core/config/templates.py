@@ -1,4 +1,4 @@
-"""What a prompt tool's Handlebars template may read (issue 25, class 5): the tool's arguments
+"""What a prompt tool's Handlebars template may read (docs/agent-yaml.md): the tool's arguments
 as data (names, nested keys, list items), never an attribute of a Python object, and at most
 :data:`~holodeck_core.defaults.MAX_TEMPLATE_CHARS` long. Checked when
 the agent loads, so ``validate`` and ``test`` reject such a template before any model call;

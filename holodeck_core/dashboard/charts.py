@@ -91,7 +91,7 @@ def label_rows(marks: list[tuple[Any, str]], first: Any, last: Any) -> list[int 
 def pass_rate_figure(runs: pd.DataFrame, regressions: set[str]) -> Figure:
     """Per agent: the pass rate, its 95% interval as a band, the runs whose paired comparison
     with the previous run of their prompt version is a regression, the runs that mostly
-    errored (infrastructure failures, DESIGN §8.7); prompt-version and model boundaries as
+    errored (infrastructure failures, docs/cli.md); prompt-version and model boundaries as
     dotted lines with their labels above the plot."""
     traces: list[dict[str, Any]] = []
     for agent, group in runs.groupby("agent_name", sort=True):

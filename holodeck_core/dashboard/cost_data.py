@@ -1,4 +1,4 @@
-"""The dashboard's money (issue 23): each filtered run's cost and cost per passing case from
+"""The dashboard's money (docs/cost.md): each filtered run's cost and cost per passing case from
 ``v_cost_by_run`` (a run recorded without costs, such as an import, keeps the cost its EvalRun
 states; a rescore the cost of the run it rescored), and the runs a budget stopped. An unknown
 cost stays None here and is shown as unknown, never as 0."""

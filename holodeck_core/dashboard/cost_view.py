@@ -1,4 +1,4 @@
-"""The Summary's cost card (issue 23): the cost of each run over time, a line per agent and
+"""The Summary's cost card (docs/cost.md): the cost of each run over time, a line per agent and
 prompt version, with its cost per passing case in the hover; a run whose cost is unknown (a
 model without a price) is marked "unknown" on the time axis, never drawn at 0; a table per
 prompt version; and the runs a budget stopped, with the verdict."""

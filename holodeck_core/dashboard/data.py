@@ -1,4 +1,4 @@
-"""The dashboard's reads: one short read-only connection per request (DESIGN §7.9).
+"""The dashboard's reads: one short read-only connection per request (docs/architecture.md).
 
 A connection is opened when a page is rendered and closed before the page is sent, so a
 writer (a nightly run, ``holodeck test``) never waits on the dashboard for longer than one
@@ -119,7 +119,7 @@ class Filters:
     min_pass_rate: float | None = None
     """Percent, 0-100: runs at or above it."""
     include_failed: bool = False
-    """Keep infrastructure failures in the trend and table (URL ``failed=1``, DESIGN §8.7)."""
+    """Keep infrastructure failures in the trend and table (URL ``failed=1``, docs/cli.md)."""
 
     KEYS: ClassVar[dict[str, str]] = {
         "agents": "agent", "prompt_versions": "prompt", "models": "model",

@@ -1,4 +1,4 @@
-"""The Summary's card of infrastructure failures (DESIGN §8.7): runs whose cases mostly ERROR,
+"""The Summary's card of infrastructure failures (docs/cli.md): runs whose cases mostly ERROR,
 left out of the trend and the table, listed apart with a link that keeps them."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def failures_card(failures: pd.DataFrame, filters: Filters) -> list[html.Div]:
-    """Infrastructure failures, apart: not evidence about a prompt (DESIGN §8.7)."""
+    """Infrastructure failures, apart: not evidence about a prompt (docs/cli.md)."""
     if failures.empty:
         return []
     keep = replace(filters, include_failed=True).to_query()

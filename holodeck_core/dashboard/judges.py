@@ -1,6 +1,6 @@
-"""The Judges page (DESIGN §8.7): how far each judge agrees with people (``v_judge_agreement``),
+"""The Judges page (docs/cli.md): how far each judge agrees with people (``v_judge_agreement``),
 and each recent run's labelling sheet to download, fill in and bring back with ``holodeck
-labels import``. The dashboard stays read-only (seed 003): it offers the sheet, it stores
+labels import``. The dashboard stays read-only (docs/dashboard.md): it offers the sheet, it stores
 nothing."""
 
 from __future__ import annotations

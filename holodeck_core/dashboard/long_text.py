@@ -1,4 +1,4 @@
-"""Long texts on a page (issue 25, class 10): a response, an input or a tool result of any
+"""Long texts on a page (docs/agent-yaml.md): a response, an input or a tool result of any
 length comes back from the history, but a page shows at most
 :data:`~holodeck_core.defaults.MAX_SHOWN_TEXT_CHARS` of it (a 100 MB response crashed the
 browser's tab) and a "show all" link to the whole text as plain text, served from the

@@ -27,9 +27,9 @@ GROUP BY metric_name, case_id
 """One run's per-case mean score per metric (``v_metric_stats``' ``per_case``)."""
 
 INFRASTRUCTURE_ERROR_SHARE = MAX_ERROR_SHARE
-"""DESIGN §8.7 (``evaluations.max_error_share``'s default): a run with more than this share
-of its cases ERROR is an infrastructure failure (kept out of regressions; its fewer failures,
-tokens and cost are no improvement)."""
+"""``evaluations.max_error_share``'s default (docs/cli.md, "Errors apart"): a run with more than
+this share of its cases ERROR is an infrastructure failure (kept out of regressions; its fewer
+failures, tokens and cost are no improvement)."""
 
 
 def wilson(passed: int, total: int) -> tuple[float, float] | None:

@@ -2,7 +2,7 @@
 for the charts, each agent's newest :data:`CHART_RUNS` of them with their intervals, paired
 regressions and metric means. What is computed from case, trial or metric rows is computed for
 the charted runs only: at 10,000 runs the charts show what a plot 1,000 pixels wide can draw,
-and an older run is charted by narrowing the date range (issue 28)."""
+and an older run is charted by narrowing the date range (docs/dashboard.md)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ SELECT s.run_id, s.ci95_low, s.ci95_high, s.cases, s.method FROM v_run_stats s
 WHERE s.run_id IN ({ids})
   AND s.run_id IN (SELECT DISTINCT run_id FROM case_trials WHERE trial > 0 AND run_id IN ({ids}))
 """
-"""The clustered interval of the charted runs with K > 1 trials (DESIGN §7.7); with one
+"""The clustered interval of the charted runs with K > 1 trials (docs/cli.md); with one
 trial per case, ``v_run_stats``' interval is the Wilson interval of passed / total, computed
 here without reading the trial rows. The runs are named as literals: DuckDB then reads only
 their rows (a bound list or a subquery is not pushed below the view's grouping)."""
@@ -53,8 +53,8 @@ WHERE c.verdict = 'regression' AND c.head_run_id IN ({ids})
   AND e.errored <= {share} * e.total_tests
 """
 """Charted runs whose paired comparison with the previous run of their prompt version is a
-significant drop (DESIGN §7.8); an infrastructure failure (§8.7) is marked as one instead.
-Only the comparisons of the heads since the oldest charted run's day are computed (schema
+significant drop (docs/architecture.md); an infrastructure failure (docs/cli.md) is marked as one
+instead. Only the comparisons of the heads since the oldest charted run's day are computed (schema
 10's macro, whole ticks)."""
 
 METRICS = """

@@ -1,6 +1,6 @@
 """``holodeck test --baseline REF``: the recorded run compared with a baseline (a run id or
 prefix, or a prompt version's newest run of the agent), decided as ``history compare`` and
-the Dagster ``no_regression`` check decide (DESIGN §7.8)."""
+the Dagster ``no_regression`` check decide (docs/architecture.md)."""
 
 from __future__ import annotations
 

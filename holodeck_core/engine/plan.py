@@ -1,7 +1,7 @@
 """``holodeck plan``: what a run will cost (calls, tokens and dollars per heading, from the
-history's measured spend per case, else from the prompt and case sizes; DESIGN §8.5), and how
+history's measured spend per case, else from the prompt and case sizes; docs/cost.md), and how
 many cases and trials a comparison needs to see a drop, from the latest recorded run's
-variances (DESIGN §7.7-7.8)."""
+variances (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def estimates_reader(
 ) -> Iterator[duckdb.DuckDBPyConnection | None]:
     """One reader for the estimates of several prompt versions (a backfill's step opens the
     history once), or None when nothing is recorded or the history cannot be reached: the
-    sizes then estimate (issue 25)."""
+    sizes then estimate (docs/agent-yaml.md)."""
     from holodeck_core.history import store
 
     with contextlib.ExitStack() as stack:
@@ -169,7 +169,7 @@ def estimate_cost(
         measured = _measured(loaded, history, prompt_version) if history is not None else None
     except NoHistoryError:  # nothing recorded yet (no file, a lake nobody wrote)
         measured = None
-    except ExecutionError:  # an unreachable history: the sizes still estimate (issue 25)
+    except ExecutionError:  # an unreachable history: the sizes still estimate (docs/agent-yaml.md)
         measured = None
     if measured is not None:
         run_id, per_case, outside = measured

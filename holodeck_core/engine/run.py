@@ -40,7 +40,7 @@ class RecordedRun:
     warnings: list[str] = field(default_factory=list)
     history_error: str | None = None
     """Why the history misses the run (a lock that outlived its retries, a full disk): an
-    execution error (DESIGN §6.7, exit 3), though nothing is lost."""
+    execution error (docs/cli.md, exit 3), though nothing is lost."""
 
 
 async def run_suite(

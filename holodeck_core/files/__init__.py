@@ -1,4 +1,4 @@
-"""Attachments → Markdown (DESIGN §3, issue 3): markitdown in killable worker processes,
+"""Attachments → Markdown (docs/architecture.md): markitdown in killable worker processes,
 1-based page/slide selection, Excel sheets and ranges, downloads, a content-addressed cache.
 
 Typical use (the runner)::

@@ -1,5 +1,5 @@
 """PDFs as HoloDeck 0.7.1 converts them (``lib/pdf_processor/heading_extractor.py``, which its
-``FileProcessor`` applies to every PDF before markitdown; agent side, DESIGN §8.1).
+``FileProcessor`` applies to every PDF before markitdown; agent side, docs/holodeck-fidelity.md).
 
 pdfminer.six's text lines, one output line each (stripped, empty ones dropped). With bookmarks,
 a line whose normalised text is a bookmark's title (that page's bookmarks first, then those

@@ -1,7 +1,7 @@
 """Selecting PDF pages and PowerPoint slides *before* conversion.
 
 markitdown's whole-PDF output has no reliable page boundaries (pdfplumber joins pages with
-blank lines, pdfminer with form feeds, depending on content; DESIGN §5), so we write a
+blank lines, pdfminer with form feeds, depending on content), so we write a
 temporary document holding only the selected pages and convert that. Page numbers are 1-based.
 PDFs are cut with pypdfium2 (installed by markitdown's ``pdf`` extra through pdfplumber),
 decks with python-pptx (the ``pptx`` extra)."""

@@ -1,4 +1,4 @@
-"""The one resolver of where the history lives (DESIGN §8.3): every reader and writer (the
+"""The one resolver of where the history lives (docs/architecture.md): every reader and writer (the
 CLI's ``--db``/``--lake``, ``holodeck plan``, the dashboard, rescore, the Dagster resources
 and the demo) asks here, so a configured lake is honoured everywhere or nowhere."""
 

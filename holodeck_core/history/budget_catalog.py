@@ -1,4 +1,4 @@
-"""The shared budgets' ledger of a DuckLake whose catalog is in PostgreSQL (DESIGN §8.5): the
+"""The shared budgets' ledger of a DuckLake whose catalog is in PostgreSQL (docs/cost.md): the
 table ``holodeck_budget_ledger`` in the catalog's own database, written through DuckDB's
 ``postgres`` extension, every claim one PostgreSQL transaction that first takes
 ``LOCK TABLE … IN SHARE ROW EXCLUSIVE MODE``.

@@ -1,4 +1,4 @@
-"""The budgets runs share, kept in the history (DESIGN §8.5): a
+"""The budgets runs share, kept in the history (docs/cost.md): a
 :class:`~holodeck_core.calls.shared_budget.BudgetPool` over the ``budget_ledger`` table.
 
 Every claim is one short transaction on a writer connection, which waits out another

@@ -1,4 +1,4 @@
-"""The ``cost_regression`` check (issue 23): a run's cost per passing case against the run the
+"""The ``cost_regression`` check (docs/cost.md): a run's cost per passing case against the run the
 ``no_regression`` check compares it with (:mod:`holodeck_core.history.regression`), flagged
 when it went up by more than ``evaluations.max_cost_increase`` (a fraction). A cost that is
 unknown on either side (a model without a price, a run recorded before costs were), or no

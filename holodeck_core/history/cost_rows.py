@@ -1,6 +1,6 @@
 """A run's ``call_costs`` rows (per case and heading) and its ``run_costs`` row (the price
 table and the budget verdict), schema version 6. Runs without cost data (HoloDeck's files,
-runs before issue 23) have none."""
+runs recorded before costs were) have none."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The DuckLake backend of the history (DESIGN §8.4): the same tables, views and macros as the
+"""The DuckLake backend of the history (docs/history.md): the same tables, views and macros as the
 DuckDB file, in a DuckLake catalog (a local catalog file or PostgreSQL) whose data files sit
 in a folder or on S3. DuckLake's snapshots give each reader one consistent view while writers
 commit; a writer killed before its commit leaves no row a reader counts (its orphaned files

@@ -1,4 +1,4 @@
-"""Infrastructure failures in the history (DESIGN §8.7): which runs ``v_run_health`` marks, and
+"""Infrastructure failures in the history (docs/cli.md): which runs ``v_run_health`` marks, and
 the refusal to let one stand as evidence in a comparison unless asked (``--include-failed``)."""
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """HoloDeck 0.7.1 EvalRun files out (the import side is
 :mod:`~holodeck_core.history.holodeck_import`).
 
-:func:`to_holodeck` produces what HoloDeck's own models read (DESIGN §8.2): ERROR folded into
-failed, our extra fields dropped, metrics HoloDeck cannot express removed from
-``agent_config``, scores on the 0-1 scale its dashboard plots (unit metrics such as latency
-and cost stay in our superset), multi-turn cases rolled up as its executor rolls them. It is
-the file ``holodeck test`` writes at ``results/<slug>/<timestamp>.json`` and the one
-``history export --format holodeck`` writes. The field lists are HoloDeck 0.7.1's, from its
-JSON Schema ``schemas/agent.schema.json`` and its report models.
-"""
+:func:`to_holodeck` produces what HoloDeck's own models read (docs/holodeck-fidelity.md): ERROR
+folded into failed, our extra fields dropped, metrics HoloDeck cannot express removed from
+``agent_config``, scores on the 0-1 scale its dashboard plots (unit metrics such as latency and cost
+stay in our superset), multi-turn cases rolled up as its executor rolls them. It is the file
+``holodeck test`` writes at ``results/<slug>/<timestamp>.json`` and the one ``history export
+--format holodeck`` writes. The field lists are HoloDeck 0.7.1's, from its JSON Schema
+``schemas/agent.schema.json`` and its report models."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ and its report models: what :mod:`~holodeck_core.history.holodeck_export` keeps 
 from __future__ import annotations
 
 # HoloDeck 0.7.1's fields per model, from schemas/agent.schema.json ($defs) and its report
-# models (seed 000 + the 031 additions seen in its real output). Our models carry more.
+# models (as its real output shows them, docs/holodeck-fidelity.md). Our models carry more.
 AGENT_FIELDS: dict[str, tuple[str, ...]] = {
     "Agent": (
         "name",

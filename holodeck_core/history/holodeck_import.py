@@ -1,12 +1,11 @@
 """HoloDeck 0.7.1 EvalRun files in, with inference (the export side is
 :mod:`~holodeck_core.history.holodeck_export`).
 
-A file without ``metadata.run_id`` is a HoloDeck file (DESIGN §6.14). Its run id is the sha256
+A file without ``metadata.run_id`` is a HoloDeck file (docs/history.md). Its run id is the sha256
 of the file's bytes (file names repeat across agents), its trigger ``import``, and what 0.7.1
 does not record is inferred: metric ``kind`` from the metric's name and the agent's metric
-config, case ids (§6.5), ERROR vs FAIL (from ``TestResult``'s own rule), the summary's
-``errored`` count, config and dataset hashes, and an estimated start time.
-"""
+config, case ids (docs/architecture.md), ERROR vs FAIL (from ``TestResult``'s own rule), the
+summary's ``errored`` count, config and dataset hashes, and an estimated start time."""
 
 from __future__ import annotations
 
@@ -179,7 +178,7 @@ def _complete(run: EvalRun) -> EvalRun:
 
 def load_run_file(path: Location) -> LoadedRun:
     """Read an EvalRun file: ours as is, a HoloDeck 0.7.1 one with inference; of a run's two
-    files (DESIGN §8.2), the superset beside the one named if it is there.
+    files (docs/holodeck-fidelity.md), the superset beside the one named if it is there.
 
     Raises :class:`NotAnEvalRun` for JSON that is not an EvalRun, :class:`ConfigError` for
     an EvalRun that does not validate."""

@@ -1,5 +1,5 @@
-"""Ingest EvalRuns: one transaction per run, idempotent by run id (DESIGN §3.6, §6.14), into
-the DuckDB file or a DuckLake (DESIGN §8.4).
+"""Ingest EvalRuns: one transaction per run, idempotent by run id (docs/architecture.md,
+docs/history.md), into the DuckDB file or a DuckLake (docs/history.md).
 
 The EvalRun JSON file is written first and stays the source of truth; the database is a
 copy that ``sync`` can always complete. Rows are built before a connection is opened, and the
@@ -351,7 +351,7 @@ def prepare_file_run(
 
 def _expand(paths: Sequence[Location]) -> list[tuple[Location, bool]]:
     """Files to read, each with whether the user named it (vs. found it in a folder): of a
-    run's two files, the superset (DESIGN §8.2)."""
+    run's two files, the superset (docs/holodeck-fidelity.md)."""
     found: dict[str, tuple[Location, bool]] = {}
     for path in paths:
         if path.is_dir():

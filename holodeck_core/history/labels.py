@@ -1,4 +1,4 @@
-"""Human labels (DESIGN §8.7): the labelling sheet of a run, importing a filled-in sheet
+"""Human labels (docs/cli.md): the labelling sheet of a run, importing a filled-in sheet
 (CSV or JSON Lines) into ``human_labels``, and reading ``v_judge_agreement``.
 
 A sheet has one row per case and metric of a run: the case's input, response and expected

@@ -1,5 +1,5 @@
-"""Schema version 10 (issue 28: the Summary at 10,000 runs): the paired comparisons as table
-macros that compute only the recent runs' verdicts, and the two views on top of them.
+"""Schema version 10 (docs/dashboard.md: the Summary at 10,000 runs): the paired comparisons as
+table macros that compute only the recent runs' verdicts, and the two views on top of them.
 
 ``holodeck_run_comparisons_raw(since)`` and ``holodeck_run_comparisons(since)`` have the rows
 of schema 5's ``v_run_comparisons_raw`` and ``v_run_comparisons`` whose head run finished on
@@ -69,7 +69,8 @@ STATEMENTS_V10: tuple[str, ...] = (
     V_RUN_COMPARISONS,
 )
 DESCRIPTION_V10 = (
-    "issue 28: macros holodeck_run_comparisons_raw(since), holodeck_run_comparisons(since) "
+    "the Summary at 10,000 runs: macros holodeck_run_comparisons_raw(since), "
+    "holodeck_run_comparisons(since) "
     "(the comparisons of the heads since a UTC day, their ticks whole); v_run_comparisons_raw "
     "and v_run_comparisons read them (same rows, only the paired runs' trials aggregated)"
 )

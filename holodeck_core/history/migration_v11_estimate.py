@@ -1,4 +1,4 @@
-"""Schema version 11: the run's estimate before it started (issue 23, ``summary.cost.estimate``
+"""Schema version 11: the run's estimate before it started (docs/cost.md, ``summary.cost.estimate``
 of our EvalRun): four columns of ``run_costs`` and of ``v_cost_by_run``, beside the spend and
 the budget verdict, so the dashboard compares what was expected with what was spent. Runs
 recorded before have NULL there. Frozen once released."""

@@ -1,4 +1,4 @@
-"""Schema version 12 (issue 28: the dashboard's first request after a run is written, at
+"""Schema version 12 (docs/dashboard.md: the dashboard's first request after a run is written, at
 10,000 runs): ``holodeck_run_comparisons_raw(since)`` groups the trial rows of the paired runs
 only.
 
@@ -45,6 +45,7 @@ STATEMENTS_V12: tuple[str, ...] = (
     migration_v10_comparisons.V_RUN_COMPARISONS,
 )
 DESCRIPTION_V12 = (
-    "issue 28: holodeck_run_comparisons_raw(since) groups only the paired runs' trial rows "
+    "the first request after a write: holodeck_run_comparisons_raw(since) groups only the "
+    "paired runs' trial rows "
     "(schema 10 grouped every run's, then kept the pairs'); same rows"
 )

@@ -1,5 +1,5 @@
 """Schema version 4: one row per trial, judge-control scores, and the views that compute the
-statistics of DESIGN §7.6-7.8 in SQL.
+statistics of docs/cli.md ("Trials and error bars") in SQL.
 
 The numbers are those of :mod:`holodeck_core.stats` (the tests hold the two to each other):
 Student-t quantiles to 1e-6 (a table to 30 degrees of freedom, then the Cornish-Fisher
@@ -108,7 +108,7 @@ SELECT
 FROM case_trials
 GROUP BY run_id, case_id
 """
-"""Per run and case: xᵢ = passesᵢ / K (DESIGN §7.7)."""
+"""Per run and case: xᵢ = passesᵢ / K (docs/cli.md)."""
 
 V_RUN_STATS = """
 CREATE OR REPLACE VIEW v_run_stats AS
@@ -218,7 +218,7 @@ SELECT
 FROM tested
 """
 """Each run against the previous run of its agent and prompt version, paired over the cases
-both ran (DESIGN §7.8, alpha = :data:`holodeck_core.defaults.ALPHA`)."""
+both ran (docs/architecture.md, alpha = :data:`holodeck_core.defaults.ALPHA`)."""
 
 FLAKY_CASES_MACRO = """
 CREATE OR REPLACE MACRO flaky_cases(last_n) AS TABLE
@@ -261,7 +261,7 @@ FROM windowed
 GROUP BY agent_slug, prompt_version, case_id
 HAVING flips > 0 OR disagreeing_runs > 0
 """
-"""§7.6: flaky when a run's trials disagree, or the status changed between runs while the
+"""Flaky when a run's trials disagree, or the status changed between runs while the
 case fingerprint did not (runs recorded without fingerprints count as unchanged). Rescores are
 left out: they re-judge old samples, often with changed metrics, and sample nothing new."""
 

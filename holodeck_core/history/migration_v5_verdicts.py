@@ -1,4 +1,4 @@
-"""Schema version 5 (DESIGN §8.7): intervals that stay on their scale, and errors kept apart.
+"""Schema version 5 (docs/cli.md): intervals that stay on their scale, and errors kept apart.
 
 Intervals: the SQL macros compute the numbers of :mod:`holodeck_core.stats.intervals` with the same
 closed forms (the tests hold the two to each other): Wilson's interval with continuity
@@ -87,7 +87,7 @@ SELECT
 FROM sized r
 JOIN eval_runs e USING (run_id)
 """
-"""The pass rate with its 95% interval, inside [0, 1] (DESIGN §8.7); pass@1, pass@K, pass^K."""
+"""The pass rate with its 95% interval, inside [0, 1] (docs/cli.md); pass@1, pass@K, pass^K."""
 
 V_METRIC_STATS = """
 CREATE OR REPLACE VIEW v_metric_stats AS
@@ -235,9 +235,9 @@ FROM windowed
 GROUP BY agent_slug, prompt_version, case_id
 HAVING flips > 0 OR disagreeing_runs > 0
 """
-"""§7.6 with errors apart (§8.7): flaky when a run's trials disagree, or the status changed
-between two runs where the case ran (PASS to FAIL or back, an ERROR in between skipped) while
-its fingerprint did not. Infrastructure failures and rescores are left out."""
+"""Flaky cases with errors apart (docs/cli.md): flaky when a run's trials disagree, or the status
+changed between two runs where the case ran (PASS to FAIL or back, an ERROR in between skipped)
+while its fingerprint did not. Infrastructure failures and rescores are left out."""
 
 
 MCNEMAR_MIDP = """
@@ -251,7 +251,7 @@ CREATE OR REPLACE MACRO holodeck_mcnemar_midp(only_a, only_b) AS
                             - lgamma(only_a + only_b - i + 1) - (only_a + only_b) * ln(2)))))
     END
 """
-"""Two-sided McNemar mid-p value from the discordant pairs (DESIGN §8.7)."""
+"""Two-sided McNemar mid-p value from the discordant pairs (docs/cli.md)."""
 
 TICK = """
 CREATE OR REPLACE MACRO holodeck_tick(agent_slug, trigger, finished_at, run_id) AS
@@ -317,7 +317,7 @@ VIEWS_V5: tuple[str, ...] = (
     V_RUN_COMPARISONS,
 )
 DESCRIPTION_V5 = (
-    "DESIGN 8.7: intervals on their scale (macros holodeck_n_eff, holodeck_wilson_cc_low, "
+    "intervals on their scale (macros holodeck_n_eff, holodeck_wilson_cc_low, "
     "holodeck_wilson_cc_high; v_run_stats, v_metric_stats, v_metric_trend use them); "
     "eval_runs.max_error_share, views v_run_health, v_counted_runs; infrastructure failures "
     "out of v_pass_rate_trend, v_regressions, v_run_comparisons, flaky_cases; ERROR trials "

@@ -1,4 +1,4 @@
-"""Schema version 6 (DESIGN §8.7): human labels, and how far the judges agree with them.
+"""Schema version 6 (docs/cli.md): human labels, and how far the judges agree with them.
 
 ``human_labels`` holds a person's verdict on one case's response for one metric of one run
 (``holodeck labels import``). ``v_judge_labels`` pairs each label with the judge's verdict on
@@ -130,6 +130,6 @@ FULL OUTER JOIN scores s USING (agent_slug, metric_name, judge)
 TABLES_V6 = ("human_labels",)
 VIEWS_V6: tuple[str, ...] = (HUMAN_LABELS, V_JUDGE_LABELS, V_JUDGE_AGREEMENT)
 DESCRIPTION_V6 = (
-    "DESIGN 8.7: table human_labels; views v_judge_labels, v_judge_agreement (Cohen's kappa, "
+    "table human_labels; views v_judge_labels, v_judge_agreement (Cohen's kappa, "
     "false pass/fail rates, Spearman rho, mean bias, each with n and an interval)"
 )

@@ -1,10 +1,10 @@
-"""Schema version 7: what runs spent (DESIGN §8.5). ``call_costs`` holds one row per run, case
+"""Schema version 7: what runs spent (docs/cost.md). ``call_costs`` holds one row per run, case
 and heading (agent, judge, prompt_tool, embedding, reranker; ``case_id`` is empty for calls
 made outside any case, such as index builds), ``run_costs`` one row per run with the price
 table and the budget verdict; ``v_cost_by_run`` and ``v_cost_by_case`` put the headings side
 by side. An unknown price is NULL, never 0, and makes its total NULL.
 
-(Version 5 is issue 30's.) Frozen once released, like every migration."""
+(Version 5 is the intervals and errors apart.) Frozen once released, like every migration."""
 
 from __future__ import annotations
 

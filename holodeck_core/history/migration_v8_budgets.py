@@ -1,4 +1,4 @@
-"""Schema version 8: the budgets runs share (DESIGN §8.5, ``holodeck.yaml`` ``budget:``).
+"""Schema version 8: the budgets runs share (docs/cost.md, ``holodeck.yaml`` ``budget:``).
 ``budget_ledger`` holds one row per holder (one process's runtime) of a shared budget: the
 scope (``daily``, ``backfill``) and its key (the UTC day, the Dagster backfill id), what the
 holder claimed and what it booked as spent, and until when its claim counts (a crashed

@@ -1,4 +1,4 @@
-"""Schema version 9 (DESIGN §8.7, issue 30's rest): a mean in a unit gets Hall's
+"""Schema version 9 (docs/cli.md, "Trials and error bars"): a mean in a unit gets Hall's
 skewness-corrected t interval, and the judge-control set is measured against people.
 
 ``holodeck_hall_low`` / ``holodeck_hall_high`` compute
@@ -125,7 +125,7 @@ STATEMENTS_V9: tuple[str, ...] = (
     V_JUDGE_CONTROL_AGREEMENT,
 )
 DESCRIPTION_V9 = (
-    "DESIGN 8.7: means in a unit get Hall's skewness-corrected t interval (macros "
+    "means in a unit get Hall's skewness-corrected t interval (macros "
     "holodeck_hall_inverse, holodeck_hall_low, holodeck_hall_high; v_metric_stats gains "
     "skewness, and v_metric_trend follows it); judge_control_scores.passed, human_passed, "
     "human_score; views v_judge_control_labels, v_judge_control_agreement"

@@ -1,11 +1,11 @@
-"""The statistical side of ``history compare`` and the ``no_regression`` check (DESIGN
-§7.6, §7.8): the paired comparison of two runs from their stored trial rows, per-metric
+"""The statistical side of ``history compare`` and the ``no_regression`` check (docs/cli.md,
+docs/architecture.md): the paired comparison of two runs from their stored trial rows, per-metric
 paired comparisons, and which of the shared cases are flaky.
 
 A case is listed as *flaky* rather than as a regression when its trials disagree in either
 run, or when the history before the later run already shows its status changing while its
 case fingerprint did not: it is known to flip without a cause. ERROR is no verdict, and
-infrastructure failures are no history (DESIGN §8.7)."""
+infrastructure failures are no history (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def compare_paired(
     adjustment: Adjustment = Adjustment.BH,
 ) -> PairedRuns:
     """The pass fraction and every shared metric compared, their p-values adjusted together
-    (one family, DESIGN §8.7)."""
+    (one family, docs/cli.md)."""
     a, b = _fractions(con, run_a), _fractions(con, run_b)
     shared = a.keys() & b.keys()
     binary = all(a[k][1] == 1 and b[k][1] == 1 for k in shared)

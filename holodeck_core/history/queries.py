@@ -168,7 +168,7 @@ class Comparison:
     paired: PairedRuns | None = None
     strict: bool = False
     """``--strict``: any case that passed in A and not in B is a regression (the any-flip
-    rule); otherwise only a significant drop of the paired comparison is (DESIGN §7.8)."""
+    rule); otherwise only a significant drop of the paired comparison is (docs/architecture.md)."""
 
     @property
     def pass_rate_a(self) -> float:
@@ -291,7 +291,7 @@ def compare_runs(
 ) -> Comparison:
     """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A, and
     the paired comparison that decides a regression (unless ``strict``). An infrastructure
-    failure on either side is refused unless ``include_failed`` (DESIGN §8.7)."""
+    failure on either side is refused unless ``include_failed`` (docs/cli.md)."""
     if not include_failed:
         refuse_failed(con, run_a, run_b)
     sides = {

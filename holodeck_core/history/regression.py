@@ -1,9 +1,9 @@
 """The ``no_regression`` check's comparison: a run against the previous run of the same
 agent and prompt (or, with ``evaluations.baseline``, the latest run of that prompt version),
-decided exactly as ``holodeck history compare`` decides (DESIGN §7.8). Infrastructure
-failures are never a baseline, and a run that is one is not compared (§8.7).
+decided exactly as ``holodeck history compare`` decides (docs/architecture.md). Infrastructure
+failures are never a baseline, and a run that is one is not compared (docs/cli.md).
 
-The checks of one schedule tick are one family (§8.7): the run's p-value is adjusted
+The checks of one schedule tick are one family (docs/cli.md): the run's p-value is adjusted
 (Benjamini-Hochberg by default) together with those of the other runs of its tick
 (``holodeck_tick``: an agent's nightly runs of one UTC day) recorded in
 ``v_run_comparisons_raw`` so far; the last run of a tick to finish is decided on the whole

@@ -6,7 +6,7 @@ schema has one source, and a column the DDL gains but this module does not fill 
 Built before any connection is opened (the writer only inserts), and inserted with
 ``INSERT ... BY NAME SELECT``: bulk, never row by row.
 Counts and rates come from the results' statuses, not from the summary, so a HoloDeck
-summary that folds ERROR into failed cannot skew them (DESIGN §6.2: 0-1 fraction, ERROR in
+summary that folds ERROR into failed cannot skew them (docs/history.md: 0-1 fraction, ERROR in
 the denominator).
 """
 
@@ -50,7 +50,7 @@ def sha256_hex(data: bytes | str) -> str:
 
 
 def run_id_of(run: EvalRun) -> str:
-    """``metadata.run_id``, else the sha256 of the run's canonical JSON (DESIGN §6.14 uses the
+    """``metadata.run_id``, else the sha256 of the run's canonical JSON (an imported file uses the
     file's bytes; :func:`holodeck_core.history.holodeck_import.load_run_file` does that)."""
     return run.metadata.run_id or sha256_hex(run.to_json())
 
@@ -66,7 +66,7 @@ def utc_naive(value: str | None) -> datetime | None:
 
 
 def derived_case_ids(results: Iterable[TestResult]) -> list[str]:
-    """Stable case ids (DESIGN §6.5): ``test_id`` > slug of the name > sha256(input)[:12];
+    """Stable case ids (docs/architecture.md): ``test_id`` > slug of the name > sha256(input)[:12];
     repeats get ``-2``, ``-3`` so ``(run_id, case_id)`` stays unique."""
     ids: list[str] = []
     taken: set[str] = set()

@@ -213,7 +213,7 @@ MIGRATIONS += (
         4,
         "tables case_trials (one row per trial), judge_control_scores; views v_case_trials, "
         "v_run_stats, v_metric_stats, v_run_comparisons, v_judge_drift; v_flaky_cases by "
-        "the DESIGN 7.6 rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
+        "the trials rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
         migration_v4_stats.VIEWS_V4,
     ),
     Migration(5, migration_v5_verdicts.DESCRIPTION_V5, migration_v5_verdicts.VIEWS_V5),

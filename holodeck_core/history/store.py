@@ -1,4 +1,4 @@
-"""Connections to the history database under DuckDB's single-writer rule (DESIGN §3.6).
+"""Connections to the history database under DuckDB's single-writer rule (docs/architecture.md).
 
 One DuckDB file allows one read-write process or many read-only ones, never both, and a
 bare ``duckdb.connect`` fails at once with ``Could not set lock on file``. So every connection
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import duckdb
 
 History = Path | DuckLake
-"""Where a history lives: a DuckDB file (the embedded default) or a DuckLake (DESIGN §8.4)."""
+"""Where a history lives: a DuckDB file (the embedded default) or a DuckLake (docs/history.md)."""
 
 DEFAULT_LOCK_TIMEOUT_S = 30.0
 LOCK_TIMEOUT_ENV = "HOLODECK_HISTORY_LOCK_TIMEOUT"

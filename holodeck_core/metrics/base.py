@@ -53,7 +53,7 @@ class MetricInput(BaseModel):
     it fails), ``None`` means there is no response at all (the metric errors).
     ``expected_output`` is the case's ``ground_truth`` (G-Eval's name for it).
     ``latency_ms`` is the agent's model time for the case (queueing and backoff excluded,
-    DESIGN §6.11); ``model`` is the agent's model name, used by ``cost``.
+    docs/history.md); ``model`` is the agent's model name, used by ``cost``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -138,7 +138,7 @@ class EvaluationDataError(MetricError):
     """The evaluation's own data cannot be read by the metric (a numeric metric's ground
     truth that is not a number): the case ran, its evaluation could not. The metric's error,
     recorded with ``details.error_source: evaluation``, so a case that no metric could
-    judge for this reason is an evaluation ERROR (exit 4, DESIGN §6.7), not an execution
+    judge for this reason is an evaluation ERROR (exit 4, docs/cli.md), not an execution
     one."""
 
 

@@ -17,7 +17,7 @@ Metric functions ask through a :class:`~holodeck_core.metrics.judge_session.Judg
 (:meth:`JudgeServices.for_agent` sets the last two as the default); there is no silent
 default (HoloDeck falls back to a local Ollama model). ``MetricResult.model_used`` names it.
 
-**Retries.** Every request goes through the scheduler's one retry loop (DESIGN §7.11:
+**Retries.** Every request goes through the scheduler's one retry loop (docs/architecture.md:
 concurrency limit per endpoint, 429 back-off, ``Retry-After``) with the metric's budget:
 ``1 + retry_on_failure`` attempts (HoloDeck: "number of retries on failure", 1-3; unset: the
 scheduler policy's ``max_attempts - 1``, at most 3). So ``retry_count`` is exactly the number

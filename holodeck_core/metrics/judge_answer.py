@@ -17,7 +17,7 @@ the judge in the one repair request)."""
 @dataclass
 class JudgeStats:
     """What the judges did in this run (the runner reads ``transient_failures`` to decide
-    whether a rerun may help, DESIGN §6.8)."""
+    whether a rerun may help, docs/dagster.md)."""
 
     requests: int = 0
     retries: int = 0

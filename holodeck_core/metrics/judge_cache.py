@@ -1,4 +1,4 @@
-"""The judge cache (DESIGN §6.10): one JSON file per judge answer under
+"""The judge cache (docs/architecture.md): one JSON file per judge answer under
 ``Project.judge_cache_dir`` (``.holodeck/cache/judge/``).
 
 * **Key**: :func:`judge_cache_key` = sha256 of the judge model's identity (provider, name,

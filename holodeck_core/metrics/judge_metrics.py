@@ -4,7 +4,7 @@
 metrics); :func:`register_judge_metrics` adds them to another registry. Keys:
 G-Eval ``("geval", "geval")``; RAG ``("rag", metric_type)``; legacy 1-5 metrics
 ``("standard", "groundedness" | "relevance" | "coherence" | "fluency")``. Judge metrics
-without a threshold pass at 0.5 (DESIGN §4: the RAG default).
+without a threshold pass at 0.5 (docs/holodeck-fidelity.md: the RAG default).
 """
 
 from __future__ import annotations

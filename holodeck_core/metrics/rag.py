@@ -16,10 +16,9 @@ Verdicts are ``yes`` / ``no`` (/ ``idk`` where DeepEval has it):
 Two deliberate differences from DeepEval: faithfulness checks claims against the retrieval
 context directly (DeepEval first extracts "truths" from it: one judge call more, same
 definition), and an **empty response** scores 0 on faithfulness and answer relevancy without
-a judge call (DeepEval would give 1.0 for "no claims"; an empty answer must fail, issue 5).
-The ``reasoning`` (``include_reason``, default on) is composed from the judge's verdicts and
-their reasons instead of a further judge call. Prompts: ``prompts/<metric>*.txt``.
-"""
+a judge call (DeepEval would give 1.0 for "no claims"; an empty answer must fail,
+docs/agent-yaml.md). The ``reasoning`` (``include_reason``, default on) is composed from the judge's
+verdicts and their reasons instead of a further judge call. Prompts: ``prompts/<metric>*.txt``."""
 
 from __future__ import annotations
 

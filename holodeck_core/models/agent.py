@@ -1,4 +1,4 @@
-"""HoloDeck's ``agent.yaml`` (DESIGN §4), validated strictly.
+"""HoloDeck's ``agent.yaml`` (docs/holodeck-fidelity.md), validated strictly.
 
 Top-level blocks we do not use (``observability``, ``deployment``) parse and are listed by
 :meth:`Agent.ignored_blocks`; of the backend blocks (``openai``, ``claude``) we apply what
@@ -58,13 +58,13 @@ class ExecutionConfig(StrictModel):
         None,
         ge=defaults.TRIALS_MIN,
         le=defaults.TRIALS_MAX,
-        description="Independent runs of every case (DESIGN §7.6).",
+        description="Independent runs of every case (docs/cli.md).",
     )
     reducer: Reducer | None = Field(
         None, description="A case's status from its trials: all (default), majority, any."
     )
     budget: Budget | None = Field(
-        None, description="A hard stop on the run's spend: {usd, tokens} (DESIGN §8.5)."
+        None, description="A hard stop on the run's spend: {usd, tokens} (docs/cost.md)."
     )
 
 
@@ -114,8 +114,8 @@ class Agent(StrictModel):
 
     @model_validator(mode="after")
     def _assign_case_ids(self) -> Agent:
-        """Give every case its stable id (DESIGN §6.5); derived ids that collide get ``-2``,
-        ``-3`` and a warning."""
+        """Give every case its stable id (docs/architecture.md); derived ids that collide get
+        ``-2``, ``-3`` and a warning."""
         cases = self.test_cases or []
         taken = {case.id for case in cases if case.id}
         for case in cases:
@@ -211,5 +211,5 @@ class Agent(StrictModel):
 
     @property
     def max_error_share(self) -> float | None:
-        """``evaluations.max_error_share`` (None: the default, DESIGN §8.7)."""
+        """``evaluations.max_error_share`` (None: the default, docs/cli.md)."""
         return self.evaluations.max_error_share if self.evaluations else None

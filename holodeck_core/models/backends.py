@@ -1,8 +1,8 @@
-"""HoloDeck 0.7.1's per-backend blocks of ``agent.yaml`` (DESIGN §8.1: the agent side is
-HoloDeck's): ``openai:`` for ``openai``/``azure_openai`` agents (HoloDeck's openai-agents
+"""HoloDeck 0.7.1's per-backend blocks of ``agent.yaml`` (docs/holodeck-fidelity.md: the agent side
+is HoloDeck's): ``openai:`` for ``openai``/``azure_openai`` agents (HoloDeck's openai-agents
 backend, ``holodeck.models.openai_config``), ``claude:`` for ``anthropic``/``ollama`` ones (its
-Claude Agent SDK backend). What reaches the agent is read; serve-only keys are validated as
-HoloDeck validates them and have no effect on an evaluation (docs/holodeck-fidelity.md)."""
+Claude Agent SDK backend). What reaches the agent is read; serve-only keys are validated as HoloDeck
+validates them and have no effect on an evaluation (docs/holodeck-fidelity.md)."""
 
 from __future__ import annotations
 

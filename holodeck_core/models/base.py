@@ -26,7 +26,7 @@ def _serialize_secret(value: SecretStr | None) -> str | None:
 
 
 Secret = Annotated[SecretStr, PlainSerializer(_serialize_secret, return_type=str | None)]
-"""A secret string. It serializes as ``***`` everywhere (seed 003), so a real value can
+"""A secret string. It serializes as ``***`` everywhere (docs/architecture.md), so a real value can
 only be read with ``get_secret_value()`` and never reaches a file by accident."""
 
 

@@ -1,5 +1,5 @@
 """JSON from files we did not write (an EvalRun to import, retrieval records), parsed within
-bounds (issue 25, class 4): nesting past :data:`~holodeck_core.defaults.MAX_JSON_DEPTH` or an
+bounds (docs/agent-yaml.md): nesting past :data:`~holodeck_core.defaults.MAX_JSON_DEPTH` or an
 integer past Python's digit limit is a :class:`BoundedJSONError` saying so, never a
 ``RecursionError`` or a bare ``ValueError`` traceback."""
 

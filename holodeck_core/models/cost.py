@@ -1,4 +1,4 @@
-"""Money (DESIGN §8.5): a budget, and what a run or a case spent under each heading."""
+"""Money (docs/cost.md): a budget, and what a run or a case spent under each heading."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class Budget(StrictModel):
 
 class SharedBudgets(StrictModel):
     """``holodeck.yaml`` ``budget:``: what all runs of the project may spend together, per UTC
-    day and per Dagster backfill, kept in the history backend (DESIGN §8.5)."""
+    day and per Dagster backfill, kept in the history backend (docs/cost.md)."""
 
     daily: Budget | None = Field(None, description="All runs started on one UTC day.")
     backfill: Budget | None = Field(None, description="All runs of one Dagster backfill.")

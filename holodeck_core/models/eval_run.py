@@ -1,4 +1,4 @@
-"""An EvalRun: one finished run's report plus its provenance (seed 003, DESIGN §6.14)."""
+"""An EvalRun: one finished run's report plus its provenance (docs/history.md)."""
 
 from __future__ import annotations
 

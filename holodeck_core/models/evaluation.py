@@ -220,7 +220,7 @@ Metric = Annotated[
 
 
 class Gate(StrictModel):
-    """A run-level gate, in fractions (DESIGN §6.2)."""
+    """A run-level gate, in fractions (docs/history.md)."""
 
     min_pass_rate: float | None = Field(None, ge=0.0, le=1.0)
     max_errors: int | None = Field(None, ge=0)
@@ -235,7 +235,7 @@ class EvaluationConfig(StrictModel):
     gate: Gate | None = None
     regression: Literal["significant", "strict"] | None = Field(
         None,
-        description="What a regression is: a significant drop (default, DESIGN §7.8) or, "
+        description="What a regression is: a significant drop (default, docs/architecture.md) or, "
         "strict, any case that passed before and does not now.",
     )
     alpha: float | None = Field(

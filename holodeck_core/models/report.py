@@ -1,5 +1,5 @@
-"""A run's report: its cases' results, their summary and the judge-control scores (seed 000's
-``TestReport``, HoloDeck 0.7.1's shape)."""
+"""A run's report: its cases' results, their summary and the judge-control scores (HoloDeck
+0.7.1's ``TestReport``)."""
 
 from __future__ import annotations
 

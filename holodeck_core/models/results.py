@@ -1,9 +1,10 @@
 """What a run produces: processed files, tool invocations, metric and test results and the
 run's summary (the report that holds them is :mod:`.report`).
 
-Shapes follow seed 000 and seed 003 (HoloDeck 0.7.1) and extend them per seed 004 and DESIGN
-§6.2/§6.11. Where HoloDeck 0.7.1's own files differ from the seeds, the files win (§6.1):
-``scale`` may be the string ``"0-1"``, results carry ``reasoning`` and per-turn ``turns``."""
+Shapes follow HoloDeck 0.7.1's models and extend them (counts and scores: docs/history.md).
+Where HoloDeck 0.7.1's own files differ from its schema, the files win
+(docs/holodeck-fidelity.md): ``scale`` may be the string ``"0-1"``, results carry
+``reasoning`` and per-turn ``turns``."""
 
 from __future__ import annotations
 
@@ -214,7 +215,7 @@ class TestResult(StrictModel):
     trials: list[TestResult] | None = Field(
         None,
         description="With execution.trials K > 1: each trial's own result. The case's status "
-        "is the reducer's verdict over them and its scores are their means (DESIGN §7.6).",
+        "is the reducer's verdict over them and its scores are their means (docs/cli.md).",
     )
     cost: dict[Heading, HeadingCost] | None = Field(
         None, description="What this run paid for the case, per heading (all its trials)."
@@ -300,7 +301,7 @@ class ReportSummary(StrictModel):
     passed: int = Field(ge=0)
     failed: int = Field(ge=0)
     errored: int = Field(0, ge=0)
-    pass_rate: float = Field(ge=0.0, le=100.0, description="Percent, 0-100 (seed 000).")
+    pass_rate: float = Field(ge=0.0, le=100.0, description="Percent, 0-100 (HoloDeck's).")
     weighted_pass_rate: float | None = Field(None, ge=0.0, le=100.0)
     total_duration_ms: int = Field(ge=0, description="Sum of the cases' times.")
     wall_time_ms: int | None = Field(None, ge=0, description="Elapsed time of the whole run.")
@@ -317,7 +318,7 @@ class ReportSummary(StrictModel):
         None, description="Spend per heading, the price table and the budget verdict."
     )
     statistics: RunStatistics | None = Field(
-        None, description="Intervals, pass@k and flaky cases (DESIGN §7.7)."
+        None, description="Intervals, pass@k and flaky cases (docs/cli.md)."
     )
 
     @model_validator(mode="after")
@@ -338,8 +339,8 @@ class ReportSummary(StrictModel):
         reducer: Reducer = Reducer.ALL,
         max_error_share: float | None = None,
     ) -> ReportSummary:
-        """Aggregate per DESIGN §6.2: ERROR counts in the denominator, averages include zero
-        scores, errored metrics are counted apart and excluded from averages."""
+        """Aggregate (docs/history.md, "Conventions"): ERROR counts in the denominator, averages
+        include zero scores, errored metrics are counted apart and excluded from averages."""
         total = len(results)
         by_status = {s: sum(1 for r in results if r.status is s) for s in Status}
         weight_total = sum(r.weight for r in results)

@@ -1,4 +1,4 @@
-"""Where an agent runs when it is not run in-process from ``agent.yaml`` (DESIGN §8.6).
+"""Where an agent runs when it is not run in-process from ``agent.yaml`` (docs/targets.md).
 
 A target is declared per agent in ``holodeck.yaml`` (``agents: [{path: agent.yaml, target:
 {http: {...}}}]``) or with ``holodeck test AGENT --target ...``; its one key names its kind.

@@ -116,7 +116,9 @@ class TestCaseModel(StrictModel):
     __test__ = False  # not a pytest class
 
     id: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$", description="Stable id (DESIGN §6.5)."
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$",
+        description="Stable id (docs/architecture.md).",
     )
     name: str | None = Field(None, min_length=1)
     input: str | None = Field(None, min_length=1)
@@ -164,7 +166,8 @@ class TestCaseModel(StrictModel):
         return json.dumps([turn.input for turn in self.turns], ensure_ascii=False)
 
     def derived_id(self) -> str:
-        """Explicit id, else the slug of the name, else a hash of the input (DESIGN §6.5)."""
+        """Explicit id, else the slug of the name, else a hash of the input
+        (docs/architecture.md)."""
         from holodeck_core.naming import slugify
 
         if self.id:

@@ -103,7 +103,7 @@ class DatabaseConfig(StrictModel):
         "in-memory",
     ]
     connection_string: Secret | None = Field(
-        None, description="Accepted and never used: the index is embedded (DESIGN §7.5)."
+        None, description="Accepted and never used: the index is embedded (docs/agent-yaml.md)."
     )
 
 

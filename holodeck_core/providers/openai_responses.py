@@ -2,12 +2,12 @@
 
 HoloDeck 0.7.1 runs those two providers' agents through the ``openai-agents`` SDK
 (``OpenAIResponsesModel``, non-streaming), so the agent the user deploys speaks
-``POST /v1/responses`` (DESIGN §8.1): ``instructions`` for the system prompt, ``input`` items
-(user messages, the model's own output items replayed as returned, ``function_call_output``
-items), tools as ``{"type": "function", "strict": false, ...}`` with
+``POST /v1/responses`` (docs/holodeck-fidelity.md): ``instructions`` for the system prompt,
+``input`` items (user messages, the model's own output items replayed as returned,
+``function_call_output`` items), tools as ``{"type": "function", "strict": false, ...}`` with
 ``additionalProperties: false``, ``max_output_tokens``, ``include``. The judges keep Chat
-Completions (HoloDeck's do too): the provider table's ``agent_client`` picks this class only
-for the agent. Calls go through the same scheduler, charges and error classes as chat."""
+Completions (HoloDeck's do too): the provider table's ``agent_client`` picks this class only for the
+agent. Calls go through the same scheduler, charges and error classes as chat."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one provider table (DESIGN §8.3): per provider, the wire protocol its backend speaks
+"""The one provider table (docs/architecture.md): per provider, the wire protocol its backend speaks
 (and the agent's own, where HoloDeck's agent calls another API than its judges), the
 environment variable of its key, its default endpoint, whether it serves embeddings and
 logprobs, how its SDK errors are classified, and its key in the price table. The factory,

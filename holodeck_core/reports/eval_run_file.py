@@ -1,4 +1,4 @@
-"""Writing an EvalRun as two files (DESIGN §8.2): our superset at
+"""Writing an EvalRun as two files (docs/holodeck-fidelity.md): our superset at
 ``<agent dir>/results/<slug>/holodeck-pipelines/<timestamp>.json`` first, then HoloDeck 0.7.1's
 shape of it at ``results/<slug>/<timestamp>.json``, the file HoloDeck's loader and dashboard
 read.

@@ -1,4 +1,4 @@
-"""The Markdown report, in seed 000's layout (with ERROR kept apart from FAIL), and the one
+"""The Markdown report, in HoloDeck 0.7.1's layout (with ERROR kept apart from FAIL), and the one
 way outside text (names, inputs, replies, errors) enters any Markdown we write: the report,
 the pull-request summary and the Dagster metadata render it as text (:func:`markdown_text`,
 :func:`markdown_code`)."""
@@ -15,7 +15,7 @@ from holodeck_core.reports.units import format_average, metric_units
 from holodeck_core.terminal import one_line
 
 ENGINE = "holodeck-pipelines"
-"""The engine that ran the suite; ``holodeck_version`` holds its version (seed 000's field)."""
+"""The engine that ran the suite; ``holodeck_version`` holds its version (HoloDeck's field)."""
 _ICONS = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "⚠️"}
 _WORDS = {Status.PASS: "PASSED", Status.FAIL: "FAILED", Status.ERROR: "ERROR"}
 

@@ -1,4 +1,4 @@
-"""The run statistics (DESIGN §7.7) as text lines and flat properties, shared by the console
+"""The run statistics (docs/cli.md) as text lines and flat properties, shared by the console
 summary, the Markdown report, JUnit and the Dagster metadata."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Units of metric scores, for tables: latency in ms and cost in USD keep their unit (DESIGN
-§6.11); every other metric is a normalized score."""
+"""Units of metric scores, for tables: latency in ms and cost in USD keep their unit
+(docs/history.md); every other metric is a normalized score."""
 
 from __future__ import annotations
 

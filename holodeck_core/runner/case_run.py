@@ -34,7 +34,7 @@ class CaseRun(StrictModel):
     execution_time_ms: int = Field(ge=0)
     timestamp: str
     resumed: bool = Field(False, description="Reused from the journal: no model call made.")
-    trial: int = Field(0, ge=0, description="Which of the case's K trials (DESIGN §7.6).")
+    trial: int = Field(0, ge=0, description="Which of the case's K trials (docs/cli.md).")
 
     @property
     def error(self) -> str | None:

@@ -1,4 +1,4 @@
-"""Fingerprints that decide what a journal or cache entry may be reused for (DESIGN §6.9).
+"""Fingerprints that decide what a journal or cache entry may be reused for (docs/architecture.md).
 
 suite = instructions sent + model config (no endpoint, no key) + the agent's loop settings
         (``openai:``/``claude:`` blocks) + test-set hash (+ the target);

@@ -38,7 +38,7 @@ def gate_rule(gate: Gate | None) -> str:
 
 
 def check_gate(summary: ReportSummary, gate: Gate | None) -> GateVerdict:
-    """``evaluations.gate`` in fractions (DESIGN §6.2); ERROR counts in the denominator."""
+    """``evaluations.gate`` in fractions (docs/history.md); ERROR counts in the denominator."""
     return _verdict(summary.passed, summary.total_tests, summary.errored, gate)
 
 
@@ -63,9 +63,9 @@ def _verdict(passed: int, total: int, errored: int, gate: Gate | None) -> GateVe
 
 
 def exit_code(results: Sequence[TestResult], gate: Gate | None) -> ExitCode:
-    """§6.7, from the gate's one verdict: 3 for an execution ERROR, 4 for an ERROR from a
-    fail_on_error metric only, 1 for a FAIL, else 0. With ``evaluations.gate``, the gate
-    decides FAIL (by ``min_pass_rate``) and ERRORs are tolerated up to an explicit
+    """The exit code (docs/cli.md), from the gate's one verdict: 3 for an execution ERROR, 4 for an
+    ERROR from a fail_on_error metric only, 1 for a FAIL, else 0. With ``evaluations.gate``, the
+    gate decides FAIL (by ``min_pass_rate``) and ERRORs are tolerated up to an explicit
     ``max_errors``; without one, any FAIL fails and any ERROR is an error."""
     errors = [r for r in results if r.status is Status.ERROR]
     passed = sum(1 for r in results if r.status is Status.PASS)

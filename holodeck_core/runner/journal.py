@@ -1,4 +1,4 @@
-"""The resume journal (DESIGN §6.9): finished cases, appended and fsynced as they complete.
+"""The resume journal (docs/architecture.md): finished cases, appended and fsynced as they complete.
 
 ``<HOLODECK_HOME>/journal/<agent slug>/<suite fingerprint>.jsonl``, local disk only. A run
 reuses entries whose case fingerprint matches; only cases without an error are written. A

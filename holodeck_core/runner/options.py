@@ -73,7 +73,7 @@ def resolve_prompt(loaded: LoadedAgent, project: Project, key: str | None) -> tu
 
 
 def git_commit(folder: object) -> str | None:
-    """Best effort ``git rev-parse HEAD`` (seed 003), bounded to 2 s."""
+    """Best effort ``git rev-parse HEAD`` (the run's provenance), bounded to 2 s."""
     try:
         proc = subprocess.run(
             ["git", "rev-parse", "HEAD"],

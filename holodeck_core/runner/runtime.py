@@ -1,7 +1,7 @@
-"""What a suite needs to call models, opened only by the stages that do (issue 12, §7.2):
-the call scheduler, the agent's SDK client, the tool runtimes, the case executor, the judges
-and the evaluator. :class:`~holodeck_core.runner.suite.Suite` (the plan: cases, prompt,
-fingerprints) opens one on first use and closes it in ``aclose``; the stages that call no
+"""What a suite needs to call models, opened only by the stages that do (docs/architecture.md,
+docs/agent-yaml.md): the call scheduler, the agent's SDK client, the tool runtimes, the case
+executor, the judges and the evaluator. :class:`~holodeck_core.runner.suite.Suite` (the plan: cases,
+prompt, fingerprints) opens one on first use and closes it in ``aclose``; the stages that call no
 model (files, the report) never do."""
 
 from __future__ import annotations

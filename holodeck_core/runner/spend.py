@@ -1,4 +1,4 @@
-"""A suite's money (DESIGN §8.5): which trials the budget stopped, and the run's spend per
+"""A suite's money (docs/cost.md): which trials the budget stopped, and the run's spend per
 heading with the price table it was priced at and the budget's verdict."""
 
 from __future__ import annotations

@@ -150,8 +150,8 @@ class Suite:
     async def open_tools(self) -> None:
         """Start the tool runtimes (MCP servers, indexes) before the first model call.
         Idempotent. With live tool runtimes their identities (an MCP server's name, version
-        and tool list; an index key) scope the journal (§7.4), so an upgraded server is never
-        answered from a journal its predecessor wrote."""
+        and tool list; an index key) scope the journal (docs/architecture.md), so an upgraded server
+        is never answered from a journal its predecessor wrote."""
         runtime = self.runtime
         if await runtime.open_tools():
             assert runtime.toolbox is not None

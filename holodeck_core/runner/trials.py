@@ -1,4 +1,4 @@
-"""K trials of a case → the case's result (DESIGN §7.6).
+"""K trials of a case → the case's result (docs/cli.md).
 
 Each trial is scored by today's rules. The case's status is the reducer's verdict over the
 trials; its fields come from a trial with that status (so its errors and tool matches explain

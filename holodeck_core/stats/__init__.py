@@ -1,4 +1,4 @@
-"""The statistics of a verdict (DESIGN §7.6-7.8; E. Miller, "Adding Error Bars to Evals",
+"""The statistics of a verdict (docs/cli.md; E. Miller, "Adding Error Bars to Evals",
 2024): one pure implementation, no I/O, used by the runner, the history views' checks, the
 CLI and the Dagster checks.
 

@@ -1,10 +1,10 @@
-"""Run statistics (DESIGN §7.7): the pass rate and metric means with their 95% intervals,
+"""Run statistics (docs/cli.md): the pass rate and metric means with their 95% intervals,
 pass@k and pass^k.
 
 The unit of analysis is the case: with K trials per case, the case's pass fraction
 xᵢ = passesᵢ / K (or its mean score) is one observation, and the standard error is the
 cluster-robust one with the case as the cluster (Miller 2024, eq. 4 for equal cluster
-sizes): SE = sqrt(Σ(xᵢ - x̄)² / (n(n - 1))). Intervals stay on their scale (DESIGN §8.7,
+sizes): SE = sqrt(Σ(xᵢ - x̄)² / (n(n - 1))). Intervals stay on their scale (docs/cli.md,
 :mod:`holodeck_core.stats.intervals`): the pass rate and 0-1 scores get Wilson's interval with
 continuity correction on their effective n, means in a unit Student's t with Hall's skewness
 correction, at least 0."""
@@ -120,7 +120,8 @@ class Estimate(_Frozen):
 
 
 class RunStatistics(_Frozen):
-    """What §7.7 stores with a run (additively: the counts stay where they were)."""
+    """The statistics stored with a run (docs/cli.md) (additively: the counts stay where they
+    were)."""
 
     cases: int = Field(ge=0)
     trials: int = Field(ge=1, description="K: trials per case.")
@@ -138,7 +139,7 @@ class RunStatistics(_Frozen):
     errored_cases: int = Field(0, ge=0, description="Cases whose status is ERROR.")
     infrastructure_failure: bool = Field(
         False,
-        description="More than evaluations.max_error_share of the cases ERROR (DESIGN §8.7): "
+        description="More than evaluations.max_error_share of the cases ERROR (docs/cli.md): "
         "kept out of trends, baselines and comparisons.",
     )
     max_error_share: float = MAX_ERROR_SHARE
@@ -265,7 +266,7 @@ def run_statistics(
     errored: int = 0,
     max_error_share: float | None = None,
 ) -> RunStatistics:
-    """§7.7 for one run; ``errored`` of its cases are ERROR (§8.7)."""
+    """The statistics of one run; ``errored`` of its cases are ERROR (docs/cli.md)."""
     clustered = trials > 1
     names = sorted({name for case in cases for name in case.scores})
     in_units = {name for case in cases for name in case.units}

@@ -1,4 +1,4 @@
-"""Errors apart (DESIGN §8.7): a run whose cases mostly ERROR measured the infrastructure,
+"""Errors apart (docs/cli.md): a run whose cases mostly ERROR measured the infrastructure,
 not the prompt. It stays in the history, shown apart, and is left out of trends, baselines,
 comparisons and flaky cases by default (the view ``v_run_health`` decides the same way)."""
 

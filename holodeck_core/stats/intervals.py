@@ -1,4 +1,4 @@
-"""Intervals that stay on their scale (DESIGN §8.7), in closed form: no scipy, and the SQL
+"""Intervals that stay on their scale (docs/cli.md), in closed form: no scipy, and the SQL
 macros ``holodeck_n_eff`` / ``holodeck_wilson_cc_low`` / ``holodeck_wilson_cc_high`` compute the
 same numbers (tested equal).
 
@@ -8,7 +8,7 @@ on an effective sample size:
 
 - one trial per case: the cases are Bernoulli draws and n_eff = n;
 - K trials per case, or a score: the standard error is estimated from the cases (clustered by
-  case, DESIGN §7.7) and n_eff = p̂(1 - p̂)/SE² (as Inspect AI's ``ci_wilson``), capped at the
+  case, docs/cli.md) and n_eff = p̂(1 - p̂)/SE² (as Inspect AI's ``ci_wilson``), capped at the
   number of independent draws there could be (n·K) and shrunk by (z / t(n - 1))² for the
   degrees of freedom the estimated SE has (Korn & Graubard 1998, the survey statisticians'
   interval for proportions from clustered samples). When the cases show no spread (p̂ = 0 or
@@ -24,7 +24,7 @@ A mean in a unit (latency in ms, cost in USD: ≥ 0, no upper bound, and skewed 
 a few slow or dear cases) gets **Student's t with Hall's (1992) skewness correction** on the
 clustered SE, cut at 0. The plain t interval assumes the mean is near-normal; with a right
 skew and few cases it is too short above and too long below (measured: 0.85 at n = 10 for a
-lognormal with sigma 1, and it crossed 0 on the issue's latency example). Hall's monotone cubic
+lognormal with sigma 1, and it crossed 0 on a skewed latency example). Hall's monotone cubic
 transform of the studentized mean removes the skewness term of its Edgeworth expansion; the
 interval is x̄ - SE·g⁻¹(t) to x̄ - SE·g⁻¹(-t) with g⁻¹(v) = (3/b)(∛(1 + b(v - b/6)) - 1),
 b = g1/√n, g1 the sample skewness of the per-case values and t = t(0.975, n - 1). It needs no

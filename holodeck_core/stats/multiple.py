@@ -1,4 +1,4 @@
-"""Many comparisons, one error rate (DESIGN §8.7): the p-values of one family of verdicts (the
+"""Many comparisons, one error rate (docs/cli.md): the p-values of one family of verdicts (the
 ``no_regression`` checks of one schedule tick; the pass fraction and metrics of one ``history
 compare``) are adjusted together, so 20 checks at 0.05 do not call a false regression a night.
 

@@ -1,10 +1,10 @@
-"""Paired comparison of two runs over their shared cases (DESIGN §7.8).
+"""Paired comparison of two runs over their shared cases (docs/architecture.md).
 
 dᵢ = xᵢᴮ - xᵢᴬ per shared case (pass fractions, or one metric's per-case mean scores); the
 mean difference, SE = sd(d)/√n, a t(n - 1) interval and the paired t-test's p-value. When
 both runs made one trial per case and the outcome is pass/fail, McNemar's test on the
 discordant pairs gives the p-value instead (the t-test is poor on 0/±1 differences of few
-discordant cases), in its **mid-p** version (DESIGN §8.7; Fagerland, Lydersen & Laake 2013):
+discordant cases), in its **mid-p** version (docs/cli.md; Fagerland, Lydersen & Laake 2013):
 the exact binomial p-value less half the probability of the observed count, which keeps the
 exact test's validity in practice without its conservatism at few discordant pairs.
 :func:`adjust_family` adjusts the p-values of several comparisons together

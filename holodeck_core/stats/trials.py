@@ -1,4 +1,4 @@
-"""A case's K trials → its status (DESIGN §7.6)."""
+"""A case's K trials → its status (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -34,5 +34,5 @@ def reduce_status(statuses: Sequence[str], reducer: Reducer = Reducer.ALL) -> st
 
 
 def is_flaky(passes: int, trials: int, errors: int = 0) -> bool:
-    """Within a run: the trials that ran disagree (an ERROR trial is no verdict, §8.7)."""
+    """Within a run: the trials that ran disagree (an ERROR trial is no verdict, docs/cli.md)."""
     return 0 < passes < trials - errors

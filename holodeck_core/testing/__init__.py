@@ -1,4 +1,4 @@
-"""The loopback model server used by tests, benchmarks and the demo (DESIGN §3.9, §6.12).
+"""The loopback model server used by tests, benchmarks and the demo (docs/cli.md).
 
 >>> from holodeck_core.testing import run_model_server
 >>> with run_model_server({"rules": [{"match": {"user": "hi"}, "reply": "hello"}]}) as server:

@@ -1,5 +1,6 @@
 """The recorded requests of the loopback server (``GET /_requests``) in one normal form, so two
-clients' request sets can be compared field by field (bench/holodeck_fidelity.py, issue 26).
+clients' request sets can be compared field by field (bench/holodeck_fidelity.py,
+docs/holodeck-fidelity.md).
 
 The form keeps what shapes the model's behaviour and drops what is noise: ids (``call_id``,
 ``tool_call_id``, item ids and statuses), the arrival order of parallel cases (requests are

@@ -1,4 +1,4 @@
-"""Rules of the loopback model server (DESIGN §6.12): the pydantic models and their error.
+"""Rules of the loopback model server (docs/cli.md): the pydantic models and their error.
 
 The format is documented in :mod:`holodeck_core.testing.server`; reading a file or a mapping
 into :class:`Rules` is :mod:`.rules_loading`'s.
@@ -43,8 +43,8 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
 ROUTES: tuple[RouteName, ...] = ("chat", "messages", "responses", "embeddings")
 
 FORMAT_HINT = (
-    "the rules format is described in DESIGN §6.12 and in the docstring of "
-    "holodeck_core.testing.server"
+    "the rules format is described in the docstring of holodeck_core.testing.server "
+    "(see docs/cli.md)"
 )
 
 

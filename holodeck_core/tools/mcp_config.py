@@ -1,5 +1,5 @@
 """How an ``type: mcp`` tool of agent.yaml becomes a connection to its server, checked before any
-model call (DESIGN §7.3: a missing command or env_file is a config error, exit 2).
+model call (docs/agent-yaml.md: a missing command or env_file is a config error, exit 2).
 
 Follows HoloDeck 0.7.1 (``lib/backends/mcp_bridge.py``, ``openai_agents_mcp.py``): stdio runs
 ``command`` (``npx`` when unset) with ``args`` whose ``./`` and ``../`` paths are resolved against
@@ -51,7 +51,8 @@ class ServerParams:
     allowed_tools: frozenset[str] | None
 
     def identity(self) -> dict[str, Any]:
-        """The configured half of the server's fingerprint identity (§7.4): env *names* only."""
+        """The configured half of the server's fingerprint identity (docs/architecture.md): env
+        *names* only."""
         return {
             "transport": self.transport.value,
             "command": Path(self.command).name if self.command else None,

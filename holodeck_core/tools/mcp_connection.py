@@ -309,7 +309,7 @@ class _WatchedStream(httpx.AsyncByteStream):
 
 
 class ServerLimitError(Exception):
-    """A server's tool list past our bounds (issue 25): it cannot start, exit 3."""
+    """A server's tool list past our bounds (docs/agent-yaml.md): it cannot start, exit 3."""
 
 
 async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:

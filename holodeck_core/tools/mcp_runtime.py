@@ -5,7 +5,7 @@ Agents backend offers them), with their input schemas, limited to ``config.allow
 when given; ``load_tools: false`` offers none. A result's text blocks are joined by newlines
 (other blocks as their JSON); ``isError`` results go back to the model as tool errors. A
 server that dies mid-run is restarted once; the calls that failed make their cases ERROR,
-transient (§7.3)."""
+transient (docs/agent-yaml.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a function tool prints is untrusted too (issue 25, class 6): a tool that prints a
+"""What a function tool prints is untrusted too (docs/agent-yaml.md): a tool that prints a
 secret it read from the environment must not put it on the console, in a log file or in
 Dagster's compute logs. The process's ``sys.stdout`` and ``sys.stderr`` are wrapped in a
 stream that scrubs whole lines (a secret printed in pieces, ``print("key", key)``, is one

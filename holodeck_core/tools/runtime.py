@@ -1,4 +1,4 @@
-"""The interface every tool runtime implements (DESIGN §7.2 to §7.4).
+"""The interface every tool runtime implements (docs/agent-yaml.md).
 
 Lifecycle: ``open()`` once per suite run, before the first model call; ``specs`` and
 ``identity()`` are valid after it; ``call()`` may run concurrently from many cases; ``aclose()``
@@ -6,7 +6,7 @@ once at the end (also on errors and Ctrl-C). A runtime that cannot start raises
 :class:`ToolStartError` (exit 3) or :class:`~holodeck_core.errors.ConfigError` (exit 2) from
 ``open()``; a tool's own error comes back as ``ToolOutput.error`` for the model to see; a runtime
 that died mid-run raises :class:`ToolCrashedError` from ``call()`` so the case is ERROR,
-transient (§6.8)."""
+transient (docs/dagster.md)."""
 
 from __future__ import annotations
 

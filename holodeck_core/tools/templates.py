@@ -1,4 +1,4 @@
-"""Handlebars templates of ``type: prompt`` tools, data only (issue 25, class 5).
+"""Handlebars templates of ``type: prompt`` tools, data only (docs/agent-yaml.md).
 
 pybars resolves a path segment it does not find as a key with ``getattr`` and calls what it
 finds: ``{{q.upper}}`` calls ``str.upper``, ``{{q.__class__}}`` builds a list from a scope that

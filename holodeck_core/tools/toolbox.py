@@ -151,7 +151,7 @@ class ToolBox:
                 self.specs.append(spec)
 
     def identities(self) -> list[dict[str, Any]]:
-        """Each open runtime's identity, for the case fingerprint (§7.4)."""
+        """Each open runtime's identity, for the case fingerprint (docs/architecture.md)."""
         return [runtime.identity() for runtime in self._runtimes]
 
     def provenance(self) -> list[dict[str, Any]]:

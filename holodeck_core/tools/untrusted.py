@@ -1,4 +1,4 @@
-"""What comes back from a tool is untrusted (issue 25, classes 1, 2 and 5): a name the model
+"""What comes back from a tool is untrusted (docs/agent-yaml.md): a name the model
 invented, a result that is not JSON or is huge, a function that raises ``SystemExit`` or never
 returns. Each becomes a tool error the model reads (or a result cut with a marker), never a
 crash of the run, and a hung function never keeps the process from exiting."""

@@ -1,4 +1,4 @@
-"""Targets (DESIGN §8.6): the agent evaluated where it runs (``holodeck serve``, any HTTP
+"""Targets (docs/targets.md): the agent evaluated where it runs (``holodeck serve``, any HTTP
 agent, an OpenAI-compatible endpoint, a Python callable) instead of in-process from
 ``agent.yaml``. :func:`make_target` builds the conversation a suite runs its cases through."""
 

@@ -1,4 +1,4 @@
-"""What every target shares (DESIGN §8.6): the conversation driver that sends each turn
+"""What every target shares (docs/targets.md): the conversation driver that sends each turn
 through the one call scheduler, under the target's own endpoint limit, timeout and attempts,
 and the reply every kind reports (text, tool invocations, usage)."""
 

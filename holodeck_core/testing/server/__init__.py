@@ -2,7 +2,7 @@
 
 It is a real aiohttp HTTP server, bound to 127.0.0.1 only, that the official ``openai`` and
 ``anthropic`` SDK clients talk to unchanged (``base_url`` pointing at it). Tests, benchmarks and
-the demo all use it (DESIGN §3.9). Run it with ``holodeck model-server --port P --script
+the demo all use it (docs/cli.md). Run it with ``holodeck model-server --port P --script
 RULES.yaml [--latency S]`` or in-process with :func:`holodeck_core.testing.run_model_server`.
 
 Routes
@@ -21,8 +21,8 @@ Routes
 
 Streaming is not supported: ``stream: true`` gets a 400 that says so.
 
-Rules file (DESIGN §6.12)
--------------------------
+Rules file
+----------
 ::
 
     default: {reply: "I don't know."}          # a rule without match; a plain string is a reply

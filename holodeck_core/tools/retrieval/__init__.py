@@ -1,4 +1,4 @@
-"""Retrieval tools (DESIGN §7.5): ``vectorstore`` and ``hierarchical_document``.
+"""Retrieval tools (docs/agent-yaml.md): ``vectorstore`` and ``hierarchical_document``.
 
 Sources are read and chunked, the chunks embedded through the provider's embeddings API (one
 call scheduler, a per-text cache), the index built once per input set under

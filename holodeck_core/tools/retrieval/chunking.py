@@ -2,7 +2,7 @@
 
 * :func:`paragraph_chunks` (vectorstore): lines packed up to ``chunk_size`` tokens as
   HoloDeck's paragraph splitter (Semantic Kernel's) packs them, without overlap (HoloDeck
-  0.7.1 accepts ``chunk_overlap`` and does not apply it; neither do we, DESIGN §8.1).
+  0.7.1 accepts ``chunk_overlap`` and does not apply it; neither do we, docs/holodeck-fidelity.md).
 * :mod:`.structure` (hierarchical_document ``structure``): HoloDeck's structure chunker.
 * :func:`token_chunks` (``token``): sentences packed up to ``max_chunk_tokens`` with
   ``chunk_overlap``.

@@ -1,7 +1,7 @@
 """Embeddings through the provider's own API (the official ``openai`` SDK serves OpenAI,
 Azure OpenAI and Ollama's OpenAI-compatible route), batched, every request through the one
 call scheduler, every vector checked (finite, one width) and cached on disk per text
-(DESIGN §7.5): key = provider kind + endpoint + model + dimensions + sha256(text)."""
+(docs/agent-yaml.md): key = provider kind + endpoint + model + dimensions + sha256(text)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ class Embedder:
         if not keys:
             return np.zeros((0, self.dimensions or 0), dtype=np.float32), stats
         # filled and normalised in place: the matrix is the one copy of every vector (a
-        # stack, a quotient and a cast made three more: issue 25, class 10)
+        # stack, a quotient and a cast made three more: docs/agent-yaml.md)
         matrix = np.empty((len(keys), len(found[keys[0]]) // 4), dtype=np.float32)
         for row, key in enumerate(keys):
             matrix[row] = np.frombuffer(found[key], dtype=np.float32)
@@ -137,7 +137,7 @@ class Embedder:
             request["dimensions"] = self.spec.dimensions
         # what the SDK sends anyway, said explicitly so it hands the base64 back undecoded:
         # its own decoding makes a list of Python floats, 8 times the bytes of the vector,
-        # for every batch in flight (issue 25, class 10)
+        # for every batch in flight (docs/agent-yaml.md)
         request["encoding_format"] = "base64"
 
         async def call() -> tuple[Any, list[Vectors]]:
@@ -161,8 +161,8 @@ class Embedder:
         return vectors
 
     def _vectors(self, response: Any, expected: int) -> list[Vectors]:
-        """The response's vectors, each checked before anything caches it (issue 25): one per
-        text, numbers, finite, not empty, all of one width."""
+        """The response's vectors, each checked before anything caches it (docs/agent-yaml.md): one
+        per text, numbers, finite, not empty, all of one width."""
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != expected:
             raise ModelCallError(

@@ -1,4 +1,4 @@
-"""A built index: the chunks and their vectors, stored once per input set (DESIGN §7.5).
+"""A built index: the chunks and their vectors, stored once per input set (docs/agent-yaml.md).
 
 The key is sha256 of every input that changes the result: each source file's content hash,
 the chunking and record options, the embeddings model and dimensions (and, where used, the

@@ -84,7 +84,7 @@ class RetrievalRuntime(ABC):
     async def documents(self, files: list[SourceFile]) -> AsyncIterator[Document]:
         """The sources as text, one bounded batch at a time (markitdown in its workers, off
         the event loop): a caller that chunks each document as it comes holds one batch's
-        text, never the corpus's (issue 25, class 10)."""
+        text, never the corpus's (docs/agent-yaml.md)."""
         for batch in document_batches(files):
             for document in await asyncio.to_thread(
                 read_documents,
@@ -124,7 +124,8 @@ class RetrievalRuntime(ABC):
             "embeddings": self.spec.identity(),
             **self.options(),
         }
-        self.fingerprint_key = index_key(what)  # the case fingerprint's: no endpoint (§6.9)
+        # the case fingerprint's key has no endpoint (docs/architecture.md)
+        self.fingerprint_key = index_key(what)
         key = index_key({**what, "vector_space": self.spec.namespace})  # where vectors came from
         root = cache / "indexes"
         index = await asyncio.to_thread(Index.load, root, key)

@@ -1,9 +1,9 @@
 """Which embeddings model a retrieval tool uses, and what ``validate`` says about the parts of
 HoloDeck's retrieval config this engine substitutes or ignores.
 
-As HoloDeck 0.7.1 chooses (``lib/tool_initializer.py``; agent side, DESIGN §8.1): the
+As HoloDeck 0.7.1 chooses (``lib/tool_initializer.py``; agent side, docs/holodeck-fidelity.md): the
 endpoint is the agent's own model block, or ``embedding_provider`` for an ``anthropic`` agent
-(which has no embeddings API, and needs the block: DESIGN §7.5); ``embedding_provider`` is
+(which has no embeddings API, and needs the block: docs/agent-yaml.md); ``embedding_provider`` is
 never used otherwise, and its ``name`` never. The model is the one ``embedding_model`` the
 agent's retrieval tools set (one embeddings service per agent: two different values are a
 config error), else the endpoint provider's default (``text-embedding-3-small``, Ollama's
@@ -42,8 +42,9 @@ class EmbeddingSpec:
 
     @property
     def namespace(self) -> str:
-        """The part of every cache key that names the vector space (§7.5), and where it came
-        from (issue 25): vectors of one model name at another endpoint are not the same."""
+        """The part of every cache key that names the vector space (docs/agent-yaml.md), and where
+        it came from (docs/agent-yaml.md): vectors of one model name at another endpoint are not the
+        same."""
         dims = self.dimensions if self.dimensions is not None else "default"
         where = self.endpoint.endpoint or "default endpoint"
         return f"{self.endpoint.provider.value}|{where}|{self.model}|{dims}"

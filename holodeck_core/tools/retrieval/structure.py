@@ -1,5 +1,6 @@
 """``hierarchical_document`` chunks as HoloDeck 0.7.1's ``StructuredChunker`` cuts them
-(``lib/structured_chunker.py``; agent side, DESIGN §8.1: the chunks are what the model reads).
+(``lib/structured_chunker.py``; agent side, docs/holodeck-fidelity.md: the chunks are what the model
+reads).
 
 * Headings: Markdown ``#`` lines outside code blocks (a ``document_domain`` pattern matching
   the title sets its level), plus every line a domain pattern matches (``(a) title``), in

@@ -45,7 +45,8 @@ class VectorstoreRuntime(RetrievalRuntime):
                 )
             }
         # ``chunk_overlap`` is accepted and not applied, as in HoloDeck 0.7.1 (its paragraph
-        # splitter takes no overlap): the agent's retrieval is HoloDeck's (DESIGN §8.1)
+        # splitter takes no overlap): the agent's retrieval is HoloDeck's
+        # (docs/holodeck-fidelity.md)
         return {"chunk_size": t.chunk_size or DEFAULT_CHUNK_SIZE}
 
     async def make_chunks(self, files: list[SourceFile]) -> list[Chunk]:
