@@ -28,7 +28,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK = "127.0.0.1"
-EQUAL_CONCURRENCY = 20  # DESIGN §6.16: C = 20 is "equal concurrency"
+EQUAL_CONCURRENCY = 20  # docs/benchmarks.md: C = 20 is "equal concurrency"
 PEER_MAX_CASES = 1000  # HoloDeck 0.7.1 refuses more: "Maximum 1000 test cases per agent"
 SYSTEM_PROMPT = "You are a benchmark agent. Answer with the short answer only.\n"
 OFFLINE_KEY = "sk-bench-offline-not-a-key"
@@ -389,7 +389,7 @@ class ModelServer:
 
 
 def ideal(n_cases: int, concurrency: int, latency: float) -> float:
-    """DESIGN §6.16: ``ceil(N / C) * L``."""
+    """The ideal wall time, ``ceil(N / C) * L`` (docs/benchmarks.md)."""
     return math.ceil(n_cases / concurrency) * latency
 
 

@@ -29,7 +29,7 @@ untimed, the prompt version is registered and added as a partition (the prompt-v
 sensor's job), and every run gets a fresh ``HOLODECK_HOME`` so nothing is resumed from a
 journal or a cache.
 
-Then a backfill (issue 29): an agent with ``--versions`` prompt versions, all registered as
+Then a backfill (docs/scale-out.md): an agent with ``--versions`` prompt versions, all registered as
 partitions, evaluated by ``holodeck test --prompt-version V`` once per version one after
 another (the CLI's way, timed as the sum) and by one ``dagster asset materialize
 --partition-range v1...v10`` (a single-run backfill, ``BackfillPolicy.single_run``: Dagster's
@@ -164,7 +164,7 @@ def write_versions(agent: Path, versions: int) -> list[str]:
 
 
 def make_root(work: Path, name: str, cases: int, versions: int) -> tuple[Path, Path, list[str]]:
-    """A project root (also DAGSTER_HOME, DESIGN §6.15) with the bench agent, the repository's
+    """A project root (also DAGSTER_HOME, docs/dagster.md) with the bench agent, the repository's
     dagster.yaml, the floor module and the preparation script; its prompt versions."""
     root = work / name
     agent = write_agent(root / "agent", cases)

@@ -1,5 +1,5 @@
 """Benchmark the run history: ingest N runs x M cases x 3 metrics, then time each view, in the
-DuckDB file and in a DuckLake (DESIGN §8.4) side by side.
+DuckDB file and in a DuckLake (docs/history.md) side by side.
 
     .venv/bin/python bench/history_bench.py              # 1,000 runs x 100 cases x 3 metrics
     .venv/bin/python bench/history_bench.py --runs 50    # a quick look

@@ -1,4 +1,4 @@
-"""The history steps of a single-run backfill (issue 29): how long ``eval_history`` (every
+"""The history steps of a single-run backfill (docs/scale-out.md): how long ``eval_history`` (every
 version written, its checks asked) and ``processed_files`` (every version's estimate read from
 the history) take for a ``--versions``-version backfill, on the DuckDB file and on a DuckLake
 (local catalog file), read from the Dagster event log (step start to step success).

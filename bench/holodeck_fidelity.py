@@ -1,4 +1,4 @@
-"""The differential test against HoloDeck 0.7.1 (issue 26): every corpus sample and
+"""The differential test against HoloDeck 0.7.1 (docs/holodeck-fidelity.md): every corpus sample and
 ``examples/acme-support`` run by HoloDeck's ``holodeck test`` and by ours against ONE loopback
 model server that records every request; the normalised request sets
 (``holodeck_core.testing.request_log``) and the retrieval comparison

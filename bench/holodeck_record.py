@@ -1,4 +1,5 @@
-"""Record what HoloDeck 0.7.1 itself says, for the CI tests that run without it (issue 26).
+"""Record what HoloDeck 0.7.1 itself says, for the CI tests that run without it
+(docs/holodeck-fidelity.md).
 
 Run with HoloDeck's own interpreter (``bash bench/peer_setup.sh`` first; never in CI):
 
@@ -202,8 +203,8 @@ PDF_CASES: list[dict[str, Any]] = [
     {"input": "Which sections?", "files": [{"path": "docs/masterformat_partial_numbering.pdf"}]},
 ]
 """Test cases attaching corpus PDFs, ``docs/`` being ``../shared/corpus/documents``; ``pages``
-1-based as ours: HoloDeck extracts 0-based pages but refuses 0 (DESIGN §4), so it is given each
-minus one and cannot select the first page."""
+1-based as ours: HoloDeck extracts 0-based pages but refuses 0 (docs/holodeck-fidelity.md), so it is
+given each minus one and cannot select the first page."""
 
 
 def pdf_attachments(documents: Path) -> list[dict[str, Any]]:

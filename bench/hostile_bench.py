@@ -1,4 +1,4 @@
-"""Big inputs (issue 25, classes 10 and 12): peak memory (RSS) and time of each, before and
+"""Big inputs (docs/agent-yaml.md): peak memory (RSS) and time of each, before and
 after the caps.
 
 Each measurement is a fresh interpreter running ``holodeck`` in-process (``main(argv)``) or

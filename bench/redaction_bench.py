@@ -1,5 +1,5 @@
-"""Redaction throughput (issue 17): MB/s of ``redact_text`` on ordinary and adversarial text,
-at growing sizes, so a super-linear pattern shows as MB/s falling with size.
+"""Redaction throughput (docs/agent-yaml.md): MB/s of ``redact_text`` on ordinary and adversarial
+text, at growing sizes, so a super-linear pattern shows as MB/s falling with size.
 
     .venv/bin/python bench/redaction_bench.py [--sizes 1,4,16] [--secrets 4]
 

@@ -1,5 +1,5 @@
 """Compatibility of the vectorstore tool with HoloDeck 0.7.1: overlap@k of the chunks both
-return for the same queries (issue 14; a bench script, never CI).
+return for the same queries (docs/agent-yaml.md; a bench script, never CI).
 
 For every vectorstore and hierarchical_document tool of the corpus samples, the queries are
 the sample's test-case inputs. Both engines embed through the same loopback server (lexical

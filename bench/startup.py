@@ -9,13 +9,13 @@ warm-up run) ``holodeck --help``, ``holodeck validate examples/acme-support/agen
 ``holodeck test`` of a one-case suite against a loopback server answering at once (L = 0), and
 beside it ``bench/sdk_floor.py`` making the same one call (the least a Python program does:
 import openai, one call). Ours minus the floor is the CLI's own overhead (start-up, the run's
-bookkeeping, the EvalRun file and the history write; issue 12 wants it under 0.5 s). Each of
+bookkeeping, the EvalRun file and the history write; the target is under 0.5 s). Each of
 our test runs is also split, from its EvalRun (``metadata.started_at``, ``wall_time_ms``), into
 *before the suite* (spawn to the suite's start: imports, loading agent.yaml), *suite* and
 *after the suite* (the EvalRun built, redacted and written, the history row, exit). One
 ``--end-cases`` run (default 2,000 cases, L = 0; 0 skips it) shows how *after the suite*
 grows with N. With ``--peer``, HoloDeck 0.7.1's ``holodeck --version``. The last line holds
-the ratios (``help/1s`` is issue 9's "under 1 s" target; ``ours/peer`` below 1 means ours is
+the ratios (``help/1s`` is the "under 1 s" target; ``ours/peer`` below 1 means ours is
 faster).
 """
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     after_1 = c.median([p[2] for p in test_split]) if test_split else None
     after_n = c.median([p[2] for p in end_split]) if end_split else None
     verdict = "n/a" if help_s is None else ("met" if help_s < 1.0 else "NOT met")
-    print(f"target (issue 9): holodeck --help under 1 s: {c.fmt(help_s, 3)} s -> {verdict}")
+    print(f"target: holodeck --help under 1 s: {c.fmt(help_s, 3)} s -> {verdict}")
     print(
         c.ratio_line(
             [

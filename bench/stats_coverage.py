@@ -1,4 +1,4 @@
-"""Simulated coverage of the run statistics' intervals (issue 30, DESIGN §8.7).
+"""Simulated coverage of the run statistics' intervals (docs/cli.md).
 
     .venv/bin/python bench/stats_coverage.py [--reps 4000] [--seed 30] [--only pass|unit|score]
 

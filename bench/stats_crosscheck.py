@@ -1,5 +1,5 @@
 """Cross-check our standard errors (holodeck_core.stats) against Inspect AI's ``stderr()`` on
-the same scores (issue 15, DESIGN §7.7).
+the same scores (docs/benchmarks.md, docs/cli.md).
 
     .venv/bin/python bench/stats_crosscheck.py [--inspect-python /tmp/inspect-venv/bin/python]
 

@@ -6,7 +6,7 @@
 
 Every tool runs the same cases against the same loopback server, each from spawn to exit
 (median of ``--repeat`` runs, interleaved), at its own default concurrency and at C = 20, against
-the ideal ``ceil(N/C) * L`` (DESIGN §6.16); then ``--large-cases`` cases at
+the ideal ``ceil(N/C) * L`` (docs/benchmarks.md); then ``--large-cases`` cases at
 ``--large-concurrency`` (HoloDeck refuses more than 1,000 cases). Peers: HoloDeck 0.7.1
 (``--peer``), Inspect AI and promptfoo (``--inspect``/``--promptfoo``, or their default folders
 when ``bash bench/peer_setup.sh inspect|promptfoo`` made them). Each run must make exactly one

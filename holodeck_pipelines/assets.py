@@ -1,4 +1,4 @@
-"""One asset group per agent (DESIGN §3.1): four stages partitioned by prompt version, then
+"""One asset group per agent (docs/dagster.md): four stages partitioned by prompt version, then
 the history write with the run's checks.
 
     processed_files → agent_responses → metric_results → report_summary → eval_history
@@ -209,8 +209,8 @@ def build_agent_pipeline(
     ) -> dict[str, AgentResponses]:
         preload = context.job_def.executor_def.name == "in_process"
         results: dict[str, AgentResponses] = {}
-        # §6.8: finished cases are journaled; the step fails once every version ran, so a
-        # retry or a re-execution resumes them all. A budget's refusal is not retried.
+        # Finished cases are journaled (docs/dagster.md); the step fails once every version ran, so
+        # a retry or a re-execution resumes them all. A budget's refusal is not retried.
         stopped = StageFailures("cases", trouble=BUDGET_TROUBLE)
         failed = StageFailures("cases")
         for key, stage in suites(context, project, keys).items():
@@ -251,7 +251,7 @@ def build_agent_pipeline(
         agent_responses: dict[str, AgentResponses],
     ) -> dict[str, MetricResults]:
         results: dict[str, MetricResults] = {}
-        # §6.8: successful judge answers are cached, so a rerun pays only for the rest
+        # Successful judge answers are cached (docs/dagster.md), so a rerun pays only for the rest
         failed = StageFailures("judge calls")
         for key, stage in suites(context, project, keys).items():
             result = asyncio.run(run_metric_stage(stage, agent_responses[key]))

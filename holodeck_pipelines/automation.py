@@ -17,7 +17,7 @@ from holodeck_pipelines.run_tags import TRIGGER_TAG, BadRunTag, trigger_of
 
 
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
-    """Snapshot the agent's active prompt files (DESIGN §6.6). Returns (active keys,
+    """Snapshot the agent's active prompt files (docs/architecture.md). Returns (active keys,
     every registered key)."""
     loaded = loaded_agent(agent_file)
     store = PromptStore(project.project().prompts_dir, loaded.agent.name)

@@ -1,6 +1,6 @@
 """Commands the pipelines add to ``holodeck`` (entry point group ``holodeck.commands``).
 
-``holodeck_core`` never imports this package (DESIGN §6.15): the CLI discovers these
+``holodeck_core`` never imports this package (docs/dagster.md): the CLI discovers these
 registrations through the entry point, so a core install without Dagster simply has no
 ``demo`` command. This module stays light; Dagster is imported only when the demo runs."""
 

@@ -138,7 +138,7 @@ def usd_text(usd: float | None) -> str:
 
 
 def estimate_metadata(estimate: CostEstimate) -> dict[str, Any]:
-    """``holodeck plan``'s estimate of the run (DESIGN §8.5), shown before any model call."""
+    """``holodeck plan``'s estimate of the run (docs/cost.md), shown before any model call."""
     headings = estimate.headings.values()
     metadata: dict[str, Any] = {
         "estimate/calls": sum(c.calls for c in headings),

@@ -13,7 +13,7 @@ from holodeck_core.providers.table import PROVIDERS
 
 
 class HoloDeckProject(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The holodeck project: ``holodeck.yaml`` and ``HOLODECK_HOME`` (DESIGN §6.3)."""
+    """The holodeck project: ``holodeck.yaml`` and ``HOLODECK_HOME`` (docs/cli.md)."""
 
     root: str
 
@@ -51,7 +51,7 @@ def key_variables() -> dict[str, str]:
 
 class RunHistory(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The run history: the DuckDB file, whose writers hold it for one short transaction
-    (DESIGN §3.6), or a lake (``lake_url``, DESIGN §7.10), whose writers never wait."""
+    (docs/architecture.md), or a lake (``lake_url``, docs/history.md), whose writers never wait."""
 
     db_path: str
     lake_url: str | None = None

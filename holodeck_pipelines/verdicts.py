@@ -1,4 +1,4 @@
-"""The checks of ``eval_history``: the gate, the statistical ones (DESIGN §7.8:
+"""The checks of ``eval_history``: the gate, the statistical ones (docs/architecture.md:
 ``no_regression``, decided as ``holodeck history compare`` decides, ``judge_drift``,
 ``judge_agreement`` and, when ``evaluations.max_cost_increase`` is set, ``cost_regression``) and
 ``no_errored_cases``."""
@@ -186,7 +186,7 @@ def agreement_result(
     db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> dg.AssetCheckResult:
     """``judge_agreement``: Cohen's κ of each judge against the agent's human labels (DESIGN
-    §8.7), a warning below ``evaluations.min_judge_kappa``."""
+    docs/cli.md), a warning below ``evaluations.min_judge_kappa``."""
     minimum = evaluations.min_judge_kappa if evaluations else None
     rows = judge_agreement_of(db, run_id)
     rated = [r for r in rows if r["kappa"] is not None]
