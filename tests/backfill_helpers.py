@@ -169,7 +169,7 @@ def make_project(root: Path, base_url: str) -> Project:
 
 def write_instance(dagster_home: Path, project_root: Path, storage: str) -> Path:
     """dagster.yaml (storage in the temp dir, or the PostgreSQL profile's ``storage:`` block,
-    telemetry off, ``concurrency:`` not ``run_queue:``, run retries off: DESIGN §5, §6.8) and
+    telemetry off, ``concurrency:`` not ``run_queue:``, run retries off: docs/dagster.md) and
     workspace.yaml; returns the latter."""
     dagster_home.mkdir(parents=True)
     if storage == "postgres":

@@ -1,18 +1,18 @@
-"""The samples of the differential test against HoloDeck 0.7.1 (issue 26): every corpus agent
-(HoloDeck's 11 sample agents and the generated ones) and ``examples/acme-support``, each copied
-so that both HoloDeck and we run it offline against one loopback server with the same rules.
-``bench/holodeck_fidelity.py`` runs both sides and records their request sets;
+"""The samples of the differential test against HoloDeck 0.7.1 (docs/holodeck-fidelity.md): every
+corpus agent (HoloDeck's 11 sample agents and the generated ones) and ``examples/acme-support``,
+each copied so that both HoloDeck and we run it offline against one loopback server with the same
+rules. ``bench/holodeck_fidelity.py`` runs both sides and records their request sets;
 ``tests/test_holodeck_requests.py`` runs ours again and compares.
 
 The copy changes both sides' agent alike: every model endpoint points at the server; MCP tools
 (``npx`` servers, network) are removed; retrieval tools lose ``database`` and
 ``keyword_index`` (HoloDeck would dial the ChromaDB/Qdrant/OpenSearch servers they name; we
-embed the index whatever they say, DESIGN §7.5); ``observability`` goes (HoloDeck would export
-to the OTLP collector it names and wait for it at exit; we ignore the block); a
-``config.yaml``'s ``execution.cache_directory`` goes (HoloDeck refuses the whole file for it,
-we warn: docs/holodeck-fidelity.md §3); the example is reduced to HoloDeck's schema (our
-metrics, case ids and tags, gate and prompt variants removed: HoloDeck refuses the file for
-them; the agent and its cases' inputs are untouched)."""
+embed the index whatever they say, docs/agent-yaml.md); ``observability`` goes (HoloDeck would
+export to the OTLP collector it names and wait for it at exit; we ignore the block); a
+``config.yaml``'s ``execution.cache_directory`` goes (HoloDeck refuses the whole file for it, we
+warn: docs/holodeck-fidelity.md, section 3); the example is reduced to HoloDeck's schema (our
+metrics, case ids and tags, gate and prompt variants removed: HoloDeck refuses the file for them;
+the agent and its cases' inputs are untouched)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def prepare(agent_file: Path, dest: Path, server_url: str) -> Path:
     config = dest / "config.yaml"
     project = yaml.safe_load(config.read_text()) if config.is_file() else None
     if project and "cache_directory" in (project.get("execution") or {}):
-        del project["execution"]["cache_directory"]  # HoloDeck refuses the file for it (§3)
+        del project["execution"]["cache_directory"]  # HoloDeck refuses the file for it
         config.write_text(yaml.safe_dump(project, sort_keys=False))
     return agent
 

@@ -1,5 +1,5 @@
-"""Helpers for the hardening tests (issue 17): agents for the loopback server, a CLI run in a
-subprocess with one write boundary failing, and a look at everything a run leaves behind."""
+"""Helpers for the hardening tests (docs/agent-yaml.md): agents for the loopback server, a CLI run
+in a subprocess with one write boundary failing, and a look at everything a run leaves behind."""
 
 from __future__ import annotations
 

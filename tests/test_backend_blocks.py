@@ -1,4 +1,4 @@
-"""HoloDeck 0.7.1's backend blocks of ``agent.yaml`` (issue 26, DESIGN §8.1): ``openai:``
+"""HoloDeck 0.7.1's backend blocks of ``agent.yaml`` (docs/holodeck-fidelity.md): ``openai:``
 (``max_turns``, ``effort``, disallowed tools) and ``claude:`` (``max_turns``) shape the agent we
 run as they shape HoloDeck's; the loop's default is HoloDeck's 20 model calls a turn."""
 

@@ -1,27 +1,27 @@
-"""End to end through a real Dagster webserver and daemon (issue 8, acceptance bullet 2).
+"""End to end through a real Dagster webserver and daemon (docs/dagster.md).
 
 What it proves, headless and only on 127.0.0.1:
 
 1. A backfill of three prompt versions (``v1``, ``v2``, ``v3``), launched through the GraphQL
    API (``launchPartitionBackfill``) and run by ``dagster-daemon``, is **one run** over the range
-   ``v1...v3`` (``BackfillPolicy.single_run``: Dagster's launch paid once, issue 29). When the
-   loopback model server answers 503 for two of ``v3``'s cases (transient after the runner's
-   retries and the asset's ``RetryPolicy``, DESIGN §6.8), the agent step runs every version,
+   ``v1...v3`` (``BackfillPolicy.single_run``: Dagster's launch paid once, docs/scale-out.md). When
+   the loopback model server answers 503 for two of ``v3``'s cases (transient after the runner's
+   retries and the asset's ``RetryPolicy``, docs/dagster.md), the agent step runs every version,
    then fails naming ``v3``'s cases; the run fails, and with it the range (a run's partitions
    materialize together).
 2. After the outage is over, ``reexecutePartitionBackfill`` with ``FROM_FAILURE`` creates a
-   backfill of what did not materialize (DESIGN §5): every asset after ``processed_files``
+   backfill of what did not materialize: every asset after ``processed_files``
    (which materialized all three versions in the failed run, so it is left out; Dagster reports
    ``partitionNames`` as null and the test reads the targeted partitions per asset), again as
    one run; it succeeds.
-3. The rerun resumes from the journal (DESIGN §3.5, §6.9): the model is called again only for
+3. The rerun resumes from the journal (docs/architecture.md): the model is called again only for
    the two cases that had failed, never for a case any version finished in the failed run
    (``v1``/``v2`` entirely from the journal).
 4. The DuckDB history holds exactly three runs, one per partition, all with trigger ``backfill``;
    each version has its own materialization in the rerun.
 
 It runs twice: on SQLite storage, and on PostgreSQL (the ``deploy/postgres/dagster.yaml``
-profile's storage against a server the test starts, tests/services.py; issue 19).
+profile's storage against a server the test starts, tests/services.py; docs/scale-out.md).
 
 Run it (about two and a half minutes: the backfill daemon ticks every ~30 s)::
 
@@ -128,7 +128,7 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         for variable in ("DAGSTER_HOME", "HOLODECK_HOME", "HOLODECK_HISTORY_DB"):
             monkeypatch.setenv(variable, env[variable])
 
-        # the partitions and pool limits (DESIGN §6.15), on the same instance, before the daemon
+        # the partitions and pool limits (docs/dagster.md), on the same instance, before the daemon
         with dg.DagsterInstance.get() as instance:
             assert register_partitions(project, instance) == VERSIONS
             instance.event_log_storage.set_concurrency_slots(LLM_POOL, 4)

@@ -1,4 +1,4 @@
-"""Money, part 2 (issue 23, DESIGN §8.5): ``execution.budget`` is a hard stop kept by the call
+"""Money, part 2 (docs/cost.md): ``execution.budget`` is a hard stop kept by the call
 layer. Every call reserves its worst case before it is sent and settles its usage after, so a
 run under half its measured cost stops within the budget at any concurrency, its unfinished
 cases are ERROR (budget) with exit 3, and a rerun with a larger budget pays only for the rest
@@ -68,7 +68,7 @@ def test_half_the_measured_cost_stops_the_run_and_a_larger_budget_resumes_it(
         verdict = stopped.report.summary.cost and stopped.report.summary.cost.budget
         assert verdict and verdict.stopped_by == "usd" and verdict.refused_calls > 0
         spent = verdict.spent_usd
-        assert spent <= budget + parallel * worst_call_usd(url)  # the issue's bound
+        assert spent <= budget + parallel * worst_call_usd(url)  # at most one worst call per slot over
         assert spent <= budget  # the reservations hold it under the budget itself
         assert stopped.report.summary.cost_usd == pytest.approx(spent)
         statuses = Counter(

@@ -1,6 +1,7 @@
-"""The one call layer (DESIGN §7.11): adaptive limits per provider endpoint, Retry-After
+"""The one call layer (docs/architecture.md): adaptive limits per provider endpoint, Retry-After
 pauses shared by every caller and capped, per-call retry budgets. Through the loopback
-server and the real ``openai`` SDK (issue 12; issue 17 defect 2; issue 18 item 14)."""
+server and the real ``openai`` SDK (docs/architecture.md; docs/agent-yaml.md;
+docs/holodeck-fidelity.md)."""
 
 from __future__ import annotations
 

@@ -154,7 +154,7 @@ def test_both_pipelines_run_the_script_and_carry_its_artifact_paths() -> None:
 
 
 def test_the_summary_lists_new_failures_flaky_cases_and_the_cost_change(tmp_path: Path) -> None:
-    """The PR comment's other sections (issue 28, item 12): a case the baseline did not have
+    """The PR comment's other sections (docs/dashboard.md): a case the baseline did not have
     that fails is a new failure, not a regression; a case whose status flipped before in the
     history with the same fingerprint is flaky; the cost is shown with its change."""
     db = tmp_path / "history.duckdb"
@@ -218,7 +218,7 @@ def test_the_pipelines_example_runs_on_the_loopback_server_the_script_starts(
 
 def test_the_readme_runs_the_script_locally_with_the_venvs_command() -> None:
     """Outside CI, `holodeck` is not on PATH (the venv is not activated): the local command
-    must name it, or the script exits 3 with `holodeck: command not found` (issue 28 audit)."""
+    must name it, or the script exits 3 with `holodeck: command not found` (docs/dashboard.md)."""
     text = (CI / "README.md").read_text()
     block = text.split("```bash\n", 1)[1].split("```", 1)[0]
     assert "HOLODECK=.venv/bin/holodeck bash examples/ci/eval-gate.sh" in block

@@ -1,5 +1,5 @@
-"""The CLI's fixed cost (issue 12): a small run loads only what it uses, and a run's history
-rows reach DuckDB the same whichever way they are inserted."""
+"""The CLI's fixed cost (docs/architecture.md): a small run loads only what it uses, and a run's
+history rows reach DuckDB the same whichever way they are inserted."""
 
 from __future__ import annotations
 

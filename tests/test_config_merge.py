@@ -1,4 +1,4 @@
-"""``config.yaml`` merged as HoloDeck 0.7.1 merges it (DESIGN §8.1, issue 26): for every
+"""``config.yaml`` merged as HoloDeck 0.7.1 merges it (docs/holodeck-fidelity.md): for every
 corpus sample with a ``config.yaml`` and the probes in ``tests/fixtures/holodeck/probes/``
 (user-level ``~/.holodeck/config.yaml`` and ``.env`` files included), the effective model,
 judge model, execution and database settings equal HoloDeck's own resolution, recorded by

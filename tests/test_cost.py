@@ -1,4 +1,4 @@
-"""Money, part 1 (issue 23, DESIGN §8.5): prices as data, and what a run paid under each heading
+"""Money, part 1 (docs/cost.md): prices as data, and what a run paid under each heading
 (agent turns, judges, prompt tools; embeddings and rerankers in test_retrieval) in the EvalRun,
 DuckDB, the Markdown and JUnit reports and the console. An unknown price is unknown, never 0."""
 

@@ -1,5 +1,5 @@
-"""Money, part 4 (issue 23): the optional ``cost_regression`` check of ``eval_history`` on a real
-Dagster instance. It exists only when ``evaluations.max_cost_increase`` is set; it compares the
+"""Money, part 4 (docs/cost.md): the optional ``cost_regression`` check of ``eval_history`` on a
+real Dagster instance. It exists only when ``evaluations.max_cost_increase`` is set; it compares the
 cost per passing case with the run ``no_regression`` compares against, and an unknown cost is
 skipped with its reason, not passed."""
 

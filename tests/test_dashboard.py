@@ -154,7 +154,7 @@ def test_compare_matrix_flips_flaky_and_config(history: Path) -> None:
     assert statuses["weather-paris"] == ["FAIL", "ERROR"]
     assert statuses["refund-policy"] == ["PASS", "PASS"]
     # v_flaky_cases: order-status went P, F, P across v2's runs; weather-paris went F, F, E,
-    # and an ERROR is no verdict (DESIGN §8.7): not flaky
+    # and an ERROR is no verdict (docs/cli.md): not flaky
     assert {row.case_id for row in result.matrix if row.flaky} == {"order-status"}
     other = result.comparisons[1]
     assert other is not None and other.common_cases == 4

@@ -1,7 +1,7 @@
-"""The Summary after a run is written to the history an open dashboard shows (issue 28): the
-next request shows the new run, with the tiles, intervals and regression marks a cold
-computation gives, on the DuckDB file and on a DuckLake (its catalog a local file); a page
-kept for the history before the write is never served after it."""
+"""The Summary after a run is written to the history an open dashboard shows (docs/dashboard.md):
+the next request shows the new run, with the tiles, intervals and regression marks a cold
+computation gives, on the DuckDB file and on a DuckLake (its catalog a local file); a page kept for
+the history before the write is never served after it."""
 
 from __future__ import annotations
 

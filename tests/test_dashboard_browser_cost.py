@@ -1,4 +1,4 @@
-"""The dashboard's money in a real browser (issue 23, Playwright driving Debian's Chromium): the
+"""The dashboard's money in a real browser (docs/cost.md, Playwright driving Debian's Chromium): the
 Summary's cost per run and prompt version over time (an unknown cost reads "unknown", never 0),
 the runs a budget stopped with the verdict, Compare's cost delta, total and per passing case,
 with each run's budget verdict and the estimate made before it, and the Explorer's line of a

@@ -1,5 +1,5 @@
-"""The dashboard in a real browser, II (issue 28): what a link asks for that does not exist,
-the presentation of the Summary, Compare and Explorer, and ``--seed``'s clean-up.
+"""The dashboard in a real browser, II (docs/dashboard.md): what a link asks for that does not
+exist, the presentation of the Summary, Compare and Explorer, and ``--seed``'s clean-up.
 
 The history holds real CLI runs of the example (v1, v2 and a rescore of v2) and a hand-made
 agent whose runs change prompt version at the same moment as the example's (so their labels
@@ -255,7 +255,7 @@ def test_metric_trends_in_tabs_with_thresholds_and_a_breakdown_per_kind(
     assert dashes == [[0.5, "dash"]]
     rag = page.inner_text("#breakdown-rag")
     assert "faithfulness" in rag and "0.375" in rag and "2/8 passed" in rag
-    # every mean with the views' interval, its n and its method (issue 30, DESIGN §8.7)
+    # every mean with the views' interval, its n and its method (docs/cli.md)
     stats = dict(query(history.db, "SELECT metric_name, [n, ci95_low, ci95_high] FROM "
                        "v_metric_stats WHERE run_id = ?", [history.regressed]))  # fmt: skip
     n, low, high = stats["faithfulness"]

@@ -1,4 +1,4 @@
-"""The dashboard on a DuckLake history (issue 29, Deliver 1: "the dashboard ... work[s]
+"""The dashboard on a DuckLake history (docs/scale-out.md: "the dashboard ... work[s]
 unchanged on both"), in a real browser: ``holodeck dashboard --lake URL`` over a local
 catalog file and data folder shows the same runs, cases and comparison as on the DuckDB file."""
 

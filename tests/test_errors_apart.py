@@ -1,4 +1,4 @@
-"""Errors apart (issue 30, DESIGN §8.7), end to end: a CLI run against a model server that is
+"""Errors apart (docs/cli.md), end to end: a CLI run against a model server that is
 not listening is an infrastructure failure; it leaves ``v_flaky_cases``, the dashboard's
 flaky marks, trends and comparisons as they were, and is shown apart."""
 

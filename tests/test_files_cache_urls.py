@@ -1,4 +1,4 @@
-"""What surrounds a conversion (issue 3, item 1): the content-addressed cache (a hit converts
+"""What surrounds a conversion (docs/architecture.md): the content-addressed cache (a hit converts
 nothing, the key follows selection and content, ``cache: false``, errors never cached), files
 fetched by URL from a local HTTP server (a retry after a 500, permanent errors not retried,
 bounded retries, the size limit, no cache), batches (order, isolated errors, one conversion per

@@ -1,8 +1,8 @@
-"""File processing by format, in worker processes (issue 3, item 1): markitdown, a PDF through
-HoloDeck 0.7.1's heading extractor as HoloDeck converts it (issue 26); the real documents of
-``../shared/corpus/documents`` against its ``MANIFEST.json`` (whole files and their parts),
-1-based PDF pages, PowerPoint slides, Excel sheets and ranges, CSV, Word, text and images, and
-corrupt, missing, oversized or hanging files reported as errors that never escape."""
+"""File processing by format, in worker processes (docs/architecture.md): markitdown, a PDF through
+HoloDeck 0.7.1's heading extractor as HoloDeck converts it (docs/holodeck-fidelity.md); the real
+documents of ``../shared/corpus/documents`` against its ``MANIFEST.json`` (whole files and their
+parts), 1-based PDF pages, PowerPoint slides, Excel sheets and ranges, CSV, Word, text and images,
+and corrupt, missing, oversized or hanging files reported as errors that never escape."""
 
 from __future__ import annotations
 

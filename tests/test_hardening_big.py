@@ -1,4 +1,4 @@
-"""Big inputs (issue 25, class 10): a retrieval source of too many files, one file too big,
+"""Big inputs (docs/agent-yaml.md): a retrieval source of too many files, one file too big,
 all of them too big, each a config error naming the tool and the field before any file is
 read or any model called; just under the caps, the source indexes. The caps are lowered here
 (the real ones: holodeck_core/defaults.py; what the big inputs cost: bench/hostile_bench.py)."""
@@ -93,7 +93,7 @@ def test_the_dashboard_shows_the_start_of_a_huge_response_and_links_the_rest(
 def test_sources_are_read_in_bounded_batches_in_their_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Documents stream into the index (issue 25, class 10): at most a batch of files and
+    """Documents stream into the index (docs/agent-yaml.md): at most a batch of files and
     bytes is held as text at once, every file once, in the source's order (so chunk ids and
     the index are what reading them all at once made); a file past the bytes is alone."""
     monkeypatch.setattr(sources, "DOCUMENT_BATCH_FILES", 3)

@@ -1,4 +1,4 @@
-"""Budgets an attacker can fool (issue 43, Hardening III): budgets that are no limit (``.inf``,
+"""Budgets an attacker can fool (docs/agent-yaml.md): budgets that are no limit (``.inf``,
 ``.nan``, negative, huge, a string) refused at load in agent.yaml and holodeck.yaml; a server
 reporting impossibly few tokens charged at an estimate from the text and flagged; a budget
 ledger that cannot be read named as such, not as a spent budget. Through the real CLI and the

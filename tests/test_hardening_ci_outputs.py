@@ -1,4 +1,4 @@
-"""What we print and render from outside text (issue 43, items 8 and 10): under GitHub Actions
+"""What we print and render from outside text (docs/agent-yaml.md): under GitHub Actions
 no printed line from a config, a model or a tool can be a workflow command, and the PR summary,
 the job summary, the Markdown report and Dagster's ``report`` metadata render it as text.
 

@@ -1,4 +1,4 @@
-"""Hostile configs (issue 17, defects 3 and 8 and the name checks): YAML that expands without
+"""Hostile configs (docs/agent-yaml.md): YAML that expands without
 bound, names that slug to nothing, to each other or to too long a file name, versions that
 are no file names. Through the CLI, and through Dagster where a bad agent took the code
 location down."""

@@ -1,4 +1,4 @@
-"""Hostile inputs reaching a Dagster materialization (issue 25, classes 4 and 8), on a real
+"""Hostile inputs reaching a Dagster materialization (docs/agent-yaml.md), on a real
 Dagster instance: JSON records for retrieval 100,000 levels deep or with a 5,000-digit number,
 and an embeddings provider answering NaN or infinity. The partition fails with the reason as
 its step's headline (the file, the model), no traceback there, no secret, no model call; once

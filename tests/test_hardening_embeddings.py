@@ -1,4 +1,4 @@
-"""Poisoned embeddings (issue 25, class 8): vectors with NaN or infinity, empty ones, ones of
+"""Poisoned embeddings (docs/agent-yaml.md): vectors with NaN or infinity, empty ones, ones of
 mixed widths or that are not numbers are refused before anything caches them (the tool cannot
 start: exit 3, no model call), so once the provider is fixed the next run embeds afresh; and
 the cache is keyed by endpoint and model, so another endpoint's vectors are never served."""

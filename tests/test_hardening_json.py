@@ -1,4 +1,4 @@
-"""Deep or huge JSON in files we read (issue 25, class 4): an EvalRun to sync, import or
+"""Deep or huge JSON in files we read (docs/agent-yaml.md): an EvalRun to sync, import or
 rescore, and retrieval records. Bounded parsing: exit 2 naming the file, no traceback, and
 one bad file never keeps ``history sync`` from ingesting the others."""
 

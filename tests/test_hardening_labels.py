@@ -1,4 +1,4 @@
-"""Human labels, CSV exports and judge agreement against hostile input (issue 43, items 9, 12,
+"""Human labels, CSV exports and judge agreement against hostile input (docs/agent-yaml.md,
 13, 14): the dashboard's ``/runs.csv`` and ``/labels.csv`` (the real server) neutralise
 formula-leading cells and their sheet reads back through the real ``holodeck labels import``
 whatever its texts hold; every bad labels file is exit 2 naming the file, line and field; the

@@ -1,4 +1,4 @@
-"""Lifecycle and surface (issue 25, class 12): a stdio MCP server's own children end with it,
+"""Lifecycle and surface (docs/agent-yaml.md): a stdio MCP server's own children end with it,
 whether the run is clean, the server cannot start or it dies mid-run; the dashboard answers
 only to the names of this machine (DNS rebinding); a big file without aliases is no alias
 bomb; a history lock that outlived its retries is exit 3."""
@@ -155,7 +155,7 @@ def test_a_history_lock_that_outlives_its_retries_is_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``test``, ``rescore`` and ``history sync`` with another process holding the write lock:
-    exit 3 (DESIGN §6.7) naming the holder, the EvalRun on disk; the sync after it ingests."""
+    exit 3 (docs/cli.md) naming the holder, the EvalRun on disk; the sync after it ingests."""
     monkeypatch.setenv("HOLODECK_HISTORY_LOCK_TIMEOUT", "0.3")
     db = tmp_path / "holodeck-home" / "history.duckdb"
     with run_model_server({"default": {"reply": "ok"}}) as server:

@@ -1,4 +1,4 @@
-"""What an MCP server sends back, or fails to (issue 25, classes 2 and 7): a server that dies
+"""What an MCP server sends back, or fails to (docs/agent-yaml.md): a server that dies
 with calls in flight makes every one of them ``tool_crashed`` (transient: the case is ERROR,
 not journaled, and a rerun redoes it), whatever killed it; a huge result is cut once."""
 

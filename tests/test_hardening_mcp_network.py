@@ -1,9 +1,8 @@
-"""A network MCP server (streamable HTTP, SSE, WebSocket) that dies mid-call (issue 43, class
-18): every shape of death is ``tool_crashed``, a transient ERROR a rerun resumes, as a stdio
-server's is; never a "timed out" tool error the model reads and the case PASSes on. The real
-CLI, the loopback model server and real servers on 127.0.0.1: the SDK's FastMCP server of
-tests/mcp_server.py killed, and tests/mcp_hostile_http.py resetting, half-sending or hanging
-up."""
+"""A network MCP server (streamable HTTP, SSE, WebSocket) that dies mid-call (docs/agent-yaml.md,
+class 18): every shape of death is ``tool_crashed``, a transient ERROR a rerun resumes, as a stdio
+server's is; never a "timed out" tool error the model reads and the case PASSes on. The real CLI,
+the loopback model server and real servers on 127.0.0.1: the SDK's FastMCP server of
+tests/mcp_server.py killed, and tests/mcp_hostile_http.py resetting, half-sending or hanging up."""
 
 from __future__ import annotations
 

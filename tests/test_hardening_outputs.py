@@ -1,5 +1,5 @@
 """What a hostile config, model or provider puts into a run never breaks or leaks through the
-CLI's outputs (issue 17, defects 4, 5, 10 and the argument checks): keys however they got
+CLI's outputs (docs/agent-yaml.md): keys however they got
 into the config, Rich markup and terminal escapes, XML-forbidden characters."""
 
 from __future__ import annotations

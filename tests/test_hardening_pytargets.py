@@ -1,9 +1,9 @@
-"""Hostile python targets (issue 43): a target that exits the process (``SystemExit`` sync or
-async, ``os._exit``), raises ``KeyboardInterrupt`` or ``GeneratorExit``, forks children that
-ignore SIGTERM, never returns (a sleep loop, a coroutine swallowing its cancellation) or prints
-a secret is one case ERROR with its reason: the run ends, writes its EvalRun, JUnit and
-history, exits 3, leaves no process behind and shows the secret nowhere; Ctrl-C still
-interrupts. Each through the real CLI in a process of its own (docs/targets.md)."""
+"""Hostile python targets (docs/agent-yaml.md): a target that exits the process (``SystemExit`` sync
+or async, ``os._exit``), raises ``KeyboardInterrupt`` or ``GeneratorExit``, forks children that
+ignore SIGTERM, never returns (a sleep loop, a coroutine swallowing its cancellation) or prints a
+secret is one case ERROR with its reason: the run ends, writes its EvalRun, JUnit and history, exits
+3, leaves no process behind and shows the secret nowhere; Ctrl-C still interrupts. Each through the
+real CLI in a process of its own (docs/targets.md)."""
 
 from __future__ import annotations
 

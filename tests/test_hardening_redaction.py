@@ -1,4 +1,4 @@
-"""Redaction never makes a valid document invalid (issue 25, class 3): a piece of a secret in a
+"""Redaction never makes a valid document invalid (docs/agent-yaml.md): a piece of a secret in a
 case id, a regular expression, a tool name or a grader reference is redacted, and the EvalRun,
 the journal and the history still validate and are written."""
 

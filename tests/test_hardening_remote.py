@@ -1,4 +1,4 @@
-"""Remote endpoints that never answer, refuse, babble or forbid (issue 25, class 11): the
+"""Remote endpoints that never answer, refuse, babble or forbid (docs/agent-yaml.md): the
 history's PostgreSQL catalog, its data on S3, EvalRuns on S3 (a run's results, ``rescore
 s3://``). Each is a real server on 127.0.0.1 started here (a socket that accepts and stays
 silent, one that answers garbage, an HTTP server answering S3's 403, a closed port); every
@@ -256,7 +256,7 @@ def test_a_run_and_a_partition_whose_history_hangs_still_write_the_evalrun(
         agent = project.root / "agents" / "geo" / "agent.yaml"
         code = main(["test", str(agent), "-q"])
         text = clean(capsys.readouterr().err)
-        assert code == 3, text  # the history is infrastructure (§6.7) ...
+        assert code == 3, text  # the history is infrastructure (docs/cli.md) ...
         assert "the run history was not updated" in text and address in text
         assert "the EvalRun is safe" in text  # ... and the run is on disk
         assert "holodeck history sync" in text

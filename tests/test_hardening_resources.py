@@ -1,4 +1,4 @@
-"""An unlucky machine (issue 17, defects 6, 7, 9 and the smaller ones): full and read-only
+"""An unlucky machine (docs/agent-yaml.md): full and read-only
 disks at every write boundary of a run, office zip bombs, unbounded history queries, Ctrl-C,
 orphaned temp files and two runs of the same suite at once.
 
@@ -109,7 +109,7 @@ def test_eval_run_write_failure_is_exit_3_and_the_rerun_pays_nothing(
 def test_a_full_disk_during_the_history_write_is_a_clear_error(
     tmp_path: Path, target: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Exit 3 (DESIGN §6.7: the history misses the run, as after a lock that outlived its
+    """Exit 3 (docs/cli.md: the history misses the run, as after a lock that outlived its
     retries), nothing lost: the EvalRun is there and a later sync ingests it."""
     with run_model_server(OK) as server:
         agent = agent_yaml(tmp_path / "a", server.openai_base_url, FOUR_CASES)

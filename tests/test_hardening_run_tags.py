@@ -1,4 +1,4 @@
-"""Dagster run tags set by hand in the launchpad (issue 43, Hardening III), on a real Dagster
+"""Dagster run tags set by hand in the launchpad (docs/agent-yaml.md), on a real Dagster
 instance: a bad ``holodeck/trials``, ``holodeck/trigger`` or ``holodeck/agent`` fails the run's
 first step naming the tag, its value and what it accepts, before any model call (and the
 failed-runs sensor still records it); a forged estimate (``holodeck/estimate``,

@@ -1,4 +1,4 @@
-"""Secrets past redaction (issue 25, class 6): every encoding of a secret a server echoes
+"""Secrets past redaction (docs/agent-yaml.md): every encoding of a secret a server echoes
 (JSON-escaped with quotes, backslashes and non-ASCII; URL-encoded; base64, and base64 of a
 URL's ``user:pass``), a stderr tail cut inside a secret, a server's stray stdout logged by the
 ``mcp`` SDK, secrets in names and ids, refused at load, and what a function tool prints."""

@@ -1,4 +1,4 @@
-"""Unbounded loops on server input (issue 25, class 9): a tool list whose cursor never ends,
+"""Unbounded loops on server input (docs/agent-yaml.md): a tool list whose cursor never ends,
 a server offering 60,000 tools, a tool schema nested 120 levels. Each is a clear start error
 (exit 3) before any model call, naming the tool config; no traceback, no process left."""
 

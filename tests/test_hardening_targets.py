@@ -1,4 +1,4 @@
-"""Targets that speak HTTP against a hostile agent (issue 43, classes 5 and 6), end to end
+"""Targets that speak HTTP against a hostile agent (docs/agent-yaml.md), end to end
 through ``holodeck test`` for each kind (``http``, ``openai_chat``, ``holodeck_serve``): a
 redirect off the target's origin is never followed (its secret headers and the conversation
 stay home), one within it is, boundedly; a reply body past ``MAX_TARGET_REPLY_BYTES`` is cut

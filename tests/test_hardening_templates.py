@@ -1,4 +1,4 @@
-"""Prompt-tool templates get data only (issue 25, class 5): a path reads keys, list items and
+"""Prompt-tool templates get data only (docs/agent-yaml.md): a path reads keys, list items and
 ``length``, never an attribute or a method of a Python object; ``validate`` rejects a path that
 would; rendering is off the event loop under a deadline."""
 

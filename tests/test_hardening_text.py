@@ -1,4 +1,4 @@
-"""Hostile text (issue 17, defects 1, 5 and 10): redaction stays linear, reports stay
+"""Hostile text (docs/agent-yaml.md): redaction stays linear, reports stay
 well-formed, and nothing from data is ever read as Rich markup or sent as a terminal escape.
 
 Time is never compared with a threshold: the scaling checks compare the CPU time of the

@@ -1,7 +1,7 @@
-"""What a model or a tool sends back (issue 25, classes 1, 2 and 5): tool names the model
+"""What a model or a tool sends back (docs/agent-yaml.md): tool names the model
 invents, tool results that are not JSON or are huge, tools that raise ``SystemExit`` or never
 return. Each is a tool error the model reads (or a result cut with a marker); the run finishes,
-journals its cases, writes its EvalRun and exits by the contract (DESIGN §6.7)."""
+journals its cases, writes its EvalRun and exits by the contract (docs/cli.md)."""
 
 from __future__ import annotations
 

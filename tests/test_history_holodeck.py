@@ -188,7 +188,7 @@ def test_exports_validate_against_holodeck_schemas(
     assert config["instructions"] == {"file": "prompts/system.md", "inline": None}
     assert [m["type"] for m in config["evaluations"]["metrics"]] == ["rag", "code"]
     assert "id" not in config["test_cases"][0] and "mock" not in config["tools"][0]
-    assert "test_cases_file" not in config  # HoloDeck 0.7.1's Agent model forbids it (issue 18)
+    assert "test_cases_file" not in config  # HoloDeck 0.7.1's Agent model forbids it
 
     code, _, err = run_cli(
         capsys,

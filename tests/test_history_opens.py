@@ -1,4 +1,4 @@
-"""A step of several prompt versions (a single-run backfill, issue 29 Deliver 3) opens the
+"""A step of several prompt versions (a single-run backfill, docs/scale-out.md) opens the
 history once, whatever the number of versions: ``eval_history`` writes every version on one
 writer connection (one transaction per run) and asks its checks there; ``processed_files``
 reads every version's estimate on one reader. Counted on the real store, on the DuckDB file

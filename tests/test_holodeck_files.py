@@ -1,4 +1,4 @@
-"""The two files of a run (DESIGN §8.2, issue 26): ``results/<slug>/<timestamp>.json`` is a
+"""The two files of a run (docs/holodeck-fidelity.md): ``results/<slug>/<timestamp>.json`` is a
 HoloDeck 0.7.1 EvalRun (checked here against the JSON Schema recorded from HoloDeck's own
 model, ``tests/fixtures/holodeck/eval_run.schema.json``; and, where ``bench/.peer-venv``
 holds HoloDeck, by HoloDeck's model and dashboard loader themselves), our superset beside it
@@ -155,7 +155,7 @@ def test_holodecks_view_of_the_run(written: tuple[Path, Path, Path]) -> None:
 
 
 def test_a_dagster_partition_writes_the_file_holodeck_reads(tmp_path: Path) -> None:
-    """The agent step's EvalRun (issue 26, Deliver 2: "CLI and Dagster") is two files too,
+    """The agent step's EvalRun (docs/holodeck-fidelity.md: "CLI and Dagster") is two files too,
     and the one HoloDeck globs validates in its EvalRun."""
     with run_model_server(pipelines.RULES) as server, dg.instance_for_test() as instance:
         defs = build_definitions(pipelines.make_project(tmp_path, server.openai_base_url))

@@ -1,4 +1,4 @@
-"""The differential test against HoloDeck 0.7.1 (issue 26, DESIGN §8.1), in CI without HoloDeck:
+"""The differential test against HoloDeck 0.7.1 (docs/holodeck-fidelity.md), in CI without HoloDeck:
 every corpus sample and ``examples/acme-support`` run by us against the loopback server, the
 requests normalised (``holodeck_core.testing.request_log``) and compared with the fixtures
 ``bench/holodeck_fidelity.py`` recorded from both HoloDeck and us.
@@ -176,7 +176,7 @@ def test_our_requests_are_the_recorded_ones(
     listed = listed_differences().get(key, set())
     assert differences == listed, (
         f"{key}: new differences from HoloDeck {sorted(differences - listed)}, listed ones "
-        f"gone {sorted(listed - differences)} (docs/holodeck-fidelity.md, §4)"
+        f"gone {sorted(listed - differences)} (docs/holodeck-fidelity.md, section 4)"
     )
 
 

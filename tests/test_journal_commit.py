@@ -1,6 +1,6 @@
 """The journal's group commit: many cases finishing at once share writes and fsyncs, yet each
 is awaited until its line is on disk, a cancelled run keeps every finished case, and another
-run of the same suite sees them all (DESIGN §6.9)."""
+run of the same suite sees them all (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Judges checked against people (issue 30, DESIGN §8.7): a run's labelling sheet from the
+"""Judges checked against people (docs/cli.md): a run's labelling sheet from the
 dashboard, filled in and brought back with ``holodeck labels import``, gives the agreement
 ``v_judge_agreement`` reports; it equals scikit-learn's ``cohen_kappa_score`` (by hand here:
 the same formula) and scipy's ``spearmanr``."""

@@ -126,7 +126,7 @@ def labelled_rules() -> dict[str, object]:
 
 
 def test_labelled_control_rows_measure_the_judge_against_people(tmp_path: Path) -> None:
-    """The judge-control set can carry human labels (issue 30): every run's judge is measured
+    """The judge-control set can carry human labels (docs/cli.md): every run's judge is measured
     against people on it, as v_judge_agreement measures it on labelled cases."""
     from scipy.stats import spearmanr
 

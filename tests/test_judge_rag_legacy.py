@@ -143,5 +143,5 @@ def test_legacy_metrics_normalize_1_to_5_before_the_threshold() -> None:
 def test_faithfulness_reasoning_reads_as_a_sentence(
     claims: int, contradicted: list[tuple[str, str]], reads: str
 ) -> None:
-    """Not "0 of 1 claims are not contradicted ...; contradicted: ..." (issue 28)."""
+    """Not "0 of 1 claims are not contradicted ...; contradicted: ..." (docs/dashboard.md)."""
     assert _faithfulness_reasoning(claims, contradicted).startswith(reads)

@@ -1,7 +1,7 @@
-"""The DuckLake history (issue 29, DESIGN §8.4), its catalog a local file and its data a folder:
-the same tables, views and macros as the DuckDB file, every ``history`` command on ``--lake`` /
-``HOLODECK_HISTORY_URL``, ``sync --to/--from``, ``maintain``, the Dagster checks, and many
-writers at once. PostgreSQL and S3: tests/test_ducklake_servers.py."""
+"""The DuckLake history (docs/scale-out.md, docs/history.md), its catalog a local file and its data
+a folder: the same tables, views and macros as the DuckDB file, every ``history`` command on
+``--lake`` / ``HOLODECK_HISTORY_URL``, ``sync --to/--from``, ``maintain``, the Dagster checks, and
+many writers at once. PostgreSQL and S3: tests/test_ducklake_servers.py."""
 
 from __future__ import annotations
 

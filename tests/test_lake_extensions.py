@@ -1,7 +1,7 @@
-"""DuckDB's extensions for a DuckLake (issue 29): installed from the pinned wheels once per user
-into a private extension directory, then only loaded; each process after the first finds
-them there and installs nothing; a stale copy is replaced. DuckDB's signature check is
-skipped only while that directory is the user's alone."""
+"""DuckDB's extensions for a DuckLake (docs/scale-out.md): installed from the pinned wheels once per
+user into a private extension directory, then only loaded; each process after the first finds them
+there and installs nothing; a stale copy is replaced. DuckDB's signature check is skipped only while
+that directory is the user's alone."""
 
 from __future__ import annotations
 

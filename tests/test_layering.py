@@ -1,4 +1,4 @@
-"""The dependency direction (DESIGN §8.3, issue 27): every import in holodeck_core points down
+"""The dependency direction (docs/architecture.md): every import in holodeck_core points down
 
     defaults ← naming, terminal ← redaction, stats ← errors ← models ← config ← calls, files
     ← providers ← tools, metrics ← agents ← runner ← history, reports ← engine ← dashboard

@@ -1,4 +1,4 @@
-"""Many comparisons (issue 30, DESIGN §8.7): the verdicts of one family control the false
+"""Many comparisons (docs/cli.md): the verdicts of one family control the false
 discovery rate (Benjamini-Hochberg; Holm as an option) and show raw and adjusted p; McNemar
 is the mid-p test."""
 

@@ -1,6 +1,6 @@
 """A Dagster partition of an agent with an MCP tool: the agent step opens the server and
-closes it; a server that dies mid-run fails the step after journaling (§6.8), and the step's
-retry calls the model only for the unfinished case."""
+closes it; a server that dies mid-run fails the step after journaling (docs/dagster.md), and the
+step's retry calls the model only for the unfinished case."""
 
 from __future__ import annotations
 

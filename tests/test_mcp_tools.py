@@ -1,5 +1,5 @@
 """MCP tools for real: the SDK's FastMCP server of tests/mcp_server.py over stdio and streamable
-HTTP on 127.0.0.1, the real CLI and the loopback model server (DESIGN §7.1 to §7.4)."""
+HTTP on 127.0.0.1, the real CLI and the loopback model server (docs/agent-yaml.md)."""
 
 from __future__ import annotations
 
@@ -353,8 +353,9 @@ def test_websocket_without_headers_validates_and_with_headers_names_the_fix(
 
 
 def test_the_journal_is_scoped_by_the_server_identity(uvx: Path, tmp_path: Path) -> None:
-    """§7.4: env names (never values), the server's name and version and its tool list; an
-    upgraded server (one more tool, same config) gets another journal."""
+    """The case fingerprint holds env names (never values), the server's name and version and its
+    tool list (docs/architecture.md); an upgraded server (one more tool, same config) gets another
+    journal."""
     flag = tmp_path / "upgraded"
     env = f"{{API_TOKEN: {CANARY}, MCP_TEST_UPGRADED: '{flag}'}}"
     agent = write_agent(

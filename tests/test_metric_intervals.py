@@ -1,7 +1,6 @@
-"""A mean in a unit (latency, cost) gets Hall's skewness-corrected t interval (issue 30, DESIGN
-§8.7): a real run against the loopback model server, a few slow cases among fast ones; the
-console, the Markdown report and ``v_metric_stats`` show the same numbers and say
-"n = 6, interval method: …"."""
+"""A mean in a unit (latency, cost) gets Hall's skewness-corrected t interval (docs/cli.md): a real
+run against the loopback model server, a few slow cases among fast ones; the console, the Markdown
+report and ``v_metric_stats`` show the same numbers and say "n = 6, interval method: …"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Object storage (issue 19): stage data, EvalRuns and the history lake in an S3 bucket, through
-the real ``s3fs``/``boto3`` clients against moto's S3 server on 127.0.0.1 (tests/services.py).
-Credentials come from the environment only and never reach a file, the bucket or Dagster."""
+"""Object storage (docs/scale-out.md): stage data, EvalRuns and the history lake in an S3 bucket,
+through the real ``s3fs``/``boto3`` clients against moto's S3 server on 127.0.0.1
+(tests/services.py). Credentials come from the environment only and never reach a file, the bucket
+or Dagster."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
         )
     }
     run_keys = sorted(key for key in objects if key.startswith("results/geo-agent/"))
-    [holodeck_key, eval_run_key] = run_keys  # HoloDeck's file and our superset (DESIGN §8.2)
+    [holodeck_key, eval_run_key] = run_keys  # HoloDeck's file and our superset
     assert eval_run_key == holodeck_key.replace("geo-agent/", "geo-agent/holodeck-pipelines/")
     eval_run = json.loads(objects[eval_run_key])
     assert "partition_key" not in json.loads(objects[holodeck_key])["metadata"]
@@ -157,8 +158,8 @@ def test_a_lake_reader_on_s3_sees_the_runs_writers_commit(s3: S3, tmp_path: Path
 def test_an_eval_run_in_the_bucket_is_rescored_into_the_bucket(
     tmp_path: Path, s3: S3, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``holodeck rescore s3://…/run.json`` (issue 29): read from the bucket, its agent found
-    among holodeck.yaml's (the file is not beside it), the new EvalRun written to the bucket
+    """``holodeck rescore s3://…/run.json`` (docs/scale-out.md): read from the bucket, its agent
+    found among holodeck.yaml's (the file is not beside it), the new EvalRun written to the bucket
     too; a run id whose EvalRun the history knows by its URL works the same."""
     with run_model_server(RULES) as server:
         make_project(tmp_path, server.openai_base_url)

@@ -1,11 +1,11 @@
-"""A test case's PDF attachment reaches the model as HoloDeck 0.7.1 sends it (issue 26, DESIGN
-§8.1): the PDF through HoloDeck's heading extractor (``holodeck_core/files/pdf_headings.py``),
-``File: <path>`` before each file's text, the input last. ``bench/holodeck_record.py`` records
-HoloDeck's message for test cases attaching corpus PDFs (its ``FileProcessor`` and
-``_compose_agent_input``, what ``holodeck test`` sends: checked against a recorded run) into
-``tests/fixtures/holodeck/pdf_attachments.json``; here ``holodeck test`` runs the same cases
-against the loopback model server and every request's user message must have that length and
-sha256 (a change of our converter or of the message fails here)."""
+"""A test case's PDF attachment reaches the model as HoloDeck 0.7.1 sends it
+(docs/holodeck-fidelity.md): the PDF through HoloDeck's heading extractor
+(``holodeck_core/files/pdf_headings.py``), ``File: <path>`` before each file's text, the input last.
+``bench/holodeck_record.py`` records HoloDeck's message for test cases attaching corpus PDFs (its
+``FileProcessor`` and ``_compose_agent_input``, what ``holodeck test`` sends: checked against a
+recorded run) into ``tests/fixtures/holodeck/pdf_attachments.json``; here ``holodeck test`` runs the
+same cases against the loopback model server and every request's user message must have that length
+and sha256 (a change of our converter or of the message fails here)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dagster assets on temporary instances: partitions end to end into DuckDB, checks, §6.8
+"""Dagster assets on temporary instances: partitions end to end into DuckDB, checks, docs/dagster.md
 failure and resume, concurrent partitions, the sensor and the nightly schedule."""
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         defs = build_definitions(project)
         register(defs, instance)
         first = materialize(defs, instance, "v2", tags={"dagster/backfill": "abcdefgh"})
-        assert not first.success  # §6.8: transient errors after retries fail the asset
+        assert not first.success  # docs/dagster.md: transient errors after retries fail the asset
         [failure] = [e for e in first.all_events if e.event_type_value == "STEP_FAILURE"]
         # the partition and backfill pages show the step failure: which cases, and why
         user = failure.step_failure_data.user_failure_data

@@ -1,4 +1,4 @@
-"""Dagster at scale (issue 29, Deliver 3): the history step opens the history once, the pools
+"""Dagster at scale (docs/scale-out.md): the history step opens the history once, the pools
 are checked at a run's start, and a backfill of many prompt versions runs as one run."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_the_history_step_opens_the_duckdb_file_once(tmp_path: Path) -> None:
             result = materialize(defs, instance, "v2")
     assert result.success
     # the write and the regression, drift and agreement checks share one connection; the
-    # run's other reader is processed_files' cost estimate (issue 23: measured tokens per case)
+    # run's other reader is processed_files' cost estimate (docs/cost.md: measured tokens per case)
     assert counted[0] == 2 * per_connection, (counted, per_connection)
 
 

@@ -1,10 +1,10 @@
-"""Issue 23's acceptance for ``holodeck plan``: on the example and two corpus samples (retrieval
-tools, RAG and G-Eval judges, embeddings), the plan printed before a run is within 10 % of the
-cost that run then reports, against the loopback server. The plan is made from the history's
+"""How close ``holodeck plan`` comes (docs/cost.md): on the example and two corpus samples
+(retrieval tools, RAG and G-Eval judges, embeddings), the plan printed before a run is within 10 %
+of the cost that run then reports, against the loopback server. The plan is made from the history's
 measured spend per case (a run recorded before); the run it is checked against starts with cold
-caches, as the plan assumes (judge answers and embeddings already cached are not paid again).
-Before any run, the plan from sizes prices every heading the run will pay for, within a factor
-of 2.5 of the cost."""
+caches, as the plan assumes (judge answers and embeddings already cached are not paid again). Before
+any run, the plan from sizes prices every heading the run will pay for, within a factor of 2.5 of
+the cost."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Money, part 3 (issue 23): ``holodeck plan`` prints the expected calls, tokens and dollars of a
-run, from the history's measured spend per case (within 10 % of what the next fresh run then
+"""Money, part 3 (docs/cost.md): ``holodeck plan`` prints the expected calls, tokens and dollars of
+a run, from the history's measured spend per case (within 10 % of what the next fresh run then
 reports), else from the prompt and case sizes, and prices a ``--detect`` plan's rows."""
 
 from __future__ import annotations

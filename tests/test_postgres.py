@@ -1,5 +1,5 @@
-"""Dagster on PostgreSQL (issue 19): the deploy profile ``deploy/postgres/dagster.yaml`` against
-a real server the test starts on 127.0.0.1 (tests/services.py), a partition materialized
+"""Dagster on PostgreSQL (docs/scale-out.md): the deploy profile ``deploy/postgres/dagster.yaml``
+against a real server the test starts on 127.0.0.1 (tests/services.py), a partition materialized
 through it, the connection read from the environment only, and the multiprocess executor."""
 
 from __future__ import annotations

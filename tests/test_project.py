@@ -1,4 +1,4 @@
-"""Where state lives (DESIGN §6.3) and the names derived from agents (§6.4)."""
+"""Where state lives (docs/cli.md) and the names derived from agents (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Prompt versions per seed 003 and the immutable snapshot store of DESIGN §6.6."""
+"""Prompt versions (frontmatter ``version``, else ``auto-<sha8>``) and the immutable snapshot
+store (docs/architecture.md, "Loading the agent")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one provider table (issue 27, DESIGN §8.3): every provider the schema accepts has a
+"""The one provider table (docs/architecture.md): every provider the schema accepts has a
 row, an unknown one is a config error naming the field, and what reads the table (the
 client factory, the retrieval tools, the judges, the Dagster key resource) follows it."""
 

@@ -1,7 +1,8 @@
-"""The agent's calls on the OpenAI Responses API, as HoloDeck 0.7.1 sends them (issue 26,
-DESIGN §8.1): HoloDeck runs ``openai`` and ``azure_openai`` agents through the openai-agents
-SDK (0.17.4, ``OpenAIResponsesModel``), its judges on Chat Completions. Everything here goes
-through the real ``openai`` SDK to the loopback model server, which records each request.
+"""The agent's calls on the OpenAI Responses API, as HoloDeck 0.7.1 sends them
+(docs/holodeck-fidelity.md, docs/holodeck-fidelity.md): HoloDeck runs ``openai`` and
+``azure_openai`` agents through the openai-agents SDK (0.17.4, ``OpenAIResponsesModel``), its judges
+on Chat Completions. Everything here goes through the real ``openai`` SDK to the loopback model
+server, which records each request.
 
 The expected bodies are those openai-agents 0.17.4 sent for the same agent to the same
 server (recorded by hand from HoloDeck's peer venv; ids aside, byte for byte)."""

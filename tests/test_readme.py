@@ -307,8 +307,8 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None
 
 
 def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: Path) -> None:
-    """Issue 28 (9): the CLI reference names `holodeck demo --port`, HOLODECK_MODEL_ENDPOINT and
-    /_stats, and the README's tour links to it; `model-server --help` says /_stats; the demo
+    """The CLI reference names `holodeck demo --port`, HOLODECK_MODEL_ENDPOINT
+    and /_stats, and the README's tour links to it; `model-server --help` says /_stats; the demo
     runs on the port it is given, says how to reach it again, and leaves `git status` clean."""
     ports = CLI_DOC.read_text().split("\n### Ports and the loopback model server\n", 1)[1]
     for needle in (
@@ -395,8 +395,8 @@ def test_a_clone_without_shared_says_what_it_skipped_and_why(tmp_path: Path) -> 
 
 
 def test_the_history_block_compares_runs_of_the_agent_not_a_rescore() -> None:
-    """Issue 28 (4): after `holodeck rescore`, the newest v2 run is that rescore; V1 and V2
-    are each version's newest run that ran the agent."""
+    """The README's history block: after `holodeck rescore`, the newest v2 run is that rescore; V1
+    and V2 are each version's newest run that ran the agent."""
     [history] = bash_blocks(CLI_DOC, "## The history, by run id")
     picks = [line for line in history.splitlines() if line.startswith(("V1=", "V2="))]
     assert len(picks) == 2
@@ -449,14 +449,3 @@ def test_the_readme_stays_a_two_minute_read_with_the_two_commands() -> None:
     assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make demo", "make test"]
     for needle in ("`uv.lock`", "`make lock`", "docs/architecture.md"):
         assert needle in text
-
-
-@pytest.mark.parametrize(
-    "name", ["README.md", "cli.md", "agent-yaml.md", "dagster.md", "architecture.md"]
-)
-def test_the_readme_and_the_pages_written_from_it_cite_no_design_notes(name: str) -> None:
-    """They say it in words or link a docs page: the design notes beside the checkout are no
-    reader's reference."""
-    text = (README if name == "README.md" else REPO / "docs" / name).read_text()
-    assert "DESIGN" not in text and "../shared" not in text
-    assert not re.search(r"\bissues? \d+|(?<![\w/])#\d+\b", text, flags=re.I)

@@ -1,4 +1,5 @@
-"""Canary secrets planted in every place DESIGN §3.10 lists never survive redaction."""
+"""Canary secrets planted in every place docs/architecture.md lists (the console, logs,
+EvalRuns, the history, Dagster's metadata) never survive redaction."""
 
 from __future__ import annotations
 

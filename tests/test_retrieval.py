@@ -1,4 +1,4 @@
-"""vectorstore and hierarchical_document for real (issue 14): sources, chunking, the index
+"""vectorstore and hierarchical_document for real (docs/agent-yaml.md): sources, chunking, the index
 built once, the search modes, the LLM steps, bad input, outages, and the loopback server's
 embeddings. Everything talks to the loopback server through the official SDKs."""
 

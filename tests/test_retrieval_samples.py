@@ -1,9 +1,9 @@
-"""Acceptance of issue 14: every corpus sample with a vectorstore or hierarchical_document
-tool runs end to end offline against the loopback server, with its own ``data/`` and no mock
-on its retrieval tools; the tool results hold its documents' text, the RAG metrics score those
-chunks, and a second run embeds nothing. Two samples run in the default suite (Markdown and
-JSON records, on OpenAI and on Ollama); the rest (PDFs through hierarchical_document, Azure,
-Anthropic with an ``embedding_provider``, the 470 KB financial PDF) are marked slow."""
+"""Retrieval tools on real agents (docs/agent-yaml.md): every corpus sample with a vectorstore or
+hierarchical_document tool runs end to end offline against the loopback server, with its own
+``data/`` and no mock on its retrieval tools; the tool results hold its documents' text, the RAG
+metrics score those chunks, and a second run embeds nothing. Two samples run in the default suite
+(Markdown and JSON records, on OpenAI and on Ollama); the rest (PDFs through hierarchical_document,
+Azure, Anthropic with an ``embedding_provider``, the 470 KB financial PDF) are marked slow."""
 
 from __future__ import annotations
 

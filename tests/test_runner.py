@@ -23,7 +23,7 @@ def get_weather(city: str) -> str:
     return f"Sunny in {city}"
 """
 
-SUPERSETS = "runner-test/holodeck-pipelines/*.json"  # our EvalRun files (DESIGN §8.2)
+SUPERSETS = "runner-test/holodeck-pipelines/*.json"  # our EvalRun files (docs/holodeck-fidelity.md)
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -148,7 +148,7 @@ def test_a_ground_truth_a_numeric_metric_cannot_read_is_an_evaluation_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The case ran; its evaluation could not (two corpus turns have ``'yes'``): the metric's
-    error, named with the case, the metric and the value, exit 4 (DESIGN §6.7), not 3."""
+    error, named with the case, the metric and the value, exit 4 (docs/cli.md), not 3."""
     cases = """\
     - name: yes or no
       input: capital of France?

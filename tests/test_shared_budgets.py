@@ -1,11 +1,11 @@
-"""Budgets runs share (issue 23 Deliver 3, DESIGN §8.5): ``holodeck.yaml`` ``budget: {daily,
+"""Budgets runs share (docs/cost.md): ``holodeck.yaml`` ``budget: {daily,
 backfill}`` kept in the history's ``budget_ledger`` (a DuckLake with a PostgreSQL catalog: the
 catalog's ``holodeck_budget_ledger``). Two Dagster partitions materialized at once in two
 processes under one daily budget together stay within it, on the DuckDB file and on a DuckLake
 in PostgreSQL (the loopback server's counters), and so do claims of six processes at once;
 consecutive CLI runs of one day share it and a rerun resumes; a crashed holder's
 claim expires; Dagster shows the estimate before the agent step; a target's calls stop at
-``budget.tokens`` (issue 24)."""
+``budget.tokens`` (docs/targets.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A backfill of many prompt versions as one run (issue 29, Deliver 3): what Dagster's
+"""A backfill of many prompt versions as one run (docs/scale-out.md): what Dagster's
 single-run backfill launches (one run over a partition range, its ``dagster/backfill`` tag),
 on a real instance. Each version gets its own materialization of every asset and its own
 evaluation of every check; a failed run re-executed calls the model only for unfinished cases;

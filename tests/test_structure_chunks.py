@@ -1,9 +1,9 @@
 """``hierarchical_document`` chunks and PDF conversion as HoloDeck 0.7.1 makes them (issue
-26, DESIGN §8.1): our chunks of every corpus document, for each ``document_domain``, several
-``max_chunk_tokens`` and depths, equal HoloDeck's own, recorded by ``bench/holodeck_record.py``
-into ``tests/fixtures/holodeck/structured_chunks.json`` (CI never installs HoloDeck: a change
-of our chunker or converter fails here). A PDF's Markdown is HoloDeck's heading extractor's,
-byte for byte, through the conversion workers every source goes through."""
+26, docs/holodeck-fidelity.md): our chunks of every corpus document, for each ``document_domain``,
+several ``max_chunk_tokens`` and depths, equal HoloDeck's own, recorded by
+``bench/holodeck_record.py`` into ``tests/fixtures/holodeck/structured_chunks.json`` (CI never
+installs HoloDeck: a change of our chunker or converter fails here). A PDF's Markdown is HoloDeck's
+heading extractor's, byte for byte, through the conversion workers every source goes through."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The Summary at 10,000 runs (issue 28): schema 10's comparison macros give schema 5's rows,
-and the charts draw each agent's newest runs with the verdicts, intervals and metric means the
+"""The Summary at 10,000 runs (docs/dashboard.md): schema 10's comparison macros give schema 5's
+rows, and the charts draw each agent's newest runs with the verdicts, intervals and metric means the
 whole history gives them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Targets (issue 24, DESIGN §8.6): the agent evaluated where it runs, end to end through
+"""Targets (docs/targets.md): the agent evaluated where it runs, end to end through
 ``holodeck test`` against a scripted agent served on 127.0.0.1 (tests/target_servers.py)
 over each protocol: a plain JSON API (``http``), an OpenAI-compatible endpoint
 (``openai_chat``), HoloDeck's REST serve (``holodeck_serve``); and a Python callable."""

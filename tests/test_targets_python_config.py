@@ -1,4 +1,4 @@
-"""Targets (issue 24): python targets (sync and async, tool calls, usage, state across turns,
+"""Targets (docs/targets.md): python targets (sync and async, tool calls, usage, state across turns,
 files, exceptions) and a target's config: ``holodeck validate`` shows it redacted, a bad one
 is a config error naming holodeck.yaml's field and line, ``--target`` is checked alike."""
 

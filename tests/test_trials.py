@@ -1,4 +1,4 @@
-"""Repeated trials end to end (DESIGN §7.6-7.8): seeded random replies of the loopback server,
+"""Repeated trials end to end (docs/cli.md): seeded random replies of the loopback server,
 reducers, the stored statistics against scipy, resume per trial, paired comparisons in the CLI
 and in the Dagster check."""
 
