@@ -68,7 +68,7 @@ def test_half_the_measured_cost_stops_the_run_and_a_larger_budget_resumes_it(
         verdict = stopped.report.summary.cost and stopped.report.summary.cost.budget
         assert verdict and verdict.stopped_by == "usd" and verdict.refused_calls > 0
         spent = verdict.spent_usd
-        assert spent <= budget + parallel * worst_call_usd(url)  # at most one worst call per slot over
+        assert spent <= budget + parallel * worst_call_usd(url)  # one worst call per slot
         assert spent <= budget  # the reservations hold it under the budget itself
         assert stopped.report.summary.cost_usd == pytest.approx(spent)
         statuses = Counter(
