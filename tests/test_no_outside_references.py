@@ -3,9 +3,10 @@
 Comments, docstrings, messages and pages cite the repository's own documents
 (`docs/architecture.md`, `docs/cli.md`, ... or a module), never the design notes kept beside
 the checkout nor the tracker's issue numbers, which a clone does not carry. The scan reads every
-file `git ls-files` lists, except `uv.lock` (package metadata), binary files and the recorded
+file `git ls-files` lists, except `uv.lock` (package metadata), binary files, the recorded
 third-party outputs under `tests/fixtures/` (HoloDeck's requests and documents, data we compare
-against, not text we wrote). A line is refused when it holds:
+against, not text we wrote) and this file, which spells the refused forms out to test the rule.
+A line is refused when it holds:
 
 - the design notes: the word DESIGN followed by `.md`, a section sign or a section number, or
   a path into `../shared/` that names them;
@@ -32,8 +33,8 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-SKIPPED = ("uv.lock",)
-"""Package metadata written by uv, not by us."""
+SKIPPED = ("uv.lock", Path(__file__).relative_to(REPO).as_posix())
+"""Package metadata written by uv, and this file's examples of what is refused."""
 RECORDED = "tests/fixtures/"
 """Recorded third-party outputs: data compared against, not text we wrote."""
 READER_PAGES = re.compile(r"^(README\.md|docs/.+\.md)$")
