@@ -149,6 +149,27 @@ def test_chat_stream_tool_call_deltas_have_the_openai_shape(server: ModelServer)
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
+def test_logprobs_ride_on_the_stream(server: ModelServer) -> None:
+    server.set_rules({"rules": [{"reply": "I give it 8 out of 10", "logprobs": True}]})
+    try:
+        with oai(server) as client:
+            kw: Any = {"model": "m", "messages": user("score"), "logprobs": True, "top_logprobs": 3}
+            with client.chat.completions.stream(**kw) as stream:
+                streamed = stream.get_final_completion().choices[0].logprobs
+            plain = client.chat.completions.create(**kw).choices[0].logprobs
+            include: Any = ["message.output_text.logprobs"]
+            events = list(
+                client.responses.create(model="m", input="s", include=include, stream=True)
+            )
+    finally:
+        server.set_rules(RULES)
+    assert streamed is not None and plain is not None and streamed.content == plain.content
+    deltas = [e for e in events if e.type == "response.output_text.delta"]
+    done = next(e for e in events if e.type == "response.output_text.done")
+    pieces = [lp.model_dump() for d in deltas for lp in d.logprobs]
+    assert pieces == [lp.model_dump() for lp in done.logprobs] and pieces
+
+
 # --------------------------------------------------------------------- the Responses API
 
 
@@ -415,6 +436,7 @@ def test_bad_stream_parameters_are_a_clear_400(
         ),
         ({"kind": "cut", "after_events": "three"}, "after_events: Input should be a valid integer"),
         ({"kind": "cutt"}, "'cut'"),
+        ({"kind": "500", "after_events": 2}, "'after_events' is for kind 'cut' only, not '500'"),
     ],
 )
 def test_bad_cut_faults_are_named(fault: dict[str, Any], message: str) -> None:

@@ -154,6 +154,8 @@ class FaultSpec(_Strict):
     def _first_or_rate(self) -> FaultSpec:
         if self.first is not None and self.rate is not None:
             raise ValueError("give either 'first: K' or 'rate: p', not both")
+        if self.after_events is not None and self.kind != "cut":
+            raise ValueError(f"'after_events' is for kind 'cut' only, not '{self.kind}'")
         return self
 
 
