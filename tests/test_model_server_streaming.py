@@ -17,9 +17,11 @@ import httpx
 import openai
 import pytest
 
+from holodeck_core.defaults import MODEL_SERVER_STREAM_PIECE_CHARS
 from holodeck_core.testing import ModelServer, run_model_server
 from holodeck_core.testing.rules import RulesError
 from holodeck_core.testing.rules_loading import parse_rules
+from holodeck_core.testing.server.streaming import pieces
 from tests.model_server_helpers import WEATHER_RULE, ant, oai, user
 
 HOSTILE_REPLY = 'line one\n\ndata: [DONE]\n\nevent: message_stop\r\n"quoted" \\ é 🌍 \x1b[31m'
@@ -443,3 +445,16 @@ def test_bad_cut_faults_are_named(fault: dict[str, Any], message: str) -> None:
     with pytest.raises(RulesError) as err:
         parse_rules({"rules": [{"reply": "x", "fault": fault}]}, "rules.yaml")
     assert "rules.yaml" in str(err.value) and message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "   ", "word", "two words ", "  lead and trail  ", "x" * 40, HOSTILE_REPLY, '{"a":[1,2]}'],
+)
+def test_pieces_rebuild_the_text_in_bounded_deterministic_deltas(text: str) -> None:
+    got = pieces(text)
+    assert "".join(got) == text and got == pieces(text)
+    assert all(
+        len(p.split()) <= 1 and len(p.strip()) <= MODEL_SERVER_STREAM_PIECE_CHARS for p in got
+    )
+    assert all(p for p in got)
