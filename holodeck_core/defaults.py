@@ -139,6 +139,12 @@ MODEL_SERVER_PORT = 18080
 """The port of ``holodeck model-server`` in the README, of the example ``agent.yaml``'s default
 endpoint and of ``holodeck demo`` (``--port`` moves it; the agents then read
 ``HOLODECK_MODEL_ENDPOINT``)."""
+MODEL_SERVER_CUT_AFTER_EVENTS = 3
+"""Events a ``cut`` fault of the loopback model server lets through before it closes a stream,
+unless the rules say (``faults.cut_after_events``, a fault's ``after_events``; docs/cli.md)."""
+MODEL_SERVER_STREAM_PIECE_CHARS = 16
+"""The most non-blank characters of one streamed delta of the loopback model server: a reply
+is cut at its words, and a longer word (or a tool call's arguments) every this many."""
 
 # --------------------------------------------------------------------- the history (DuckLake)
 

@@ -157,6 +157,7 @@ def test_fault_first_k_per_request_key_and_reset() -> None:
         assert http_json(f"{server.url}/_reset", "POST") == {"ok": True}
         assert http_json(f"{server.url}/_stats") == {
             "total_calls": 0,
+            "streamed": 0,
             "by_route": {},
             "by_path": {},
             "by_rule": {},

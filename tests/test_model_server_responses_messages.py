@@ -1,14 +1,13 @@
 """The loopback model server's other wire protocols through the real SDKs: the OpenAI Responses API
 (tool round trip, full input and ``previous_response_id``), Anthropic Messages (tool round
-trip), the Azure deployment route, the models list for both SDKs, and streaming refused with a
-clear 400."""
+trip), the Azure deployment route and the models list for both SDKs (streaming:
+tests/test_model_server_streaming.py)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import anthropic
 import openai
 import pytest
 
@@ -182,14 +181,3 @@ def test_models_list_for_both_sdks_and_unknown_route() -> None:
         with pytest.raises(openai.NotFoundError):
             client.moderations.create(input="x")
         assert chat_text(client, "anything") == "I don't know."
-
-
-def test_streaming_is_refused_with_a_clear_400() -> None:
-    with run_model_server() as server, oai(server) as client, ant(server) as aclient:
-        with pytest.raises(openai.BadRequestError, match="stream"):
-            client.chat.completions.create(model="m", messages=user("x"), stream=True)
-        with pytest.raises(anthropic.BadRequestError, match="stream"):
-            aclient.messages.create(model="c", max_tokens=5, messages=user("x"), stream=True)
-        stats = server.stats()
-        assert stats["bad_requests"] == 2
-        assert stats["total_calls"] == 0

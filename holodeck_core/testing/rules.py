@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from holodeck_core.defaults import MODEL_SERVER_CUT_AFTER_EVENTS
+
 __all__ = [
     "FAULT_KINDS",
     "ROUTES",
@@ -28,7 +30,9 @@ __all__ = [
     "ToolCallSpec",
 ]
 
-FaultKind: TypeAlias = Literal["400", "401", "429", "500", "503", "drop", "malformed", "slow"]
+FaultKind: TypeAlias = Literal[
+    "400", "401", "429", "500", "503", "drop", "malformed", "slow", "cut"
+]
 RouteName: TypeAlias = Literal["chat", "messages", "responses", "embeddings"]
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "400",
@@ -39,6 +43,7 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     "drop",
     "malformed",
     "slow",
+    "cut",
 )
 ROUTES: tuple[RouteName, ...] = ("chat", "messages", "responses", "embeddings")
 
@@ -133,6 +138,9 @@ class FaultSpec(_Strict):
     """Seconds in the ``Retry-After`` header of a 429 (default: ``faults.retry_after``)."""
     slow_seconds: float | None = Field(default=None, gt=0.0)
     """How long a ``slow`` fault waits before answering (default: ``faults.slow_seconds``)."""
+    after_events: int | None = Field(default=None, ge=0)
+    """How many events a ``cut`` fault lets through before it closes the stream (default:
+    ``faults.cut_after_events``)."""
     message: str | None = None
     """The error message of a 400/401/500/503; ``{api_key}`` and ``{api_key_masked}``
     (``sk-abc12…wxyz``) echo the request's key, as real providers do."""
@@ -146,6 +154,8 @@ class FaultSpec(_Strict):
     def _first_or_rate(self) -> FaultSpec:
         if self.first is not None and self.rate is not None:
             raise ValueError("give either 'first: K' or 'rate: p', not both")
+        if self.after_events is not None and self.kind != "cut":
+            raise ValueError(f"'after_events' is for kind 'cut' only, not '{self.kind}'")
         return self
 
 
@@ -202,6 +212,8 @@ class Action(_Strict):
     replies: list[ReplyChoice] = Field(default_factory=list)
     """Answer one at random (seeded by the top-level ``seed``, the request key and the call
     number); with probabilities adding up to less than 1 the rest goes to ``reply``."""
+    thinking: str | None = None
+    """A thinking block (template) before the answer, on the messages route only."""
     logprobs: bool | dict[str, float] = False
     latency: float = Field(default=0.0, ge=0.0)
     fault: FaultSpec | None = None
@@ -266,6 +278,8 @@ class GlobalFaults(_Strict):
     retry_after: float = Field(default=1.0, ge=0.0)
     seed: int = 0
     slow_seconds: float = Field(default=30.0, gt=0.0)
+    cut_after_events: int = Field(default=MODEL_SERVER_CUT_AFTER_EVENTS, ge=0)
+    """How many events a ``cut`` fault lets through before it closes the stream."""
 
     @field_validator("rate", "first", mode="before")
     @classmethod

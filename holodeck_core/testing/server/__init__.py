@@ -16,10 +16,20 @@ Routes
   ``/openai/deployments/{deployment}/embeddings``): lexical vectors, see :mod:`.embeddings`
 - ``GET /v1/models``, ``GET /v1/models/{id}``: a small list both SDKs can parse
 - ``GET /_stats``, ``GET /_requests`` (every model request: route, path, query if
-  any, JSON body),
+  any, JSON body, ``streamed: true`` if answered as a stream),
   ``POST /_reset``, ``GET /_health``
 
-Streaming is not supported: ``stream: true`` gets a 400 that says so.
+Streaming: ``stream: true`` on the chat, responses and messages routes answers
+``text/event-stream`` (:mod:`.streaming`): Chat Completions chunks (``delta.content`` pieces,
+``delta.tool_calls`` with index, id and name, then argument pieces; the usage in a last chunk
+with ``choices: []`` when ``stream_options: {include_usage: true}``; ``data: [DONE]``), the
+Responses API's typed events (``response.created`` … ``response.completed`` with the usage,
+numbered by ``sequence_number``), Anthropic's ``message_start`` (input tokens), ``ping``,
+``content_block_start``/``_delta`` (``text_delta``, ``input_json_delta``, ``thinking_delta``)
+/``_stop``, ``message_delta`` (stop reason, output tokens) and ``message_stop``. Text and
+arguments go out in pieces (at words, each of at most ``MODEL_SERVER_STREAM_PIECE_CHARS``
+non-blank characters), and the message an SDK accumulates equals the non-streamed answer of the
+same call. Logprobs ride on the first text delta.
 
 Rules file
 ----------
@@ -32,6 +42,7 @@ Rules file
       retry_after: 1                             # seconds, Retry-After header of a 429
       seed: 7                                    # rate faults are reproducible per seed
       slow_seconds: 30                           # how long a `slow` fault waits
+      cut_after_events: 3                        # events a `cut` fault lets through
     seed: 0                                      # seeds the choice among a rule's `replies`
     rules:                                       # first matching rule wins, else `default`
       - name: weather                            # optional; the rule's label in /_stats
@@ -43,10 +54,12 @@ Rules file
           nth: 1                                 # only the Nth call (1-based) of the request key
         tool_calls: [{name: get_weather, arguments: {city: "$1"}}]  # or arguments_raw: "{bad"
         reply: "It is {tool_result} in $1."      # or json: {...} (serialized as the content)
+        thinking: "Let me see."                  # messages route: a thinking block first
         replies: [{p: 0.6, reply: "Paris"}, {p: 0.4, reply: "Lyon"}]  # one at random (seed)
         logprobs: true                           # or {"8": 0.7, "7": 0.2, "9": 0.1}
         latency: 0.2                             # seconds, added to --latency
         fault: {kind: "429", first: 2}           # or rate: 0.1, or neither (= every call)
+        # fault: {kind: cut, after_events: 3}    # a stream closed after 3 events
         usage: {prompt_tokens: 0, completion_tokens: 0}  # reported instead of counted
 
 Semantics:
@@ -77,13 +90,18 @@ Semantics:
   ``{"error": {"message", "type", "code", "param"}}``, Anthropic
   ``{"type": "error", "error": {"type", "message"}}``), ``drop`` closes the connection without
   a response, ``malformed`` answers 200 with a truncated (non-JSON) ``application/json`` body
-  (the SDKs raise ``json.JSONDecodeError``), ``slow`` waits ``slow_seconds`` and then answers.
+  (the SDKs raise ``json.JSONDecodeError``), ``slow`` waits ``slow_seconds`` and then answers,
+  ``cut`` closes the connection mid-answer: a stream after ``after_events`` events (default
+  ``faults.cut_after_events``; never its last event, so ``[DONE]``, ``response.completed`` or
+  ``message_stop`` is missing), a non-streamed answer after half of its declared body (the SDKs
+  raise a connection error). The other faults come before a stream starts, as errors do.
   Latency (``--latency`` + the rule's ``latency``) is applied before every answer, faults
   included. A rate fault is decided by ``sha256(seed, scope, request key, call number)``, so the
   same calls fault the same way in every run, whatever the concurrency.
 - **Usage**: tokens are whitespace-separated words: prompt = all text of the request (system,
-  messages, tool calls and results), completion = the reply (or tool names and arguments). A
-  rule's ``usage`` reports its counts instead (either or both), as a server that under-reports.
+  messages, tool calls and results), completion = the reply (or tool names and arguments) and
+  the thinking. A rule's ``usage`` reports its counts instead (either or both), as a server
+  that under-reports.
 - **Logprobs** (chat: request ``logprobs: true`` [+ ``top_logprobs``]; responses: ``include``
   ``message.output_text.logprobs``) are given when the rule says ``logprobs``. A number token
   gets probability 0.78 and its neighbours (n±1: 0.08, n±2: 0.02, …) as ``top_logprobs``, so a
@@ -93,6 +111,7 @@ Semantics:
 ``GET /_stats``::
 
     {"total_calls": 7,                       # model calls (bad requests are not counted here)
+     "streamed": 2,                          # of which answered as a stream
      "by_route": {"chat": 5, "messages": 2},
      "by_path": {"/v1/chat/completions": 5, "/v1/messages": 2},
      "by_rule": {"weather": 2, "1": 3, "default": 2},   # rule name, else index, else "default"
@@ -102,9 +121,10 @@ Semantics:
 
 The package's modules follow a request through the server: :mod:`.requests` parses the three
 protocols into a :class:`~.requests.Conversation`, :mod:`.planning` decides the answer and the
-fault from the rules, :mod:`.responses` writes the protocol's body, :mod:`.state` holds the
-counters, :mod:`.app` is the aiohttp application, :mod:`.inprocess` runs it in a background
-thread (``holodeck model-server`` is :mod:`holodeck_core.cli.model_server`).
+fault from the rules, :mod:`.responses` writes the protocol's body (:mod:`.streaming` its
+events), :mod:`.state` holds the counters, :mod:`.app` is the aiohttp application,
+:mod:`.inprocess` runs it in a background thread (``holodeck model-server`` is
+:mod:`holodeck_core.cli.model_server`).
 """
 
 from holodeck_core.testing.server.app import LOOPBACK_HOST, app_state, create_app

@@ -12,9 +12,10 @@ from aiohttp import web
 from holodeck_core.testing.rules import RouteName
 from holodeck_core.testing.rules_loading import RulesInput, coerce_rules
 from holodeck_core.testing.server.embeddings import embeddings_body, parse_embeddings
-from holodeck_core.testing.server.planning import plan_call
+from holodeck_core.testing.server.planning import Fault, plan_call
 from holodeck_core.testing.server.requests import (
     BadRequest,
+    Conversation,
     objects,
     parse_chat,
     parse_messages,
@@ -34,6 +35,12 @@ from holodeck_core.testing.server.responses import (
     responses_output,
 )
 from holodeck_core.testing.server.state import STATE_KEY, ServerState
+from holodeck_core.testing.server.streaming import (
+    SseEvent,
+    chat_events,
+    messages_events,
+    responses_events,
+)
 
 LOOPBACK_HOST = "127.0.0.1"
 _CLIENT_MAX_SIZE = 64 * 1024 * 1024
@@ -82,6 +89,38 @@ async def _model_call(request: web.Request, route: RouteName) -> web.StreamRespo
         state.in_flight -= 1
 
 
+def _streamed(body: Mapping[str, Any], route: RouteName) -> bool:
+    """Is ``stream: true`` asked for? (``stream_options`` only with it, as OpenAI says.)"""
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest(f"'stream' must be a boolean, got {stream!r}")
+    if stream and route == "embeddings":
+        raise BadRequest("'stream' is not supported by the embeddings endpoint")
+    if "stream_options" in body and body["stream_options"] is not None and not stream:
+        raise BadRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+    return bool(stream)
+
+
+def _include_usage(body: Mapping[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _conversation(
+    state: ServerState, route: RouteName, body: Mapping[str, Any]
+) -> tuple[Conversation, list[dict[str, Any]]]:
+    """The request as the rules see it, and (Responses API) its whole conversation's items."""
+    if route == "chat":
+        return parse_chat(body), []
+    if route == "messages":
+        return parse_messages(body), []
+    if route == "embeddings":
+        return parse_embeddings(body), []
+    prior, new = _responses_items(state, body)
+    items = prior + new
+    return parse_responses(body, items, str(body.get("model") or "loopback-gpt")), items
+
+
 async def _model_call_inner(
     request: web.Request, state: ServerState, route: RouteName
 ) -> web.StreamResponse:
@@ -90,18 +129,10 @@ async def _model_call_inner(
         raise BadRequest("missing required query parameter 'api-version' (Azure OpenAI)")
     body = await read_body(request)
     query = {"query": dict(request.query)} if request.query else {}
-    state.requests.append({"route": route, "path": request.path, **query, "body": body})
-    items: list[dict[str, Any]] = []
-    if route == "chat":
-        conv = parse_chat(body)
-    elif route == "messages":
-        conv = parse_messages(body)
-    elif route == "embeddings":
-        conv = parse_embeddings(body)
-    else:
-        prior, new = _responses_items(state, body)
-        items = prior + new
-        conv = parse_responses(body, items, str(body.get("model") or "loopback-gpt"))
+    record: dict[str, Any] = {"route": route, "path": request.path, **query, "body": body}
+    state.requests.append(record)
+    streamed = _streamed(body, route)
+    conv, items = _conversation(state, route, body)
     if deployment is not None:
         conv.model = deployment
 
@@ -109,9 +140,9 @@ async def _model_call_inner(
     key = request_key(route, conv.user_text)
     state.by_key[key] += 1
     call_no = state.by_key[key]
-    state.total_calls += 1
-    state.by_route[route] += 1
-    state.by_path[request.path] += 1
+    state.count_call(route, request.path, streamed)
+    if streamed:
+        record["streamed"] = True
     plan = plan_call(rules, conv, key, call_no, state.latency)
     state.by_rule[rules.rule_label(plan.rule_index)] += 1
     if plan.fault is not None:
@@ -119,31 +150,11 @@ async def _model_call_inner(
 
     if plan.latency > 0:
         await asyncio.sleep(plan.latency)
-
     fault = plan.fault
     if fault is not None:
-        if fault.kind == "429":
-            return error_response(
-                route,
-                429,
-                "Rate limit reached (injected by the holodeck loopback model server).",
-                headers={"Retry-After": f"{fault.retry_after:g}"},
-            )
-        if fault.kind in ("400", "401", "500", "503"):
-            status = int(fault.kind)
-            message = f"Injected {status} error from the holodeck loopback model server."
-            if fault.message is not None:
-                message = echo_key(fault.message, request)
-            return error_response(route, status, message)
-        if fault.kind == "drop":
-            # Close the connection without a response; aiohttp then fails to write the
-            # empty response below and treats it as a client disconnection (quietly).
-            transport = request.transport
-            if transport is not None:
-                transport.close()
-            return web.Response(status=204)
-        if fault.kind == "slow":
-            await asyncio.sleep(fault.slow_seconds)
+        refused = await _fault_response(request, route, fault)
+        if refused is not None:
+            return refused
 
     payload: dict[str, Any]
     if route == "chat":
@@ -158,12 +169,92 @@ async def _model_call_inner(
         state.store_response(response_id, items + output)
         payload = responses_body(body, conv, plan, response_id, output)
 
-    if fault is not None and fault.kind == "malformed":
-        text = json.dumps(payload)
-        return web.Response(
-            status=200, text=text[: max(1, len(text) // 2)], content_type="application/json"
-        )
+    cut = fault.after_events if fault is not None and fault.kind == "cut" else None
+    if streamed:
+        return await _write_stream(request, _events(route, body, payload), cut)
+    text = json.dumps(payload)
+    if fault is not None and fault.kind in ("malformed", "cut"):
+        return await _write_cut_body(request, text, declared_length=fault.kind == "cut")
     return web.json_response(payload)
+
+
+def _close_connection(request: web.Request) -> None:
+    """Close the connection under a response: data already written still goes out; aiohttp then
+    fails to finish the response and treats it as a client disconnection (quietly)."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+
+
+async def _fault_response(
+    request: web.Request, route: RouteName, fault: Fault
+) -> web.StreamResponse | None:
+    """The answer of a fault that replaces the model's answer (before any stream starts)."""
+    if fault.kind == "429":
+        return error_response(
+            route,
+            429,
+            "Rate limit reached (injected by the holodeck loopback model server).",
+            headers={"Retry-After": f"{fault.retry_after:g}"},
+        )
+    if fault.kind in ("400", "401", "500", "503"):
+        status = int(fault.kind)
+        message = f"Injected {status} error from the holodeck loopback model server."
+        if fault.message is not None:
+            message = echo_key(fault.message, request)
+        return error_response(route, status, message)
+    if fault.kind == "drop":
+        _close_connection(request)
+        return web.Response(status=204)
+    if fault.kind == "slow":
+        await asyncio.sleep(fault.slow_seconds)
+    return None
+
+
+def _events(
+    route: RouteName, body: Mapping[str, Any], payload: Mapping[str, Any]
+) -> list[SseEvent]:
+    if route == "chat":
+        return chat_events(payload, _include_usage(body))
+    if route == "messages":
+        return messages_events(payload)
+    return responses_events(payload)
+
+
+async def _write_stream(
+    request: web.Request, events: list[SseEvent], cut_after: int | None
+) -> web.StreamResponse:
+    """Send ``events`` as ``text/event-stream``; a ``cut`` closes the connection after
+    ``cut_after`` events, never letting the last one through."""
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    limit = len(events) if cut_after is None else min(cut_after, len(events) - 1)
+    for event in events[:limit]:
+        await response.write(event.encode())
+    if cut_after is not None:
+        _close_connection(request)
+        return response
+    await response.write_eof()
+    return response
+
+
+async def _write_cut_body(
+    request: web.Request, text: str, *, declared_length: bool
+) -> web.StreamResponse:
+    """Half of a JSON body: ``malformed`` ends it there (a complete, invalid body), a ``cut``
+    declares the whole length and closes the connection after the half."""
+    data = text.encode()
+    half = data[: max(1, len(data) // 2)]
+    if not declared_length:
+        return web.Response(status=200, body=half, content_type="application/json")
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.content_length = len(data)
+    await response.prepare(request)
+    await response.write(half)
+    _close_connection(request)
+    return response
 
 
 def _route_handler(

@@ -24,6 +24,7 @@ class Fault:
     kind: FaultKind
     retry_after: float
     slow_seconds: float
+    after_events: int
     message: str | None = None
 
 
@@ -36,6 +37,7 @@ class Plan:
     latency: float
     fault: Fault | None
     usage: ReportedUsage | None = None
+    thinking: str | None = None
 
 
 _TEMPLATE = re.compile(r"\$([1-9])|\{tool_results?\}")
@@ -103,20 +105,21 @@ def _decide_fault(
                 f.kind,
                 g.retry_after if f.retry_after is None else f.retry_after,
                 g.slow_seconds if f.slow_seconds is None else f.slow_seconds,
+                g.cut_after_events if f.after_events is None else f.after_events,
                 f.message,
             )
     upto = 0
     for kind, count in g.first.items():
         upto += count
         if call_no <= upto:
-            return Fault(kind, g.retry_after, g.slow_seconds)
+            return Fault(kind, g.retry_after, g.slow_seconds, g.cut_after_events)
     if g.rate:
         u = _uniform(g.seed, "global", key, call_no)
         acc = 0.0
         for kind, p in g.rate.items():
             acc += p
             if u < acc:
-                return Fault(kind, g.retry_after, g.slow_seconds)
+                return Fault(kind, g.retry_after, g.slow_seconds, g.cut_after_events)
     return None
 
 
@@ -184,4 +187,12 @@ def plan_call(
         latency=extra_latency + governing.latency,
         fault=_decide_fault(rules, governing, scope, key, call_no),
         usage=governing.usage,
+        thinking=_thinking(governing, groups, conv),
     )
+
+
+def _thinking(action: Action, groups: tuple[str | None, ...], conv: Conversation) -> str | None:
+    """The rule's rendered thinking, on the messages route (the only one that shows it)."""
+    if action.thinking is None or conv.route != "messages":
+        return None
+    return _render(action.thinking, groups, conv)

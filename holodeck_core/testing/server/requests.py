@@ -241,9 +241,4 @@ async def read_body(request: web.Request) -> dict[str, Any]:
         raise BadRequest("the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
-    if data.get("stream"):
-        raise BadRequest(
-            "stream=true is not supported by the holodeck loopback model server; "
-            "call the API without streaming"
-        )
     return data

@@ -158,9 +158,10 @@ def _usage(conv: Conversation, plan: Plan) -> tuple[int, int]:
 
 
 def _completion_tokens(plan: Plan) -> int:
+    thinking = count_tokens(plan.thinking or "")
     if plan.tool_calls:
-        return sum(count_tokens(f"{c.name} {c.arguments}") for c in plan.tool_calls)
-    return count_tokens(plan.content or "")
+        return thinking + sum(count_tokens(f"{c.name} {c.arguments}") for c in plan.tool_calls)
+    return thinking + count_tokens(plan.content or "")
 
 
 def responses_output(
@@ -247,6 +248,9 @@ def messages_body(conv: Conversation, plan: Plan, key: str, call_no: int) -> dic
         ]
     else:
         content = [{"type": "text", "text": plan.content or ""}]
+    if plan.thinking is not None:
+        signature = hid(key, call_no, "signature")
+        content.insert(0, {"type": "thinking", "thinking": plan.thinking, "signature": signature})
     return {
         "id": f"msg_{hid(key, call_no, 'messages')}",
         "type": "message",

@@ -16,6 +16,7 @@ class Stats(TypedDict):
     """The shape of ``GET /_stats`` and :meth:`ModelServer.stats`."""
 
     total_calls: int
+    streamed: int
     by_route: dict[str, int]
     by_path: dict[str, int]
     by_rule: dict[str, int]
@@ -40,6 +41,7 @@ class ServerState:
 
     def reset(self) -> None:
         self.total_calls = 0
+        self.streamed = 0
         self.bad_requests = 0
         self.by_route: Counter[str] = Counter()
         self.by_path: Counter[str] = Counter()
@@ -54,6 +56,7 @@ class ServerState:
     def snapshot(self) -> Stats:
         return Stats(
             total_calls=self.total_calls,
+            streamed=self.streamed,
             by_route=dict(self.by_route),
             by_path=dict(self.by_path),
             by_rule=dict(self.by_rule),
@@ -63,6 +66,13 @@ class ServerState:
             in_flight=self.in_flight,
             bad_requests=self.bad_requests,
         )
+
+    def count_call(self, route: str, path: str, streamed: bool) -> None:
+        """A model call on ``route`` at ``path``, answered as a stream or not."""
+        self.total_calls += 1
+        self.streamed += streamed
+        self.by_route[route] += 1
+        self.by_path[path] += 1
 
     def store_response(self, response_id: str, items: list[dict[str, Any]]) -> None:
         self.responses[response_id] = items
