@@ -164,14 +164,20 @@ def _cmd_sql(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _report_ingest(verb: str, report: Any) -> int:
+def _report_ingest(verb: str, report: Any, *, looked_in: object = None) -> int:
+    """One line of what was written; ``looked_in``: the folder scanned, named when it held no
+    EvalRun at all (distinct from one whose runs are all in the history already)."""
     from holodeck_core.cli import history_render as render
 
-    render.err().print(
-        f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in the history"
-        + (f"; {len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else ""),
-        markup=False,
-    )
+    ignored = f"{len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else ""
+    if looked_in is not None and not (report.ingested or report.skipped or report.problems):
+        line = f"found no EvalRun under {looked_in} (looked for *.json in it and its subfolders"
+        line += f"; {ignored})" if ignored else ")"
+        line += "; nothing synced: give the agent's results/ folder"
+    else:
+        line = f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in "
+        line += "the history" + (f"; {ignored}" if ignored else "")
+    render.err().print(plain(line), highlight=False, soft_wrap=True)
     if report.problems:
         raise ConfigError(report.problems)
     return ExitCode.OK
@@ -193,7 +199,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
         prompts_dir=_prompts_dir(args),
         lock_timeout=args.lock_timeout,
     )
-    return _report_ingest("synced", report)
+    return _report_ingest("synced", report, looked_in=args.results_dir)
 
 
 def _copy(args: argparse.Namespace) -> int:
