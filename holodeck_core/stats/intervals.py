@@ -92,9 +92,10 @@ def wilson_cc(p: float, n: float, z: float) -> tuple[float, float]:
 def skewness(values: Sequence[float], mean: float, sd: float) -> float:
     """g1 = m₃ / s³: the third central moment (over n) on the sample standard deviation
     (over n - 1); 0 when the values do not vary."""
-    if sd <= 0.0:
+    cube = sd**3
+    if cube <= 0.0:  # no spread, or one too small for a float's cube
         return 0.0
-    return sum((x - mean) ** 3 for x in values) / len(values) / sd**3
+    return sum((x - mean) ** 3 for x in values) / len(values) / cube
 
 
 def hall_t(mean: float, se: float, skew: float, n: int, t: float) -> tuple[float, float]:
