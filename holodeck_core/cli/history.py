@@ -80,11 +80,20 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         runs = queries.list_runs(
             con, agent=args.agent, prompt_version=args.prompt_version, limit=args.limit
         )
+        # a failed run has no agent recorded, only its job: --agent shows runs with an EvalRun
+        shown = args.format == "table" and not args.hide_failed and args.agent is None
+        failed = (
+            queries.list_failed_runs(con, prompt_version=args.prompt_version, limit=args.limit)
+            if shown
+            else []
+        )
     if args.format != "table":
         columns = list(queries.RUN_COLUMNS)
         render.print_rows(columns, [[r[c] for c in columns] for r in runs], args.format)
         return ExitCode.OK
     render.print_runs(runs)
+    if failed:
+        render.print_failed_runs(failed)
     return ExitCode.OK
 
 
@@ -302,6 +311,11 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     runs.add_argument("--prompt-version", help="prompt version (key)")
     runs.add_argument("--limit", type=positive_int, default=20)
     runs.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    runs.add_argument(
+        "--hide-failed",
+        action="store_true",
+        help="leave out the orchestrated runs that failed before writing an EvalRun",
+    )
 
     show = add("show", _cmd_show, "one run: summary, cases, metrics, errors")
     show.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")
