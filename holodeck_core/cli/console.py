@@ -120,7 +120,7 @@ def print_summary(
             say(line)
     if summary.cost is not None:
         lines = cost_lines(summary.cost)
-        for line in lines if verbose else lines[1:]:  # the total is in the headline
+        for line in lines[1:] if quiet else lines:  # quiet: the budget verdict, not the spend
             say(line)
     say(f"EvalRun: {path}")
 
