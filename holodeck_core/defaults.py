@@ -54,6 +54,10 @@ CONFIDENCE = 0.95
 """Of every interval the reports, the views and the checks show."""
 ALPHA = 0.05
 """Significance level of paired comparisons (``evaluations.alpha``, ``--alpha``)."""
+ASSUMED_PASS_RATE = 0.5
+"""``holodeck plan --detect`` on a run with no variance at all (every case always passes, or
+always fails): a pass/fail outcome's variance p(1 - p) is assumed at the observed pass rate,
+or at this rate (its largest, 0.25) when the run passed or failed everything, never 0."""
 ADJUSTMENT = "bh"
 """How the p-values of one family of verdicts are adjusted (``--adjust``): Benjamini-Hochberg."""
 MAX_ERROR_SHARE = 0.5

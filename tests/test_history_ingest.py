@@ -298,3 +298,41 @@ def test_prompt_body_is_copied_from_the_snapshot_store(db: Path, tmp_path: Path)
         0
     ]
     assert (body, Path(path).name, first) == ("Be very brief.", f"{reused.key}.json", "p1")
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {},  # an empty folder
+        {"notes.txt": "no JSON here", "sub/readme.md": "# nothing"},  # files, none JSON
+        {"report.json": '{"agent_name": "a", "results": []}', "sub/x.json": "[1, 2]"},
+    ],
+    ids=["empty", "no-json", "only-other-json"],
+)
+def test_sync_of_a_folder_without_evalruns_says_it_found_none(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str]
+) -> None:
+    folder = tmp_path / "wrong-folder"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    code, _, err = run_cli(capsys, "sync", str(folder), "--db", str(db))
+    said = " ".join(err.split())
+    assert code == 0, err
+    assert f"found no EvalRun under {folder}" in said, said
+    assert "synced 0 run(s)" not in said
+    if any(name.endswith(".json") for name in files):
+        assert f"{len(files)} non-EvalRun JSON file(s) ignored" in said
+
+
+def test_sync_of_runs_all_in_the_history_says_so(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results" / AGENT
+    write_run(results, make_run("PPPP", day(0), run_id="a0"))
+    run_cli(capsys, "sync", str(tmp_path / "results"), "--db", str(db))
+    code, _, err = run_cli(capsys, "sync", str(tmp_path / "results"), "--db", str(db))
+    said = " ".join(err.split())
+    assert code == 0 and "synced 0 run(s); 1 already in the history" in said, said
+    assert "found no EvalRun" not in said

@@ -102,7 +102,7 @@ def test_metric_trend_interval_runs_and_errors(history: Path) -> None:
     assert r1 == pytest.approx((m, statistics.stdev(values), *wilson_cc(m, n_eff, z)))
     assert 0.0 <= r1[2] < r1[3] <= 1.0
     # no spread: the 3 cases alone count (n_eff = n), not a zero-width interval
-    assert (low, high) == pytest.approx(wilson_cc(0.9, 3 * (z / 4.302653) ** 2, z))
+    assert (low, high) == pytest.approx(wilson_cc(0.9, 3, z))  # no SE: no df to lose
     runs = query(
         history,
         "SELECT run_id, run_seq, previous_run_id, pass_rate_change, cost_per_pass "

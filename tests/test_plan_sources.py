@@ -45,7 +45,8 @@ def test_plan_skips_rescores_and_warns_about_one_trial_and_zero_variance(
         assert rescored != tested
         out, err = plan(agent, capsys)
         assert f"\nfrom run {tested[:12]} " in "\n" + out and "2 cases x 3 trial(s)" in out
-        assert "warning" not in err  # three trials, cases that disagree: nothing to warn
+        # each case agrees with itself over its trials: no variance to plan on (a warning)
+        assert err.startswith("warning: every case of the run has pass fraction 0% or 100%"), err
         assert main(["test", str(agent), "-q", "--limit", "1"]) == 0  # one trial, all pass
         _, single = newest_run(tmp_path)
         out, err = plan(agent, capsys)
@@ -54,3 +55,36 @@ def test_plan_skips_rescores_and_warns_about_one_trial_and_zero_variance(
     assert len(warnings) == 2
     assert warnings[0].startswith("warning: the run has 1 trial per case")
     assert warnings[1].startswith("warning: every case of the run has pass fraction 100%")
+
+
+@pytest.mark.parametrize(
+    ("cases", "trials", "assumed"),
+    [
+        (["one always", "two always", "three always"], 3, "at a pass rate of 50.0%"),  # all pass
+        # each case agrees with itself
+        (["one always", "two never", "three never"], 3, "at the observed pass rate 33.3%"),
+        (["one never", "two never"], 1, "at a pass rate of 50.0%"),  # one trial, all fail
+    ],
+    ids=["all-pass-3-trials", "cases-agree-3-trials", "all-fail-1-trial"],
+)
+def test_plan_promises_no_power_from_zero_variance(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    cases: list[str],
+    trials: int,
+    assumed: str,
+) -> None:
+    agent = tmp_path / "agent.yaml"
+    with run_model_server(RULES) as server:
+        agent.write_text(agent_yaml(server.openai_base_url, cases))
+        main(["test", str(agent), "-q", "--trials", str(trials)])
+        out, err = plan(agent, capsys)
+    said = " ".join(out.split())
+    assert "to detect a drop of 10.0 pp" in said, said
+    assert "the run shows no variance" in said and "is assumed instead" in said, said
+    assert assumed in said, said
+    rows = [line for line in out.splitlines() if "trial(s) per case:" in line]
+    assert len(rows) >= 4
+    for row in rows:  # nothing is promised from 2 or 3 cases, nor full power
+        assert ": 2 cases" not in row and ": 3 cases" not in row and "100%" not in row, row
+    assert "it shows no variance" in err and "assume one" in err, err

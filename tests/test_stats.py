@@ -11,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from holodeck_core.history import migration_v4_stats, migration_v5_verdicts, migration_v9_verdicts
+from holodeck_core.history import (
+    migration_v4_stats,
+    migration_v5_verdicts,
+    migration_v9_verdicts,
+    migration_v14_intervals,
+)
 from holodeck_core.stats import (
     Reducer,
     Verdict,
@@ -226,7 +231,7 @@ def test_sql_macros_equal_scipy() -> None:
 
 def test_sql_interval_macros_equal_the_module() -> None:
     con = duckdb.connect()
-    for sql in (migration_v4_stats.T975, *migration_v5_verdicts.VIEWS_V5[:3]):
+    for sql in (migration_v4_stats.T975, *migration_v14_intervals.STATEMENTS_V14):
         con.execute(sql)
     z = 1.959963984540054
     for n in (1, 2, 3, 7, 12, 30, 31, 250):
@@ -272,3 +277,31 @@ def test_sql_hall_macros_equal_the_module() -> None:
         ).fetchone()
         assert row == (pytest.approx(e.low, abs=1e-9), pytest.approx(e.high, rel=1e-9)), values
     assert con.execute("SELECT holodeck_hall_low(1.0, 0.5, 0.0, 1)").fetchone() == (None,)
+
+
+@pytest.mark.parametrize("n", [0.3, 0.6, 0.9, 1.0, 1.5, 2.0, 3.0, 4.8, 21.6])
+def test_wilson_on_a_fractional_n_holds_the_mean_strictly(n: float) -> None:
+    """On an effective n below 2 the closed form has no root for a bound near 0 or 1: it
+    gave the mean itself (a mean of 0.894 with "CI 0.001 to 0.894"); the SQL macros agree."""
+    con = duckdb.connect()
+    for sql in migration_v14_intervals.STATEMENTS_V14[1:]:
+        con.execute(sql)
+    z = 1.959963984540054
+    for p in (0.01, 0.202, 0.5, 0.894, 0.99):
+        low, high = wilson_cc(p, n, z)
+        assert 0.0 <= low < p < high <= 1.0, (p, n, low, high)
+        row = con.execute(
+            "SELECT holodeck_wilson_cc_low(?, ?), holodeck_wilson_cc_high(?, ?)", [p, n, p, n]
+        ).fetchone()
+        assert row == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+
+
+@pytest.mark.parametrize("score", [0.2023, 0.5, 0.894])
+@pytest.mark.parametrize("cases", [2, 3, 8])
+def test_scores_without_spread_count_every_case(score: float, cases: int) -> None:
+    """Every case scoring alike estimates no SE, so no degrees of freedom shrink n: three
+    scores of 0.2023 are n_eff 3, not 0.6, and the interval holds the mean inside."""
+    e = mean_estimate([score] * cases)
+    assert e.n_effective == pytest.approx(cases)
+    assert (e.low, e.high) == pytest.approx(wilson_cc(score, cases, 1.959963984540054))
+    assert e.low is not None and e.high is not None and e.low < score < e.high <= 1.0

@@ -94,10 +94,11 @@ def test_five_trials_three_seeded_passes(
             statuses[reducer] = {r.test_id: r.status for r in run.report.results}
             assert server.stats()["total_calls"] == 3 * 5
     out = capsys.readouterr().out
-    assert "pass fraction over 5 trials" in out and "95% CI" in out and "pass^5" in out
-    assert (
-        "n = 3, interval method: Wilson score with continuity correction on the effective n" in out
-    )
+    assert "% pass rate (95% CI " in out and "pass^5" in out and "flaky" in out
+    assert ": mean " not in out  # the per-metric statistics only with -v
+    # each interval's method once for the run, not once per metric
+    methods = "intervals (95%): Wilson score with continuity correction on the effective n"
+    assert out.count(methods) == len(statuses) and out.count("interval method") == 0
     assert statuses == {
         "all": {"capital": Status.FAIL, "always": Status.PASS, "never": Status.FAIL},
         "majority": {"capital": Status.PASS, "always": Status.PASS, "never": Status.FAIL},

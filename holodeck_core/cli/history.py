@@ -80,11 +80,20 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         runs = queries.list_runs(
             con, agent=args.agent, prompt_version=args.prompt_version, limit=args.limit
         )
+        # a failed run has no agent recorded, only its job: --agent shows runs with an EvalRun
+        shown = args.format == "table" and not args.hide_failed and args.agent is None
+        failed = (
+            queries.list_failed_runs(con, prompt_version=args.prompt_version, limit=args.limit)
+            if shown
+            else []
+        )
     if args.format != "table":
         columns = list(queries.RUN_COLUMNS)
         render.print_rows(columns, [[r[c] for c in columns] for r in runs], args.format)
         return ExitCode.OK
     render.print_runs(runs)
+    if failed:
+        render.print_failed_runs(failed)
     return ExitCode.OK
 
 
@@ -164,14 +173,20 @@ def _cmd_sql(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _report_ingest(verb: str, report: Any) -> int:
+def _report_ingest(verb: str, report: Any, *, looked_in: object = None) -> int:
+    """One line of what was written; ``looked_in``: the folder scanned, named when it held no
+    EvalRun at all (distinct from one whose runs are all in the history already)."""
     from holodeck_core.cli import history_render as render
 
-    render.err().print(
-        f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in the history"
-        + (f"; {len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else ""),
-        markup=False,
-    )
+    ignored = f"{len(report.ignored)} non-EvalRun JSON file(s) ignored" if report.ignored else ""
+    if looked_in is not None and not (report.ingested or report.skipped or report.problems):
+        line = f"found no EvalRun under {looked_in} (looked for *.json in it and its subfolders"
+        line += f"; {ignored})" if ignored else ")"
+        line += "; nothing synced: give the agent's results/ folder"
+    else:
+        line = f"{verb} {len(report.ingested)} run(s); {len(report.skipped)} already in "
+        line += "the history" + (f"; {ignored}" if ignored else "")
+    render.err().print(plain(line), highlight=False, soft_wrap=True)
     if report.problems:
         raise ConfigError(report.problems)
     return ExitCode.OK
@@ -193,7 +208,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
         prompts_dir=_prompts_dir(args),
         lock_timeout=args.lock_timeout,
     )
-    return _report_ingest("synced", report)
+    return _report_ingest("synced", report, looked_in=args.results_dir)
 
 
 def _copy(args: argparse.Namespace) -> int:
@@ -296,6 +311,11 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     runs.add_argument("--prompt-version", help="prompt version (key)")
     runs.add_argument("--limit", type=positive_int, default=20)
     runs.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    runs.add_argument(
+        "--hide-failed",
+        action="store_true",
+        help="leave out the orchestrated runs that failed before writing an EvalRun",
+    )
 
     show = add("show", _cmd_show, "one run: summary, cases, metrics, errors")
     show.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from holodeck_core.stats.display import number
-from holodeck_core.terminal import plain
+from holodeck_core.terminal import one_line, plain
 
 if TYPE_CHECKING:
     from holodeck_core.history.queries import Comparison, RunDetail
@@ -105,6 +105,25 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
             f"{r['passed']}/{r['failed']}/{r['errored']}",
             _num(r["total_tokens"]),
             _usd(r["cost_usd"]),
+        )
+        table.add_row(*map(plain, cells))
+    out().print(table)
+
+
+def print_failed_runs(runs: list[dict[str, Any]]) -> None:
+    """Orchestrated runs that failed before writing an EvalRun, each with its reason (outside
+    text: one line, shown literally)."""
+    table = Table(title="FAILED runs (no EvalRun; --hide-failed hides them), newest first")
+    for column in ("dagster run", "failed (UTC)", "job", "partition", "trigger", "reason"):
+        table.add_column(column, no_wrap=column == "dagster run")
+    for r in runs:
+        cells = (
+            _short(r["dagster_run_id"]),
+            str(r["failed_at"])[:19],
+            one_line(str(r["job_name"])),
+            one_line(str(r["partition_key"] or "-")),
+            r["trigger"] or "-",
+            one_line(str(r["error"] or "no reason recorded")),
         )
         table.add_row(*map(plain, cells))
     out().print(table)

@@ -15,6 +15,7 @@ from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.errors import ConfigError, ExitCode
 from holodeck_core.reports.cost import usd as _usd
+from holodeck_core.stats.display import points
 
 if TYPE_CHECKING:
     from holodeck_core.engine.plan import CostEstimate
@@ -83,7 +84,7 @@ def run_plan_command(args: argparse.Namespace) -> int:
         f"from run {found.run_id[:12]} (prompt {found.prompt_version}): {plan.cases} cases x "
         f"{found.trials} "
         f"trial(s), pass rate {plan.pass_rate:.1%}\n"
-        f"to detect a drop of {plan.detect:.1%} at alpha {plan.alpha} with "
+        f"to detect a drop of {points(plan.detect, sign=False)} at alpha {plan.alpha} with "
         f"{plan.power:.0%} power (paired comparison, `holodeck history compare`):\n"
     )
     for r in plan.rows:

@@ -86,7 +86,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     for warning in recorded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
-    print_summary(run, recorded.path, quiet=args.quiet, gate=gate)
+    print_summary(run, recorded.path, quiet=args.quiet, gate=gate, verbose=args.verbose)
     code = exit_code(run.report.results, gate)
     for failure in (suite.journal.failure, recorded.history_error):
         if failure is not None:  # the run is complete; the disk or the database is not

@@ -65,10 +65,11 @@ def plan_from_history(
     trials = max(int(c[1]) for c in cases)
     fractions = [float(c[0]) for c in cases]
     plan = plan_power(fractions, trials, detect, alpha=alpha, power=power)
-    return HistoryPlan(str(row[0]), str(row[1]), trials, plan, _warnings(fractions, trials))
+    warnings = _warnings(fractions, trials, no_variance=plan.variance_assumed)
+    return HistoryPlan(str(row[0]), str(row[1]), trials, plan, warnings)
 
 
-def _warnings(fractions: list[float], trials: int) -> tuple[str, ...]:
+def _warnings(fractions: list[float], trials: int, *, no_variance: bool) -> tuple[str, ...]:
     found = []
     if trials == 1:
         found.append(
@@ -76,12 +77,12 @@ def _warnings(fractions: list[float], trials: int) -> tuple[str, ...]:
             "measured, so the rows for more trials are guesses; record a run with --trials 3 "
             "or more"
         )
-    if len(set(fractions)) <= 1:
-        share = f"{fractions[0]:.0%}" if fractions else "no"
+    if no_variance:
+        share = " or ".join(sorted({f"{f:.0%}" for f in fractions}, key=len)) or "no"
         found.append(
-            f"every case of the run has pass fraction {share}: with zero variance every row "
-            "reads the same and the case counts are a floor, not an estimate; record a run "
-            "whose cases disagree (more trials, or harder cases)"
+            f"every case of the run has pass fraction {share}: it shows no variance, so the "
+            "rows assume one (see the assumptions) instead of promising power from zero "
+            "variance; record a run whose cases disagree (more trials, or harder cases)"
         )
     return tuple(found)
 

@@ -72,6 +72,32 @@ def list_runs(
     )
 
 
+FAILED_RUN_COLUMNS = (
+    "dagster_run_id",
+    "job_name",
+    "partition_key",
+    "trigger",
+    "failed_at",
+    "error",
+)
+
+
+def list_failed_runs(
+    con: duckdb.DuckDBPyConnection, *, prompt_version: str | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Orchestrated runs that failed before writing an EvalRun (``failed_runs``, recorded by
+    the Dagster run-failure sensor; docs/history.md), newest first; ``prompt_version``
+    matches their partition key."""
+    version = literal(prompt_version)
+    return _dicts(
+        con.execute(
+            f"SELECT {', '.join(FAILED_RUN_COLUMNS)} FROM failed_runs "
+            f"WHERE ({version} IS NULL OR partition_key = {version}) "
+            f"ORDER BY failed_at DESC, dagster_run_id DESC LIMIT {int(limit)}"
+        )
+    )
+
+
 @dataclass
 class RunDetail:
     run: dict[str, Any]

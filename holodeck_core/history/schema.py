@@ -26,6 +26,7 @@ from holodeck_core.history import (
     migration_v11_estimate,
     migration_v12_pairs,
     migration_v13_label_cases,
+    migration_v14_intervals,
 )
 
 if TYPE_CHECKING:
@@ -236,6 +237,7 @@ MIGRATIONS += (
     Migration(
         13, migration_v13_label_cases.DESCRIPTION_V13, migration_v13_label_cases.STATEMENTS_V13
     ),
+    Migration(14, migration_v14_intervals.DESCRIPTION_V14, migration_v14_intervals.STATEMENTS_V14),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -12,11 +12,11 @@ MIN_SHOWN_P = 0.001
 MAX_DECIMALS = 6
 
 
-def points(difference: float, *, unit: bool = True) -> str:
+def points(difference: float, *, unit: bool = True, sign: bool = True) -> str:
     """A difference of two rates (fractions) in percentage points: ``+32.0 pp`` (``+32.0``
-    without ``unit``, for a range that names it once)."""
+    without ``unit``, for a range that names it once; ``5.0 pp`` without ``sign``, a size)."""
     value = 0.0 if abs(difference) < NOISE else difference * 100
-    return f"{value:+.1f}" + (" pp" if unit else "")
+    return f"{value:{'+' if sign else ''}.1f}" + (" pp" if unit else "")
 
 
 def p_value(p: float) -> str:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from holodeck_core.defaults import CONFIDENCE, MAX_ERROR_SHARE
 from holodeck_core.defaults import T975 as T975_TABLE
+from holodeck_core.stats.display import number
 from holodeck_core.stats.health import infrastructure_failure
 from holodeck_core.stats.intervals import (
     HALL_T,
@@ -102,19 +103,24 @@ class Estimate(_Frozen):
     def method_name(self) -> str:
         return METHOD_NAMES[self.method]
 
-    def render(self, *, percent: bool = False) -> str:
-        """``0.600 (95% CI 0.412 to 0.788, SE 0.096; n = 25, interval method: …)``."""
+    def render(self, *, percent: bool = False, method: bool = True) -> str:
+        """``0.6 (95% CI 0.412 to 0.788, SE 0.096; n = 25, interval method: …)``; without
+        ``method`` the method is left to one line for the whole run."""
 
         def f(v: float) -> str:
-            return f"{v:.1%}" if percent else f"{v:.3f}"
+            return f"{v:.1%}" if percent else number(v)
 
         text = f(self.mean)
         if self.low is not None and self.high is not None:
             text += f" ({self.confidence:.0%} CI {f(self.low)} to {f(self.high)}"
             text += f", SE {f(self.se)}" if self.se is not None else ""
-            text += f"; n = {self.n}, interval method: {self.method_name}"
-            if self.method == WILSON_CC_EFFECTIVE and self.n_effective is not None:
-                text += f" ({self.n_effective:.1f})"
+            text += f"; n = {self.n}"
+            effective = self.n_effective if self.method == WILSON_CC_EFFECTIVE else None
+            if method:
+                text += f", interval method: {self.method_name}"
+                text += "" if effective is None else f" ({effective:.1f})"
+            elif effective is not None:
+                text += f", effective n {effective:.1f}"
             text += ")"
         return text
 
@@ -186,6 +192,8 @@ def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> Estimate:
 def clustered_se(values: Sequence[float]) -> float:
     """SE of the mean of per-cluster means: sqrt(Σ(xᵢ - x̄)² / (n(n - 1)))."""
     n = len(values)
+    if min(values) == max(values):  # exactly 0, not the rounding noise of sum(values) / n
+        return 0.0
     mean = sum(values) / n
     return math.sqrt(sum((x - mean) ** 2 for x in values) / (n * (n - 1)))
 

@@ -68,11 +68,10 @@ def effective_n(p: float, se: float, n: int, max_n: float | None, t: float, z: f
     ``max_n``: the independent draws there are (n·K pass/fail trials); None for scores."""
     if p <= 0.0 or p >= 1.0:
         return float(n)
-    if se <= 0.0:
-        raw = float(n) if max_n is None else max_n
-    else:
-        raw = p * (1 - p) / (se * se)
-        raw = raw if max_n is None else min(raw, max_n)
+    if se <= 0.0:  # no spread: no SE was estimated, so none of its degrees of freedom lost
+        return float(n) if max_n is None else max_n
+    raw = p * (1 - p) / (se * se)
+    raw = raw if max_n is None else min(raw, max_n)
     return raw * (z / t) ** 2
 
 
@@ -84,17 +83,21 @@ def wilson_cc(p: float, n: float, z: float) -> tuple[float, float]:
     z2 = z * z
     low_root = math.sqrt(max(0.0, z2 - 2 - 1 / n + 4 * p * (n * (1 - p) + 1)))
     high_root = math.sqrt(max(0.0, z2 + 2 - 1 / n + 4 * p * (n * (1 - p) - 1)))
-    low = 0.0 if p <= 0.0 else (2 * n * p + z2 - 1 - z * low_root) / (2 * (n + z2))
-    high = 1.0 if p >= 1.0 else (2 * n * p + z2 + 1 + z * high_root) / (2 * (n + z2))
+    # a bound is 0 (1) once the correction 1/(2n) reaches past it, as at 0 (n) successes;
+    # on a fractional n below that the closed form has no root (it gave p itself)
+    correction = 1 / (2 * n)
+    low = 0.0 if p - correction <= 0.0 else (2 * n * p + z2 - 1 - z * low_root) / (2 * (n + z2))
+    high = 1.0 if p + correction >= 1.0 else (2 * n * p + z2 + 1 + z * high_root) / (2 * (n + z2))
     return max(0.0, min(low, p)), min(1.0, max(high, p))
 
 
 def skewness(values: Sequence[float], mean: float, sd: float) -> float:
     """g1 = m₃ / s³: the third central moment (over n) on the sample standard deviation
     (over n - 1); 0 when the values do not vary."""
-    if sd <= 0.0:
+    cube = sd**3
+    if cube <= 0.0:  # no spread, or one too small for a float's cube
         return 0.0
-    return sum((x - mean) ** 3 for x in values) / len(values) / sd**3
+    return sum((x - mean) ** 3 for x in values) / len(values) / cube
 
 
 def hall_t(mean: float, se: float, skew: float, n: int, t: float) -> tuple[float, float]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from holodeck_core.defaults import ALPHA
+from holodeck_core.defaults import ALPHA, ASSUMED_PASS_RATE
 from holodeck_core.stats.estimates import _Frozen, _scipy_stats
 
 POWER = 0.8
@@ -35,6 +35,8 @@ class PowerPlan(_Frozen):
     trials: int
     pass_rate: float
     within_case_variance: float
+    variance_assumed: bool = False
+    """The run showed no variance: ``within_case_variance`` is assumed, not measured."""
     rows: list[PowerRow]
     assumptions: list[str]
 
@@ -76,20 +78,7 @@ def plan_power(
         raise ValueError("the drop to detect is a fraction between 0 and 1 (0.05 = 5 points)")
     n = len(pass_fractions)
     p = sum(pass_fractions) / n if n else 0.0
-    if trials > 1:
-        w = sum(x * (1 - x) for x in pass_fractions) / n * trials / (trials - 1) if n else 0.0
-        source = (
-            f"the within-case variance w = {w:.4f} is measured from the trials of the run's "
-            f"{n} cases (K = {trials})"
-        )
-    else:
-        w = p * (1 - p)
-        source = (
-            f"with one trial per case the within-case variance cannot be measured: w = "
-            f"p(1 - p) = {w:.4f} at the observed pass rate {p:.1%} is assumed (the worst "
-            "case: every case behaves like a coin of that bias; run with --trials 3+ and "
-            "plan again for a sharper answer)"
-        )
+    w, source, assumed = _within_case_variance(pass_fractions, trials, p)
     rows = []
     for k in sorted({*trial_options, trials}):
         sd = math.sqrt(2 * w / k)
@@ -109,6 +98,7 @@ def plan_power(
         trials=trials,
         pass_rate=p,
         within_case_variance=w,
+        variance_assumed=assumed,
         rows=rows,
         assumptions=[
             "the comparison is paired: both runs evaluate the same cases (history compare)",
@@ -116,4 +106,54 @@ def plan_power(
             "the cases' difficulties stay as observed; a change shifts every case alike",
             f"the paired t-test, two-sided at alpha = {alpha}, must reach {power:.0%} power",
         ],
+    )
+
+
+def _measured(pass_fractions: Sequence[float], trials: int, p: float) -> float:
+    """The within-case variance the run shows: from its trials (K > 1), else p(1 - p)."""
+    n = len(pass_fractions)
+    if trials > 1 and n:
+        return sum(x * (1 - x) for x in pass_fractions) / n * trials / (trials - 1)
+    return p * (1 - p)
+
+
+def _within_case_variance(
+    pass_fractions: Sequence[float], trials: int, p: float
+) -> tuple[float, str, bool]:
+    """w, how it was found, and whether it is a guess for want of any variance. A run
+    without any (every trial of every case agreed) promises no power: p(1 - p) at the
+    observed pass rate is assumed instead, or at :data:`ASSUMED_PASS_RATE` when it passed or
+    failed everything."""
+    w = _measured(pass_fractions, trials, p)
+    n = len(pass_fractions)
+    if w > 0.0:
+        if trials > 1:
+            return (
+                w,
+                (
+                    f"the within-case variance w = {w:.4f} is measured from the trials of the "
+                    f"run's {n} cases (K = {trials})"
+                ),
+                False,
+            )
+        return (
+            w,
+            (
+                f"with one trial per case the within-case variance cannot be measured: w = "
+                f"p(1 - p) = {w:.4f} at the observed pass rate {p:.1%} is assumed (the worst "
+                "case: every case behaves like a coin of that bias; run with --trials 3+ and "
+                "plan again for a sharper answer)"
+            ),
+            False,
+        )
+    rate = p if 0.0 < p < 1.0 else ASSUMED_PASS_RATE
+    at = "the observed pass rate" if rate == p else "a pass rate of"
+    agreed = {1.0: "passed", 0.0: "failed"}.get(p, "passed or failed all its trials")
+    return (
+        rate * (1 - rate),
+        f"the run shows no variance (every one of its {n} case(s) {agreed}), and zero "
+        f"variance would promise any power from 2 cases: w = p(1 - p) = "
+        f"{rate * (1 - rate):.4f} at {at} {rate:.1%} is assumed instead (a conservative guess, "
+        "not a measurement; record a run whose cases disagree for a sharper answer)",
+        True,
     )
