@@ -128,7 +128,7 @@ def print_summary(
         for line in statistics_lines(summary.statistics):
             console.print(plain(line), highlight=False, soft_wrap=True)
     if summary.cost is not None:
-        lines = cost_lines(summary.cost)
+        lines = cost_lines(summary.cost, summary.passed)
         for line in lines[1:] if quiet else lines:  # quiet: only the budget verdict
             console.print(plain(line), highlight=False, soft_wrap=True)
     console.print(plain(f"EvalRun: {path}"), highlight=False, soft_wrap=True)
