@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ def runs(folder: Path) -> list[EvalRun]:
 
 
 def budget_block(usd: float) -> str:
-    return f"execution: {{budget: {{usd: {usd!r}}}}}\n"
+    """Written positionally: YAML reads ``1e-06`` (no dot) as a string."""
+    return f"execution: {{budget: {{usd: {format(Decimal(repr(usd)), 'f')}}}}}\n"
 
 
 def worst_call_usd(url: str) -> float:
