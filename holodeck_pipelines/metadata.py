@@ -38,7 +38,10 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
             if cost.usd is not None:
                 metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
         metadata["cost"] = dg.MetadataValue.md(
-            "\n".join(markdown_text(line, REPORT_LINE_CHARS) for line in cost_lines(summary.cost))
+            "\n".join(
+                markdown_text(line, REPORT_LINE_CHARS)
+                for line in cost_lines(summary.cost, summary.passed)
+            )
         )
         estimate = summary.cost.estimate
         if estimate is not None:

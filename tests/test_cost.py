@@ -17,6 +17,7 @@ from holodeck_core.calls.prices import load_price_table, packaged_price_table
 from holodeck_core.cli.main import main
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import EvalRun, TokenUsage
+from holodeck_core.stats.display import money
 from holodeck_core.testing import run_model_server
 
 RULES: dict[str, Any] = {
@@ -140,7 +141,8 @@ def test_a_run_records_its_spend_per_heading_everywhere(
     assert set(by_case["c3"] or {}) == {"agent", "prompt_tool", "judge"}
     assert sum(c["agent"].calls for c in by_case.values() if c) == 4
     # the console, DuckDB, Markdown and JUnit say the same
-    assert f"cost: {total:.6f} USD: agent {agent_cost.usd:.6f} USD (4 calls" in out
+    each = money(run.report.summary.cost_per_pass)
+    assert f"cost: {total:.6f} USD ({each} per passing case): agent {agent_cost.usd:.6f}" in out
     assert f"judge {judge.usd:.6f} USD (4 calls" in out
     db = Path(os.environ["HOLODECK_HOME"]) / "history.duckdb"
     with duckdb.connect(str(db), read_only=True) as con:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from holodeck_core.cli.main import main
+from holodeck_core.stats.display import money as dollars
 from holodeck_core.testing import run_model_server
 from tests.dashboard_harness import launch, running
 from tests.history_helpers import query
@@ -132,10 +133,10 @@ def test_summary_shows_cost_per_run_and_version_and_unknown_as_unknown(
     assert history.unknown[:12] in annotations[0][1]
     rows = page.locator("#cost-by-version tbody tr")
     row_a = rows.filter(has_text=history.version_a).inner_text()
-    assert "unknown" in row_a and f"${cost_a:.4f}" in row_a
+    assert "unknown" in row_a and f"{dollars(cost_a)}" in row_a
     assert "(1 run(s) of unknown cost not counted)" in row_a
     row_b = rows.filter(has_text=history.version_b).inner_text()
-    assert "unknown" not in row_b and f"${cost_b:.4f}" in row_b
+    assert "unknown" not in row_b and f"{dollars(cost_b)}" in row_b
     assert page.inner_text("#kpi-cost .value") == "unknown"  # the latest run's
     assert "1 run(s) unknown" in page.inner_text("#kpi-cost .sub")
     cell = page.locator("#runs-table tr", has_text=history.unknown[:12]).locator(
@@ -174,10 +175,11 @@ def test_compare_shows_the_cost_delta_total_and_per_passing_case(
     rows = headline(page, server, [history.priced, history.other])
     (cost_a, per_a), (cost_b, per_b) = money(history, history.priced), money(history, history.other)
     assert cost_a and cost_b and per_a and per_b
-    assert rows["cost"] == [f"${cost_a:.4f}", f"${cost_b:.4f} ({cost_b - cost_a:+.4f} USD)"]
+    change = dollars(cost_b - cost_a, sign=True)
+    assert rows["cost"] == [dollars(cost_a), f"{dollars(cost_b)} ({change} USD)"]
     assert rows["cost per passing case"] == [
-        f"${per_a:.4f}",
-        f"${per_b:.4f} ({per_b - per_a:+.4f} USD)",
+        f"{dollars(per_a)}",
+        f"{dollars(per_b)} ({dollars(per_b - per_a, sign=True)} USD)",
     ]
     assert rows["budget"] == ["-", "-"]
     # the first run of each prompt had no history to measure: estimated from sizes
@@ -185,9 +187,9 @@ def test_compare_shows_the_cost_delta_total_and_per_passing_case(
     for cell, (cost, run_id) in zip(rows["estimate before the run"], firsts, strict=True):
         usd, source = estimate(history, run_id)
         assert source == "sizes" and usd
-        assert cell == f"${usd:.4f} (from sizes): spent {cost / usd:.0%} of it"
+        assert cell == f"{dollars(usd)} (from sizes): spent {cost / usd:.0%} of it"
     unknown = headline(page, server, [history.priced, history.unknown])
-    assert unknown["cost"] == [f"${cost_a:.4f}", "unknown"]  # no delta against an unknown
+    assert unknown["cost"] == [f"{dollars(cost_a)}", "unknown"]  # no delta against an unknown
     assert unknown["cost per passing case"][1] == "unknown"
     stopped = headline(page, server, [history.priced, history.stopped])
     assert stopped["budget"][0] == "-"
@@ -206,8 +208,8 @@ def test_explorer_shows_a_runs_cost_and_budget_verdict(
     page.goto(f"{server}/explorer?run={history.priced}")
     page.wait_for_selector("#run-cost")
     assert page.inner_text("#run-cost") == (
-        f"cost ${cost:.4f} (${per_pass:.4f} per passing case) · estimate: ${usd:.4f} (from "
-        f"sizes): spent {cost / usd:.0%} of it · budget: -"
+        f"cost {dollars(cost)} ({dollars(per_pass)} per passing case) · estimate: "
+        f"{dollars(usd)} (from sizes): spent {cost / usd:.0%} of it · budget: -"
     )
     page.goto(f"{server}/explorer?run={history.unknown}")
     page.wait_for_selector("#run-cost")

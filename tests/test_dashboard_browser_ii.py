@@ -212,7 +212,7 @@ def test_tiles_have_sparklines_and_a_delta_not_praising_an_all_error_run(
     assert "worse" in (tile.locator(".delta").get_attribute("class") or "")
     assert page.locator("#kpi-latest-pass-rate-spark").get_attribute("alt") == "4 runs"
     cost = page.locator("#kpi-cost .delta")
-    assert cost.inner_text() == "▼ -0.0100 USD vs prior"  # nothing ran: that is not "better"
+    assert cost.inner_text() == "▼ -$0.0100 USD vs prior"  # nothing ran: that is not "better"
     assert (cost.get_attribute("class") or "").split() == ["delta"]
 
 

@@ -34,6 +34,7 @@ NOT_SENT = "the call was not sent"
 """In every budget refusal's message: a case that got one (maybe through a result another
 case's call shared, such as G-Eval's steps) was stopped by the budget."""
 _CASE: ContextVar[str | None] = ContextVar("holodeck_charged_case", default=None)
+_TALLY: ContextVar[dict[Heading, HeadingCost] | None] = ContextVar("holodeck_tally", default=None)
 
 
 @contextlib.contextmanager
@@ -44,6 +45,18 @@ def charged_to(case_id: str) -> Iterator[None]:
         yield
     finally:
         _CASE.reset(token)
+
+
+@contextlib.contextmanager
+def tallied() -> Iterator[dict[Heading, HeadingCost]]:
+    """What the model calls made inside (and in tasks started inside) cost, per heading: a
+    case trial's, which the resume journal keeps (docs/cost.md)."""
+    tally: dict[Heading, HeadingCost] = {}
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
 
 
 def estimate_tokens(*texts: str) -> int:
@@ -256,6 +269,10 @@ class Ledger:
         booked = self.costs.outside if case_id is None else self.costs.cases.setdefault(case_id, {})
         before = booked.get(charge.heading)
         booked[charge.heading] = cost if before is None else before + cost
+        tally = _TALLY.get()
+        if tally is not None:
+            tallied_before = tally.get(charge.heading)
+            tally[charge.heading] = cost if tallied_before is None else tallied_before + cost
 
     def snapshot(self) -> CallCosts:
         """The costs booked so far, with the budget verdict."""

@@ -119,7 +119,7 @@ def print_summary(
         for line in statistics_lines(summary.statistics, verbose=verbose):
             say(line)
     if summary.cost is not None:
-        lines = cost_lines(summary.cost)
+        lines = cost_lines(summary.cost, summary.passed)
         for line in lines[1:] if quiet else lines:  # quiet: the budget verdict, not the spend
             say(line)
     say(f"EvalRun: {path}")

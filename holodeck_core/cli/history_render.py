@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from holodeck_core.stats.display import number
+from holodeck_core.stats.display import money, number
 from holodeck_core.terminal import one_line, plain
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _num(value: Any) -> str:
 
 
 def _usd(value: Any) -> str:
-    return "-" if value is None else f"${float(value):.4f}"
+    return money(None if value is None else float(value))
 
 
 def _cell(value: Any) -> str:
@@ -147,6 +147,7 @@ def render_detail(detail: RunDetail, only_failures: bool) -> None:
             f"{run['errored']} error of {run['total_tests']})",
         ),
         ("tokens / cost", f"{_num(run['total_tokens'])} / {_usd(run['cost_usd'])}"),
+        ("per passing case", _usd(run["cost_per_pass"])),
         ("wall / summed", f"{_num(run['wall_time_ms'])} ms / {_num(run['total_duration_ms'])} ms"),
         ("dataset hash", str(run["dataset_hash"] or "-")),
         ("source", str(run["source_path"] or "-")),
@@ -233,7 +234,7 @@ def render_comparison(result: Comparison) -> None:
             )
         console.print(metrics)
     tokens = "-" if result.tokens_delta is None else f"{result.tokens_delta:+,}"
-    cost = "-" if result.cost_delta is None else f"{result.cost_delta:+.4f} USD"
+    cost = "-" if result.cost_delta is None else f"{money(result.cost_delta, sign=True)} USD"
     console.print(
         f"pass rate {_pct(result.pass_rate_a)} -> {_pct(result.pass_rate_b)} "
         f"(on the {result.common_cases} common case(s): {_pct(result.common_pass_rate_a)} -> "

@@ -14,18 +14,18 @@ from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.history.store import History
 
 HEADLINES = (
-    ("pass rate", "pass_rate", ui.pct, 100, "{:+.1f} pp", True),
-    ("passed", "passed", ui.num, 1, "{:+,.0f}", True),
-    ("failed", "failed", ui.num, 1, "{:+,.0f}", False),
-    ("errored", "errored", ui.num, 1, "{:+,.0f}", False),
-    ("tests", "total_tests", ui.num, 1, "{:+,.0f}", None),
-    ("tokens", "total_tokens", ui.num, 1, "{:+,.0f}", False),
-    ("cost", "cost_usd", ui.usd, 1, "{:+.4f} USD", False),
-    ("cost per passing case", "cost_per_pass", ui.usd, 1, "{:+.4f} USD", False),
-    ("wall time (s)", "wall_time_ms", ui.seconds, 0.001, "{:+,.1f} s", False),
-    ("sum of case times (s)", "total_duration_ms", ui.seconds, 0.001, "{:+,.1f} s", False),
+    ("pass rate", "pass_rate", ui.pct, 100, "{:+.1f} pp".format, True),
+    ("passed", "passed", ui.num, 1, "{:+,.0f}".format, True),
+    ("failed", "failed", ui.num, 1, "{:+,.0f}".format, False),
+    ("errored", "errored", ui.num, 1, "{:+,.0f}".format, False),
+    ("tests", "total_tests", ui.num, 1, "{:+,.0f}".format, None),
+    ("tokens", "total_tokens", ui.num, 1, "{:+,.0f}".format, False),
+    ("cost", "cost_usd", ui.usd, 1, ui.usd_change, False),
+    ("cost per passing case", "cost_per_pass", ui.usd, 1, ui.usd_change, False),
+    ("wall time (s)", "wall_time_ms", ui.seconds, 0.001, "{:+,.1f} s".format, False),
+    ("sum of case times (s)", "total_duration_ms", ui.seconds, 0.001, "{:+,.1f} s".format, False),
 )
-"""(label, column, format, delta scale, delta format, higher is better)."""
+"""(label, column, format, delta scale, delta's format, higher is better)."""
 
 
 def page(db: History, query: dict[str, list[str]]) -> html.Div:
@@ -101,7 +101,7 @@ def _headline(data: CompareData) -> html.Table:
             comparable = higher is True or not ui.infrastructure_failure(run)
             tone = ui.tone(delta, higher, comparable)
             cells.append(
-                html.Span([fmt(value), " ", html.Span(f"({unit.format(delta)})", className=tone)])
+                html.Span([fmt(value), " ", html.Span(f"({unit(delta)})", className=tone)])
             )
         body.append(cells)
     body.append(["estimate before the run", *(run["estimate"] for run in data.runs)])

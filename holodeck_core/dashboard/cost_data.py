@@ -1,7 +1,6 @@
-"""The dashboard's money (docs/cost.md): each filtered run's cost and cost per passing case from
-``v_cost_by_run`` (a run recorded without costs, such as an import, keeps the cost its EvalRun
-states; a rescore the cost of the run it rescored), and the runs a budget stopped. An unknown
-cost stays None here and is shown as unknown, never as 0."""
+"""The dashboard's money (docs/cost.md): each filtered run's cost and cost per passing case,
+the one cost every screen shows (``eval_runs.cost_usd``), and the runs a budget stopped. An
+unknown cost stays None here and is shown as unknown, never as 0."""
 
 from __future__ import annotations
 
@@ -11,18 +10,16 @@ from typing import TYPE_CHECKING, Any
 from holodeck_core.dashboard import ui
 from holodeck_core.dashboard.data import FILTERED_RUNS, Filters, connect, rows
 from holodeck_core.history.store import History
-from holodeck_core.models.cost import LEDGER
+from holodeck_core.models.cost import LEDGER, cost_per_pass
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd  # type: ignore[import-untyped]
 
 COSTS = """
-SELECT f.run_id, f.agent_name, f.prompt_version, f.finished_at, f.passed,
-       CASE WHEN c.run_id IS NULL THEN f.cost_usd ELSE c.cost_usd END AS cost_usd,
-       CASE WHEN c.run_id IS NULL THEN f.cost_usd / NULLIF(f.passed, 0)
-            ELSE c.cost_per_pass END AS cost_per_pass
-FROM ({runs}) f LEFT JOIN v_cost_by_run c USING (run_id)
+SELECT f.run_id, f.agent_name, f.prompt_version, f.finished_at, f.passed, f.cost_usd,
+       f.cost_per_pass
+FROM ({runs}) f
 ORDER BY f.finished_at, f.run_id
 """
 
@@ -64,13 +61,9 @@ def run_money(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> dict[str, 
     """A run's cost per passing case, its budget verdict and the estimate made before it
     (Compare's headline, the Explorer's run line)."""
     found = rows(con.execute(f"{BUDGETS} WHERE c.run_id = ?", [run["run_id"]]))
-    per_pass = (
-        None
-        if run["cost_usd"] is None or not run["passed"]
-        else float(run["cost_usd"]) / int(run["passed"])
-    )
+    spent = None if run["cost_usd"] is None else float(run["cost_usd"])
     return {
-        "cost_per_pass": per_pass,
+        "cost_per_pass": cost_per_pass(spent, run["passed"]),
         "budget": budget_text(found[0]) if found else "-",
         "estimate": estimate_text(found[0] if found else None, run["cost_usd"]),
     }
@@ -94,7 +87,7 @@ def budget_text(row: dict[str, Any]) -> str:
     ``-`` for a run without a budget."""
     limits = [f"{row['budget_usd']:g} USD"] if row["budget_usd"] is not None else []
     limits += [f"{row['budget_tokens']:,} tokens"] if row["budget_tokens"] is not None else []
-    spent = "unknown" if row["spent_usd"] is None else f"{row['spent_usd']:.4f} USD"
+    spent = ui.usd(row["spent_usd"])
     used = f"spent {spent} and {row['spent_tokens'] or 0:,} tokens"
     stopped = str(row["budget_stopped_by"] or "")
     if stopped.endswith(LEDGER):

@@ -32,9 +32,10 @@ SORT_KEYS = {"finished": "finished_at", "pass_rate_pct": "pass_rate", "run": "ru
 """Table columns sorted by another column of the runs frame (the rest by their own)."""
 MARKDOWN = {"run", "pass_rate_pct"}
 FORMATS = {"total_tokens": {"specifier": ","},
-           "cost_usd": {"specifier": "$.4f", "nully": "unknown"}}  # fmt: skip
-"""d3-format specifiers: ``7,066`` and ``$0.0012``, as the tiles show them; an unknown cost
-reads ``unknown``, never a blank or 0."""
+           "cost_usd": {"specifier": "$,.3r", "nully": "unknown"}}  # fmt: skip
+"""d3-format specifiers: ``7,066`` and ``$0.000286`` (three significant digits, as
+:func:`~holodeck_core.stats.display.money` writes it for the tiles); an unknown cost reads
+``unknown``, never a blank or 0."""
 PILL_TIERS = ((0.9, "high"), (0.6, "mid"), (0.0, "low"))
 """Pass-rate pills: green from 90%, amber from 60%, red below."""
 

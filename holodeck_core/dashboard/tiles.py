@@ -83,7 +83,7 @@ def kpis(runs: pd.DataFrame) -> html.Div:
                  f"{ui.num(runs['errored'].sum())} in all runs shown"),
             tile("Tokens", "total_tokens", ui.num, lambda d: f"{d:+,.0f}", False,
                  f"latest run · {ui.num(runs['total_tokens'].sum(min_count=1))} in all"),
-            tile("Cost", "cost_usd", ui.usd, lambda d: f"{d:+.4f} USD", False,
+            tile("Cost", "cost_usd", ui.usd, ui.usd_change, False,
                  f"latest run · {_spent(runs['cost_usd'])}"),
             tile("Wall time", "wall_time_ms", ui.seconds, lambda d: f"{d / 1000:+.1f} s", False,
                  "latest run, start to finish"),

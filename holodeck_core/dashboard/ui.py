@@ -8,6 +8,7 @@ from typing import Any
 from dash import dcc, html
 
 from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
+from holodeck_core.stats.display import money
 from holodeck_core.stats.intervals import METHOD_NAMES
 
 CSS = """
@@ -100,8 +101,14 @@ def num(value: Any) -> str:
 
 
 def usd(value: Any) -> str:
-    """``$0.0012``; an unknown cost (a model without a price) is ``unknown``, never 0."""
-    return "unknown" if missing(value) else f"${float(value):.4f}"
+    """``$0.00120``, ``$0.000286`` (:func:`~holodeck_core.stats.display.money`); an unknown
+    cost (a model without a price) is ``unknown``, never 0."""
+    return money(None if missing(value) else float(value))
+
+
+def usd_change(value: float) -> str:
+    """A difference of costs: ``+$0.000286 USD``."""
+    return f"{money(value, sign=True)} USD"
 
 
 def seconds(ms: Any) -> str:

@@ -1,7 +1,8 @@
 """Score a stored run again with the current metric configuration (``holodeck rescore``).
 
 The agent is not called. Judge answers come from the judge cache where they can, so only new
-or changed judge questions cost a call. The result is a new EvalRun (trigger ``rescore``)."""
+or changed judge questions cost a call. The result is a new EvalRun (trigger ``rescore``)
+whose cost is those judge calls (docs/cost.md), per case and in all."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def load_stored_run(source: Location) -> EvalRun:
 async def rescore_run(original: EvalRun, loaded: LoadedAgent, project: Project) -> EvalRun:
     """Every stored trial scored again by ``loaded``'s metrics, the trials reduced again: a
     new run (trigger ``rescore``) that names the one it came from."""
+    from holodeck_core.calls.ledger import Ledger
+    from holodeck_core.calls.prices import load_price_table
     from holodeck_core.calls.scheduler import CallScheduler
     from holodeck_core.defaults import REDUCER
     from holodeck_core.metrics.judge import JudgeServices
@@ -41,10 +44,13 @@ async def rescore_run(original: EvalRun, loaded: LoadedAgent, project: Project) 
     from holodeck_core.providers.factory import make_client
     from holodeck_core.redaction import redact
     from holodeck_core.runner.execute import now_iso
+    from holodeck_core.runner.spend import run_cost, with_case_costs
     from holodeck_core.runner.trials import combine_trials
     from holodeck_core.stats import Reducer
 
-    scheduler = CallScheduler(loaded.agent.parallel_test_cases)
+    pricing = project.settings.pricing
+    ledger = Ledger(load_price_table(pricing))
+    scheduler = CallScheduler(loaded.agent.parallel_test_cases, ledger=ledger)
     services = JudgeServices.for_agent(
         loaded.agent,
         scheduler,
@@ -61,18 +67,22 @@ async def rescore_run(original: EvalRun, loaded: LoadedAgent, project: Project) 
             context=services.context(base_dir=loaded.base_dir),
         )
     rescored = iter(flat)
-    results = [
-        combine_trials([next(rescored) for _ in range(r.trial_count)], reducer) for r in stored
-    ]
+    costs = ledger.snapshot()
+    results = with_case_costs(
+        [combine_trials([next(rescored) for _ in range(r.trial_count)], reducer) for r in stored],
+        costs,
+    )
+    summary = ReportSummary.from_results(
+        results,
+        wall_time_ms=original.report.summary.wall_time_ms,
+        reducer=reducer,
+        max_error_share=loaded.agent.max_error_share,
+    )
+    cost = run_cost(costs, pricing)
     report = original.report.model_copy(
         update={
             "results": results,
-            "summary": ReportSummary.from_results(
-                results,
-                wall_time_ms=original.report.summary.wall_time_ms,
-                reducer=reducer,
-                max_error_share=loaded.agent.max_error_share,
-            ),
+            "summary": summary.model_copy(update={"cost_usd": cost.total_usd, "cost": cost}),
             "timestamp": now_iso(),
         }
     )

@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from holodeck_core.calls.ledger import charged_to
 from holodeck_core.metrics.base import EvalContext, MetricInput
 from holodeck_core.metrics.registry import (
     AnyMetric,
@@ -65,7 +66,8 @@ async def rescore_results(
 
     async def one(result: TestResult) -> TestResult:
         async with limit:
-            return await scorer.rescore(result, cases.find(result) if cases else None)
+            with charged_to(result.test_id or ""):  # its judge calls are the case's cost
+                return await scorer.rescore(result, cases.find(result) if cases else None)
 
     return list(await asyncio.gather(*(one(r) for r in results)))
 

@@ -98,6 +98,12 @@ def total_usd(headings: Mapping[Heading, HeadingCost]) -> float | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
+def cost_per_pass(usd: float | None, passed: int | None) -> float | None:
+    """A run's cost (docs/cost.md) per passing case: unknown without a known cost or a
+    passing case."""
+    return None if usd is None or not passed else usd / passed
+
+
 class BudgetVerdict(StrictModel):
     """The budget a run ran under, what it spent and whether it stopped the run."""
 
@@ -127,7 +133,14 @@ class RunCost(StrictModel):
     outside: dict[Heading, HeadingCost] = Field(
         default_factory=dict, description="The part of it made outside any case (index builds)."
     )
-    total_usd: float | None = None
+    resumed: dict[Heading, HeadingCost] = Field(
+        default_factory=dict,
+        description="The part of it earlier attempts paid: the agent calls of the cases this "
+        "run resumed from the journal (docs/cost.md).",
+    )
+    total_usd: float | None = Field(
+        None, description="The run's cost (docs/cost.md); None when a price is unknown."
+    )
     budget: BudgetVerdict | None = None
     estimate: RunEstimate | None = Field(
         None, description="The estimate before the run (None: none was made)."
@@ -145,15 +158,25 @@ class CallCosts(StrictModel):
 
     cases: dict[str, dict[Heading, HeadingCost]] = Field(default_factory=dict)
     outside: dict[Heading, HeadingCost] = Field(default_factory=dict)
+    resumed: dict[Heading, HeadingCost] = Field(
+        default_factory=dict,
+        description="The part of ``cases`` an earlier attempt paid (journaled cases resumed).",
+    )
     budget: BudgetVerdict | None = None
 
     def merged(self, other: CallCosts) -> CallCosts:
         cases = {k: dict(v) for k, v in self.cases.items()}
         for case_id, headings in other.cases.items():
             _add(cases.setdefault(case_id, {}), headings)
-        outside = dict(self.outside)
+        outside, resumed = dict(self.outside), dict(self.resumed)
         _add(outside, other.outside)
-        return CallCosts(cases=cases, outside=outside, budget=_later(self.budget, other.budget))
+        _add(resumed, other.resumed)
+        return CallCosts(
+            cases=cases,
+            outside=outside,
+            resumed=resumed,
+            budget=_later(self.budget, other.budget),
+        )
 
     def headings(self) -> dict[Heading, HeadingCost]:
         """The whole run's spend per heading."""

@@ -22,7 +22,7 @@ from pydantic import (
 
 from holodeck_core.defaults import MAX_TOKEN_COUNT
 from holodeck_core.models.base import StrictModel, json_bytes
-from holodeck_core.models.cost import Heading, HeadingCost, RunCost
+from holodeck_core.models.cost import Heading, HeadingCost, RunCost, cost_per_pass
 from holodeck_core.models.evaluation import Direction
 from holodeck_core.models.test_case import ExpectedToolSpec, FileInput
 from holodeck_core.stats import CaseOutcome, Reducer, RunStatistics, run_statistics
@@ -312,7 +312,11 @@ class ReportSummary(StrictModel):
     metric_pass_rates: dict[str, float] = Field(default_factory=dict)
     token_usage: TokenUsage | None = None
     cost_usd: float | None = Field(
-        None, ge=0.0, description="Every heading's spend; None when a price is unknown."
+        None,
+        ge=0.0,
+        description="The run's cost (docs/cost.md): what it paid under every heading, its "
+        "earlier attempts' journaled calls included (a rescore: its judge calls); None when "
+        "a price is unknown.",
     )
     cost: RunCost | None = Field(
         None, description="Spend per heading, the price table and the budget verdict."
@@ -320,6 +324,10 @@ class ReportSummary(StrictModel):
     statistics: RunStatistics | None = Field(
         None, description="Intervals, pass@k and flaky cases (docs/cli.md)."
     )
+
+    @property
+    def cost_per_pass(self) -> float | None:
+        return cost_per_pass(self.cost_usd, self.passed)
 
     @model_validator(mode="after")
     def _counts(self) -> ReportSummary:

@@ -4,7 +4,8 @@ unknown, never as 0."""
 
 from __future__ import annotations
 
-from holodeck_core.models.cost import LEDGER, BudgetVerdict, HeadingCost, RunCost
+from holodeck_core.models.cost import LEDGER, BudgetVerdict, HeadingCost, RunCost, cost_per_pass
+from holodeck_core.stats.display import money
 
 
 def usd(value: float | None) -> str:
@@ -20,11 +21,25 @@ def _heading(name: str, cost: HeadingCost) -> str:
     return f"{name} {usd(cost.usd)} ({calls}, {cost.tokens} tokens{unpriced}{understated})"
 
 
-def cost_lines(cost: RunCost) -> list[str]:
-    """``cost: …`` with its headings, then ``budget: …`` when the run had one."""
+def resumed_line(cost: RunCost) -> str:
+    """``resumed: 0.000120 USD of it paid by an earlier attempt (3 calls, 412 tokens) …``."""
+    earlier = sum(cost.resumed.values(), HeadingCost())
+    return (
+        f"resumed: {usd(earlier.usd)} of it paid by an earlier attempt ({earlier.calls} "
+        f"calls, {earlier.tokens} tokens: the agent calls of the cases resumed from the journal)"
+    )
+
+
+def cost_lines(cost: RunCost, passed: int | None = None) -> list[str]:
+    """``cost: …`` (and its cost per passing case, given ``passed``) with its headings, then
+    ``budget: …`` when the run had one."""
     taken = f", taken {cost.prices_taken}" if cost.prices_taken else ""
     parts = "; ".join(_heading(name, h) for name, h in cost.headings.items()) or "no model calls"
-    lines = [f"cost: {usd(cost.total_usd)}: {parts} (prices {cost.price_table}{taken})"]
+    each = cost_per_pass(cost.total_usd, passed)
+    per_pass = f" ({money(each)} per passing case)" if each is not None else ""
+    lines = [f"cost: {usd(cost.total_usd)}{per_pass}: {parts} (prices {cost.price_table}{taken})"]
+    if cost.resumed:
+        lines.append(resumed_line(cost))
     if cost.estimate is not None:
         lines.append(estimate_line(cost))
     understated = sum(h.understated_calls for h in cost.headings.values())

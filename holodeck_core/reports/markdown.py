@@ -55,7 +55,7 @@ def render_markdown(run: EvalRun) -> str:
         lines += [f"- {_ours(line)}" for line in statistics_lines(summary.statistics)]
     if summary.cost is not None:
         lines += ["", "## Cost", ""]
-        lines += [f"- {_ours(line)}" for line in cost_lines(summary.cost)]
+        lines += [f"- {_ours(line)}" for line in cost_lines(summary.cost, summary.passed)]
     lines += ["", "## Test Results", ""]
     for number, result in enumerate(report.results, start=1):
         lines += _result(number, result)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.models import EvalRun, Status, TestResult
 from holodeck_core.reports.markdown import markdown_code, markdown_text
+from holodeck_core.stats.display import money
 
 if TYPE_CHECKING:
     from holodeck_core.history.queries import Comparison
@@ -41,8 +42,10 @@ def render_pr_summary(
         lines.append(f"- pass rate: {summary.pass_rate:.1f}%")
     if summary.cost_usd is not None:
         delta = comparison.cost_delta if comparison is not None else None
-        change = f" ({delta:+.4f} vs the baseline)" if delta is not None else ""
-        lines.append(f"- cost: ${summary.cost_usd:.4f}{change}")
+        change = f" ({money(delta, sign=True)} vs the baseline)" if delta is not None else ""
+        per_pass = summary.cost_per_pass
+        each = f", {money(per_pass)} per passing case" if per_pass is not None else ""
+        lines.append(f"- cost: {money(summary.cost_usd)}{each}{change}")
     else:
         lines.append("- cost: unknown (no price for this model)")
     lines += _against(comparison, baseline)

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from holodeck_core.models import ProcessedFileInput, TokenUsage, ToolInvocation
 from holodeck_core.models.base import StrictModel
+from holodeck_core.models.cost import Heading, HeadingCost
 
 ErrorKind = Literal["model", "model_transient", "budget", "tool_loop", "file", "config", "skipped"]
 
@@ -35,6 +36,11 @@ class CaseRun(StrictModel):
     timestamp: str
     resumed: bool = Field(False, description="Reused from the journal: no model call made.")
     trial: int = Field(0, ge=0, description="Which of the case's K trials (docs/cli.md).")
+    cost: dict[Heading, HeadingCost] = Field(
+        default_factory=dict,
+        description="What its calls cost: journaled, so a run that resumes it counts what the "
+        "earlier attempt paid (docs/cost.md).",
+    )
 
     @property
     def error(self) -> str | None:

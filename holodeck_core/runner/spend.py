@@ -88,6 +88,7 @@ def run_cost(
         prices_taken=prices.taken,
         headings=headings,
         outside=costs.outside,
+        resumed=costs.resumed,
         total_usd=total_usd(headings),
         budget=costs.budget,
         estimate=estimate,

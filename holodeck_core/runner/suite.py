@@ -17,7 +17,7 @@ import time
 import uuid
 
 from holodeck_core import __version__
-from holodeck_core.calls.ledger import charged_to
+from holodeck_core.calls.ledger import charged_to, tallied
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.defaults import LLM_TIMEOUT_S, REDUCER
@@ -196,12 +196,14 @@ class Suite:
             async with self.journal.claim(fingerprint, trial):
                 cached = await self.journal.lookup(fingerprint, trial)
                 if cached is None:
-                    with charged_to(case.id or ""):
+                    with charged_to(case.id or ""), tallied() as spent:
                         run = await runtime.executor.run(case, fingerprint)
-                    run.trial = trial
+                    run.trial, run.cost = trial, spent
                     await self.journal.write(run)
         if cached is not None:
             run = cached.model_copy(update={"resumed": True})
+            paid = CallCosts(cases={case.id or "": dict(run.cost)}, resumed=dict(run.cost))
+            self._costs = self._costs.merged(paid)  # what an earlier attempt paid for it
         self.runs[(run.case_id, trial)] = run
         return run
 

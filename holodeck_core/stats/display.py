@@ -10,6 +10,10 @@ NOISE = 1e-9
 """Below this a difference is floating-point rounding (``1.11e-16``), shown as 0."""
 MIN_SHOWN_P = 0.001
 MAX_DECIMALS = 6
+DIGITS = 4
+MONEY_DIGITS = 3
+"""Dollars to three significant digits (``$0.000286``), down to a call of a few tokens."""
+MAX_MONEY_DECIMALS = 10
 
 
 def points(difference: float, *, unit: bool = True, sign: bool = True) -> str:
@@ -24,14 +28,33 @@ def p_value(p: float) -> str:
     return f"p < {MIN_SHOWN_P:g}" if p < MIN_SHOWN_P else f"p = {p:.3g}"
 
 
-def number(value: float, *, sign: bool = False, unit: str = "") -> str:
-    """Four significant digits, no exponent, thousands separated: ``1,235``, ``0.8944``,
-    ``+0.000123``; rounding noise is 0."""
+def number(
+    value: float,
+    *,
+    sign: bool = False,
+    unit: str = "",
+    digits: int = DIGITS,
+    max_decimals: int = MAX_DECIMALS,
+) -> str:
+    """Four significant digits (``digits``), no exponent, thousands separated: ``1,235``,
+    ``0.8944``, ``+0.000123``; rounding noise is 0."""
     if not math.isfinite(value):
         return str(value)
     if abs(value) < NOISE:
         value = 0.0
     magnitude = 0 if value == 0 else math.floor(math.log10(abs(value)))
-    decimals = min(MAX_DECIMALS, max(0, 3 - magnitude))
+    decimals = min(max_decimals, max(0, digits - 1 - magnitude))
     text = f"{value:{'+' if sign else ''},.{decimals}f}"
     return f"{text} {unit}" if unit else text
+
+
+def money(usd: float | None, *, sign: bool = False) -> str:
+    """US dollars to three significant digits: ``$0.000286``, ``$1,234``, ``+$0.00120``,
+    ``-$0.000300``; ``unknown`` when a model had no price (never 0). Every screen and report
+    shows a run's cost with it (docs/cost.md)."""
+    if usd is None:
+        return "unknown"
+    text = number(abs(usd), digits=MONEY_DIGITS, max_decimals=MAX_MONEY_DECIMALS)
+    if text.strip("0.,") == "":
+        return "+$0" if sign else "$0"
+    return f"{'-' if usd < 0 else '+' if sign else ''}${text}"
