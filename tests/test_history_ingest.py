@@ -38,7 +38,7 @@ def test_schema_migrates_forward_and_refuses_newer(db: Path) -> None:
     with store.writer(db) as con:  # opening a writer applies what is pending
         versions = [r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()]
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-    assert versions == list(range(1, 13)) == [m.version for m in schema.MIGRATIONS]
+    assert versions == list(range(1, 15)) == [m.version for m in schema.MIGRATIONS]
     assert {"v_runs", "v_pass_rate_trend", "v_metric_trend", "v_regressions"} <= views
     assert {"v_flaky_cases", "v_errors"} <= views
     con = duckdb.connect(str(db))

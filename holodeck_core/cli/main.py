@@ -89,7 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from holodeck_core.terminal import workflow_commands_guarded
 
     with workflow_commands_guarded():
-        return _main(argv)
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:  # before a command ran (while importing or parsing)
+            print("interrupted", file=sys.stderr)
+            return ExitCode.EXECUTION
 
 
 def _main(argv: Sequence[str] | None) -> int:
