@@ -131,4 +131,7 @@ def print_summary(
         lines = cost_lines(summary.cost)
         for line in lines[1:] if quiet else lines:  # quiet: only the budget verdict
             console.print(plain(line), highlight=False, soft_wrap=True)
+    note = run.report.environment.get("agent_backend_note")
+    if isinstance(note, str):
+        console.print(plain(f"note: {note}"), highlight=False, soft_wrap=True)
     console.print(plain(f"EvalRun: {path}"), highlight=False, soft_wrap=True)
