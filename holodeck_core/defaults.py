@@ -21,6 +21,10 @@ MAX_TOOL_TURNS = 20
 ``openai.max_turns`` / ``claude.max_turns`` (both backends: 20)."""
 MAX_TOOL_TURNS_LIMIT = 100
 """The largest ``execution.max_tool_turns`` the loader accepts."""
+CLAUDE_CLI_PROCESSES = 4
+"""Claude Code CLI processes at once for ``anthropic``/``ollama`` agents, whatever
+``parallel_test_cases`` says: one per case turn, its memory and start-up in
+docs/holodeck-fidelity.md."""
 FILE_TIMEOUT_S = 30.0
 """Seconds per file conversion (``execution.file_timeout``)."""
 DOWNLOAD_TIMEOUT_S = 30.0

@@ -36,6 +36,7 @@ def agent(folder: Path, model: str) -> Path:
             name: outside
             model: {{{model}}}
             instructions: {{inline: "Answer."}}
+            {"" if "openai" in model else "execution: {anthropic_path: direct}"}
             evaluations:
               metrics:
                 - {{type: standard, metric: equality}}

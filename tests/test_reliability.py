@@ -25,7 +25,18 @@ from tests.test_runner import journaled_case_ids
 WEATHER_TOOL = "def get_weather(city: str) -> str:\n    return f'Sunny in {city}'\n"
 
 
+DIRECT_PATH = "execution: {anthropic_path: direct}\n"
+"""Our Messages/chat loop for an anthropic or ollama agent: these tests are about our clients'
+retries and limits, which the Claude Agent SDK path does not use (tests/test_claude_sdk_path.py)."""
+
+
+def direct_path(provider: str) -> str:
+    return DIRECT_PATH if provider in ("anthropic", "ollama") else ""
+
+
 def agent_yaml(base_url: str, provider: str = "openai", extra: str = "", name: str = "rel") -> str:
+    if "execution:" not in extra:
+        extra = direct_path(provider) + extra
     return (
         textwrap.dedent(f"""\
         name: "{name}"

@@ -56,6 +56,7 @@ def write_agent(folder: Path, provider: str, base_url: str, cases: str, extra: s
                 - {{type: standard, metric: equality, case_insensitive: true}}
             """)
         + extra
+        + ("execution: {anthropic_path: direct}\n" if provider == "anthropic" else "")
         + "test_cases:\n"
         + textwrap.indent(textwrap.dedent(cases), "  ")
     )

@@ -122,6 +122,9 @@ def print_summary(
         lines = cost_lines(summary.cost, summary.passed)
         for line in lines[1:] if quiet else lines:  # quiet: the budget verdict, not the spend
             say(line)
+    note = run.report.environment.get("agent_backend_note")
+    if isinstance(note, str):
+        say(f"note: {note}")
     say(f"EvalRun: {path}")
 
 

@@ -8,7 +8,7 @@ embeddings model of retrieval tools."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -65,6 +65,13 @@ class ExecutionConfig(StrictModel):
     )
     budget: Budget | None = Field(
         None, description="A hard stop on the run's spend: {usd, tokens} (docs/cost.md)."
+    )
+    anthropic_path: Literal["claude_agent_sdk", "direct"] | None = Field(
+        None,
+        description=(
+            "anthropic/ollama agents: HoloDeck's Claude Agent SDK (default) or `direct`, our "
+            "faster Messages loop, which is not HoloDeck's agent (docs/holodeck-fidelity.md)."
+        ),
     )
 
 

@@ -20,6 +20,7 @@ from holodeck_core.errors import ConfigError
 from holodeck_core.models import ProviderEnum
 
 Protocol = Literal["openai_chat", "openai_responses", "anthropic_messages"]
+AgentRunner = Literal["loop", "claude_agent_sdk"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class ProviderSpec:
     """Its SDK's exceptions as transient or permanent call errors."""
     price_key: str = ""
     """Its models' rows in the price table (default: the provider's name)."""
+    agent_runner: AgentRunner = "loop"
+    """What runs its agents as HoloDeck 0.7.1 does: our tool loop on :meth:`client_class`, or
+    the Claude Agent SDK (:mod:`holodeck_core.agents.claude_sdk`), as HoloDeck's ``anthropic``
+    and ``ollama`` agents are (docs/holodeck-fidelity.md)."""
 
     @property
     def prices_under(self) -> str:
@@ -90,6 +95,7 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
             ProviderEnum.ANTHROPIC,
             "anthropic_messages",
             "ANTHROPIC_API_KEY",
+            agent_runner="claude_agent_sdk",
         ),
         ProviderSpec(
             ProviderEnum.OLLAMA,
@@ -99,6 +105,7 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
             embeddings=True,
             logprobs=True,
             default_embedding_model="nomic-embed-text:latest",
+            agent_runner="claude_agent_sdk",
         ),
     )
 }

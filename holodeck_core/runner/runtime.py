@@ -17,6 +17,7 @@ from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.calls.shared_budget import Allowance
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
+    Agent,
     HierarchicalDocumentTool,
     LLMProvider,
     MCPTool,
@@ -24,6 +25,7 @@ from holodeck_core.models import (
     VectorstoreTool,
 )
 from holodeck_core.providers.factory import make_client
+from holodeck_core.providers.table import provider_spec
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor
 from holodeck_core.tools.retrieval.settings import shared_embedding_model
@@ -98,7 +100,7 @@ class SuiteRuntime:
         )
         return [Allowance(pool, suite.parallel) for pool in factory(suite.project, label)]
 
-    def _in_process(self, suite: Suite) -> AgentRunner:
+    def _in_process(self, suite: Suite) -> Conversation:
         """The agent run here from ``agent.yaml``: its SDK client, tool box and tool loop."""
         loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
         client = self.client_for
@@ -124,6 +126,20 @@ class SuiteRuntime:
             if tools
             else None
         )
+        if claude_path(agent):
+            from holodeck_core.agents.claude_sdk import ClaudeAgentRunner  # imports the SDK
+
+            return ClaudeAgentRunner(
+                model=agent.model,
+                scheduler=self.scheduler,
+                system=suite.prompt.text,
+                claude=agent.claude,
+                toolbox=self.toolbox,
+                response_schema=loaded.response_schema,
+                max_turns=agent.max_turns,
+                timeout=suite.timeout,
+                fallback_key=self._keys.get(agent.model.provider),
+            )
         settings = agent.openai_settings
         self.client = make_client(
             agent.model,
@@ -176,6 +192,29 @@ class SuiteRuntime:
             await self.judges.aclose()
         finally:
             await self.ledger.aclose()  # what the shared budgets lent and this run did not spend
+
+
+def claude_path(agent: Agent) -> bool:
+    """The agent runs on the Claude Agent SDK, as HoloDeck's does (its provider's row), unless
+    ``execution.anthropic_path: direct`` asks for our Messages loop (docs/holodeck-fidelity.md)."""
+    direct = agent.execution is not None and agent.execution.anthropic_path == "direct"
+    return provider_spec(agent.model.provider).agent_runner == "claude_agent_sdk" and not direct
+
+
+DIRECT_MESSAGES_NOTE = (
+    "execution.anthropic_path: direct: this run did not run HoloDeck's agent (the Claude Agent "
+    "SDK) but our direct Messages loop (docs/holodeck-fidelity.md)"
+)
+
+
+def agent_backend(agent: Agent) -> dict[str, str]:
+    """``environment.agent_backend`` of an ``anthropic``/``ollama`` agent's EvalRun: which path
+    ran it (``claude_agent_sdk``, HoloDeck's, or ``direct``, ours, with its note)."""
+    if provider_spec(agent.model.provider).agent_runner != "claude_agent_sdk":
+        return {}
+    if claude_path(agent):
+        return {"agent_backend": "claude_agent_sdk"}
+    return {"agent_backend": "direct", "agent_backend_note": DIRECT_MESSAGES_NOTE}
 
 
 def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:

@@ -42,7 +42,7 @@ from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
 from holodeck_core.runner.options import CaseCallback, git_commit, resolve_prompt, select_cases
 from holodeck_core.runner.options import SuiteOptions as SuiteOptions
-from holodeck_core.runner.runtime import SuiteRuntime
+from holodeck_core.runner.runtime import SuiteRuntime, agent_backend
 from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
@@ -342,6 +342,7 @@ class Suite:
                 "parallel": self.parallel,
                 "llm_timeout_s": self.timeout,
                 **({"target": target.label} if target else {}),
+                **({} if target else agent_backend(agent)),
             },
             judge_control=judge_control,
         )
