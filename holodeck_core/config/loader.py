@@ -12,6 +12,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from holodeck_core.config.env import environment_for, substitute
+from holodeck_core.config.extensions import (
+    apply_sidecar,
+    find_extensions,
+    load_sidecar,
+    relocation_warnings,
+    sidecar_file,
+)
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.merge import merge_config_files
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
@@ -44,6 +51,10 @@ class LoadedAgent:
     """Where each model, execution and database setting came from (``agent.yaml``, a
     ``config.yaml``'s block, a variable); defaults are absent."""
     config_files: list[Path] = field(default_factory=list)
+    relocations: list[str] = field(default_factory=list)
+    """Our fields still in agent.yaml, one line per field (``holodeck validate``)."""
+    sidecar: Path | None = None
+    """The sidecar of our additions that was merged in (docs/agent-yaml.md)."""
 
     @property
     def base_dir(self) -> Path:
@@ -96,8 +107,18 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
             data = {**data, "test_cases": [*(data.get("test_cases") or []), *cases]}
     if problems:
         raise ConfigError(problems)
+    sidecar = load_sidecar(file, env)
+    relocations = relocation_warnings(find_extensions(data), display, sidecar_file(file, None).name)
+    added = apply_sidecar(data, sidecar.data) if sidecar else None
+    if sidecar and added:
+        data, secrets = added.data, secrets | sidecar.secrets
+        if added.problems:
+            raise ConfigError([sidecar.doc.problem(p, m) for p, m in added.problems])
 
     def locate(yaml_path: YamlPath, message: str) -> Problem:
+        origin = added.origin(yaml_path) if added else None
+        if sidecar and origin is not None:
+            return sidecar.doc.problem(origin, message)
         if (
             cases_doc is not None
             and len(yaml_path) >= 2
@@ -122,6 +143,8 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
         secrets=frozenset(secrets),
         origins=merged.origins if merged else {},
         config_files=[f.path for f in merged.files] if merged else [],
+        relocations=relocations,
+        sidecar=sidecar.doc.file if sidecar else None,
     )
     problems = _secret_names(loaded, locate)
     problems += _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)

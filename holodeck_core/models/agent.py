@@ -147,11 +147,14 @@ class Agent(StrictModel):
         return self
 
     @property
+    def on_openai_agents(self) -> bool:
+        """HoloDeck 0.7.1 runs this agent on its openai-agents backend (else Claude's)."""
+        return self.model.provider in (ProviderEnum.OPENAI, ProviderEnum.AZURE_OPENAI)
+
+    @property
     def backend_block(self) -> OpenAIBlock | ClaudeBlock | None:
         """The block of the backend HoloDeck runs this agent on."""
-        if self.model.provider in (ProviderEnum.OPENAI, ProviderEnum.AZURE_OPENAI):
-            return self.openai
-        return self.claude
+        return self.openai if self.on_openai_agents else self.claude
 
     @property
     def _turns_key(self) -> str | None:

@@ -43,6 +43,10 @@ StandardMetricName = Literal[
     "cost",
 ]
 LOWER_IS_BETTER_METRICS = frozenset({"latency", "cost"})
+HOLODECK_STANDARD_METRICS = frozenset(
+    {"bleu", "rouge", "meteor", "equality", "numeric", *LEGACY_JUDGE_METRICS}
+)
+"""The standard metrics HoloDeck 0.7.1 knows (the others above are ours)."""
 
 DEFAULT_THRESHOLDS: Mapping[str, float] = {
     "geval": 0.5,
