@@ -20,6 +20,7 @@ from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.models.llm import LLMProvider, ProviderEnum
 from holodeck_core.models.test_case import TestCaseModel
 from holodeck_core.models.tools import Tool
+from holodeck_core.models.unused_blocks import ObservabilityConfig
 from holodeck_core.stats.trials import Reducer
 
 IGNORED_BLOCKS = ("observability", "deployment")
@@ -82,7 +83,7 @@ class Agent(StrictModel):
     test_cases: list[TestCaseModel] | None = None
     test_cases_file: str | None = None
     execution: ExecutionConfig | None = None
-    observability: dict[str, Any] | None = None
+    observability: ObservabilityConfig | None = None
     deployment: dict[str, Any] | None = None
     embedding_provider: LLMProvider | None = None
     openai: OpenAIBlock | None = Field(

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from holodeck_core import defaults
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.llm import LLMProvider
+from holodeck_core.models.unused_blocks import OptimizerConfig
 
 LEGACY_JUDGE_METRICS = ("groundedness", "relevance", "coherence", "fluency")
 """HoloDeck's legacy AI metrics: judged on 1-5 and normalized as (s - 1) / 4."""
@@ -233,8 +234,8 @@ class Gate(StrictModel):
 class EvaluationConfig(StrictModel):
     model: LLMProvider | None = Field(None, description="Default judge for every metric.")
     metrics: list[Metric] = Field(min_length=1)
-    optimizer: dict[str, Any] | None = Field(
-        None, description="HoloDeck's prompt optimizer: parsed, not used."
+    optimizer: OptimizerConfig | None = Field(
+        None, description="HoloDeck's prompt optimizer: validated as HoloDeck does, not used."
     )
     gate: Gate | None = None
     regression: Literal["significant", "strict"] | None = Field(
