@@ -7,12 +7,28 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from holodeck_core.models.base import StrictModel
 
 
-class NumericAxis(StrictModel):
+class AsWritten(StrictModel):
+    """Dumped as the config wrote it (the keys set only): a block we do not use keeps its
+    shape in exports, fingerprints and the config hash, defaults never added."""
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
+
+
+class NumericAxis(AsWritten):
     path: str = Field(min_length=1)
     type: Literal["float", "int", "categorical"]
     range: list[Any]
@@ -27,22 +43,22 @@ class NumericAxis(StrictModel):
         return self
 
 
-class TextualAxis(StrictModel):
+class TextualAxis(AsWritten):
     path: str = Field(min_length=1)
     max_chars: int = Field(8000, gt=0)
 
 
-class Axes(StrictModel):
+class Axes(AsWritten):
     numeric: list[NumericAxis] = Field(default_factory=list)
     textual: list[TextualAxis] = Field(default_factory=list)
 
 
-class Phase(StrictModel):
+class Phase(AsWritten):
     max_trials: int = Field(gt=0)
     patience: int = Field(gt=0)
 
 
-class OptimizerConfig(StrictModel):
+class OptimizerConfig(AsWritten):
     """``evaluations.optimizer``: parsed and checked, not used."""
 
     loss: dict[str, float]
@@ -63,7 +79,7 @@ class OptimizerConfig(StrictModel):
         return value
 
 
-class Traces(StrictModel):
+class Traces(AsWritten):
     enabled: bool = True
     sample_rate: float = Field(1.0, ge=0.0, le=1.0)
     capture_content: bool = False
@@ -74,25 +90,25 @@ class Traces(StrictModel):
     schedule_delay_millis: int = Field(2000, ge=100)
 
 
-class MetricsExport(StrictModel):
+class MetricsExport(AsWritten):
     enabled: bool = True
     export_interval_ms: int | None = None
 
 
-class Logs(StrictModel):
+class Logs(AsWritten):
     enabled: bool = True
     level: str | None = None
     include_trace_context: bool | None = None
     filter_namespaces: list[str] | None = None
 
 
-class ConsoleExporter(StrictModel):
+class ConsoleExporter(AsWritten):
     enabled: bool = True
     pretty_print: bool = True
     include_timestamps: bool = True
 
 
-class OTLPExporter(StrictModel):
+class OTLPExporter(AsWritten):
     enabled: bool = True
     endpoint: str | None = None
     protocol: Literal["grpc", "http"] | None = None
@@ -102,28 +118,28 @@ class OTLPExporter(StrictModel):
     insecure: bool | None = None
 
 
-class PrometheusExporter(StrictModel):
+class PrometheusExporter(AsWritten):
     enabled: bool = False
     port: int | None = None
     host: str | None = None
     path: str | None = None
 
 
-class AzureMonitorExporter(StrictModel):
+class AzureMonitorExporter(AsWritten):
     enabled: bool = False
     connection_string: str | None = None
     disable_offline_storage: bool | None = None
     storage_directory: str | None = None
 
 
-class Exporters(StrictModel):
+class Exporters(AsWritten):
     console: ConsoleExporter | None = None
     otlp: OTLPExporter | None = None
     prometheus: PrometheusExporter | None = None
     azure_monitor: AzureMonitorExporter | None = None
 
 
-class ObservabilityConfig(StrictModel):
+class ObservabilityConfig(AsWritten):
     """``observability``: parsed and checked, not used (we export no telemetry)."""
 
     enabled: bool = False
