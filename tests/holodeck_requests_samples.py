@@ -10,9 +10,8 @@ The copy changes both sides' agent alike: every model endpoint points at the ser
 embed the index whatever they say, docs/agent-yaml.md); ``observability`` goes (HoloDeck would
 export to the OTLP collector it names and wait for it at exit; we ignore the block); a
 ``config.yaml``'s ``execution.cache_directory`` goes (HoloDeck refuses the whole file for it, we
-warn: docs/holodeck-fidelity.md, section 3); the example is reduced to HoloDeck's schema (our
-metrics, case ids and tags, gate and prompt variants removed: HoloDeck refuses the file for them;
-the agent and its cases' inputs are untouched)."""
+warn: docs/holodeck-fidelity.md, section 3); the example runs without its sidecar of our
+additions (docs/agent-yaml.md: its agent.yaml is HoloDeck's as it is)."""
 
 from __future__ import annotations
 
@@ -114,8 +113,8 @@ def prepare(agent_file: Path, dest: Path, server_url: str) -> Path:
     """The writable copy both sides run (see the module's docstring); its agent.yaml."""
     agent, _ = prepare_sample(agent_file, dest, server_url)
     doc = yaml.safe_load(agent.read_text())
-    if agent_file.parent.parent.name == "examples":
-        _holodeck_schema(doc)
+    if agent_file.parent.parent.name == "examples":  # HoloDeck's agent.yaml alone
+        (dest / f"{agent_file.stem}.pipelines.yaml").unlink(missing_ok=True)
     doc.pop("observability", None)
     tools = [t for t in doc.get("tools") or [] if t["type"] != "mcp"]
     for tool in tools:
@@ -132,38 +131,6 @@ def prepare(agent_file: Path, dest: Path, server_url: str) -> Path:
         del project["execution"]["cache_directory"]  # HoloDeck refuses the file for it
         config.write_text(yaml.safe_dump(project, sort_keys=False))
     return agent
-
-
-HOLODECK_STANDARD = {"groundedness", "relevance", "coherence", "fluency", "bleu", "rouge"}
-HOLODECK_STANDARD |= {"meteor", "equality", "numeric"}
-"""The standard metrics HoloDeck 0.7.1's schema knows."""
-
-
-def _holodeck_schema(doc: dict[str, Any]) -> None:
-    """The example reduced to HoloDeck's strict schema (it refuses the file otherwise): no
-    prompt variants, gate, case ids or tags, and only the metrics HoloDeck knows (none of
-    ours: ``contains``, ``regex``, ``latency``, a rouge ``variant``, a threshold above 1).
-    Evaluator side only: the agent, its tools and the cases' inputs are the example's."""
-    doc["instructions"].pop("variants", None)
-    (doc.get("evaluations") or {}).pop("gate", None)
-
-    def keep(metric: dict[str, Any]) -> bool:
-        if metric.get("type") != "standard":
-            return True
-        known = metric.get("metric") in HOLODECK_STANDARD and not {"pattern", "variant"} & set(
-            metric
-        )
-        return known and float(metric.get("threshold") or 0) <= 1
-
-    holders = [doc.get("evaluations") or {}]
-    for case in doc.get("test_cases") or []:
-        case.pop("id", None)
-        case.pop("tags", None)
-        holders += [case, *(case.get("turns") or [])]
-    for holder in holders:
-        key = "metrics" if holder is doc.get("evaluations") else "evaluations"
-        if holder.get(key) is not None:
-            holder[key] = [m for m in holder[key] if keep(m)]
 
 
 def sample_env(agent: Path, server_url: str) -> dict[str, str]:

@@ -175,5 +175,7 @@ def test_the_documented_command_adds_a_copy_of_the_example(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert "acme_billing: partitions v1, v2; added v1, v2" in proc.stdout
     agents = yaml.safe_load((root / "holodeck.yaml").read_text())["agents"]
-    assert agents == ["examples/acme-support/agent.yaml", "agents/billing/agent.yaml"]
+    example = {"path": "examples/acme-support/agent.yaml", "extensions": "agent.pipelines.yaml"}
+    assert agents == [example, "agents/billing/agent.yaml"]
+    assert (root / "agents" / "billing" / "agent.pipelines.yaml").is_file()  # its v2, its gate
     assert "Traceback" not in proc.stderr

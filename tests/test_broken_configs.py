@@ -303,6 +303,33 @@ BROKEN = [
         "YAML list",
         **{"cases.yaml": "input: x\n"},
     ),
+    case(  # HoloDeck 0.7.1 refuses both; we ran both sets before
+        "test-cases-and-test-cases-file",
+        BASE + CASES + "test_cases_file: cases.yaml\n",
+        "agent.yaml:10: test_cases_file",
+        "not both",
+        **{"cases.yaml": "- input: a\n"},
+    ),
+    case(  # a key of HoloDeck's observability it does not know (its key is `traces`)
+        "observability-tracing",
+        BASE + CASES + "observability: {enabled: true, tracing: {enabled: true}}\n",
+        "observability.tracing",
+        "unknown key",
+    ),
+    case(
+        "optimizer-zero-weight",
+        BASE + CASES + "evaluations:\n  metrics: [{metric: bleu}]\n"
+        "  optimizer: {loss: {bleu: 0}}\n",
+        "evaluations.optimizer.loss",
+        "must be > 0",
+    ),
+    case(
+        "optimizer-unknown-key",
+        BASE + CASES + "evaluations:\n  metrics: [{metric: bleu}]\n"
+        "  optimizer: {loss: {bleu: 1}, budget: 3}\n",
+        "evaluations.optimizer.budget",
+        "unknown key",
+    ),
     case(
         "test-cases-file-bad-case",
         BASE + "test_cases_file: cases.yaml\n",

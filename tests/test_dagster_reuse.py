@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,11 +82,12 @@ def test_a_changed_source_is_reloaded(
 ) -> None:
     project = make_project(tmp_path, "http://127.0.0.1:9/v1", cases=1)
     agent = project.agent_paths()[0]
-    agent.write_text(
-        agent.read_text().replace("api_key: sk-test-123456", "api_key: '${GEO_KEY}'")
-        + "test_cases_file: cases.yaml\n"
+    text = agent.read_text().replace("api_key: sk-test-123456", "api_key: '${GEO_KEY}'")
+    inline = text[text.index("test_cases:\n") + len("test_cases:\n") :]
+    agent.write_text(text[: text.index("test_cases:\n")] + "test_cases_file: cases.yaml\n")
+    (agent.parent / "cases.yaml").write_text(
+        textwrap.dedent(inline) + "- {name: f1, input: 'capital?'}\n"
     )
-    (agent.parent / "cases.yaml").write_text("- {name: f1, input: 'capital?'}\n")
     (agent.parent / ".env").write_text("GEO_KEY=sk-from-dotenv-1\n")
     monkeypatch.delenv("GEO_KEY", raising=False)
     age(tmp_path)

@@ -157,8 +157,8 @@ def test_example_tool_matchers_and_multi_turn(runs: ExampleRuns) -> None:
     refund = results["refund-request"].tool_invocations[0]
     assert refund.name == "refund_quote" and refund.args["order_id"] == "A-1003"
 
-    cases = {c["id"]: c for c in runs.config["test_cases"] if "id" in c}
-    expected_inputs = [turn["input"] for turn in cases[MULTI_TURN]["turns"]]
+    cases = {c["name"]: c for c in runs.config["test_cases"]}  # ids: the sidecar's
+    expected_inputs = [turn["input"] for turn in cases["Cancel an order in three turns"]["turns"]]
     for run, turn_1_passes in ((runs.v1, False), (runs.v2, True)):
         case = next(r for r in run.report.results if r.test_id == MULTI_TURN)
         assert case.turns is not None

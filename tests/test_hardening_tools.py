@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from holodeck_core.config.project import Project
 from holodeck_core.defaults import MAX_TOOL_NAME_CHARS as MAX_NAME_CHARS
 from holodeck_core.defaults import MAX_TOOL_RESULT_BYTES as MAX_RESULT_BYTES
-from holodeck_core.models import EvalRun, FunctionTool, MCPTool, Status, ToolMock
+from holodeck_core.models import Agent, EvalRun, FunctionTool, MCPTool, Status, ToolMock
 from holodeck_core.providers.messages import ToolCall
 from holodeck_core.testing import run_model_server
 from holodeck_core.tools.toolbox import ToolBox, tool_message
@@ -160,10 +160,19 @@ HOSTILE_NAMES = {
 }
 
 
+def on_claude_backend(agent: Path) -> Path:
+    """The agent as an ``ollama`` one: HoloDeck runs it on its Claude Agent SDK backend."""
+    agent.write_text(agent.read_text().replace("provider: openai", "provider: ollama", 1))
+    return agent
+
+
 def test_a_tool_name_the_model_invents_is_a_tool_error_back_to_the_model(tmp_path: Path) -> None:
+    """On HoloDeck's Claude backend (anthropic, ollama agents) an unknown tool is an error the
+    model reads (Claude Code's tool_result), and the case goes on."""
     calls = {f"case{n}": name for n, name in enumerate(HOSTILE_NAMES.values())}
     with run_model_server(rules_for(calls)) as server:
         agent = suite(tmp_path / "a", server.openai_base_url, list(calls), ["ok"])
+        on_claude_backend(agent)
         proc = run_cli(["test", str(agent)])
         finished = journaled(tmp_path / "holodeck-home")
         rerun = run_cli(["test", str(agent), "-q"])
@@ -178,6 +187,45 @@ def test_a_tool_name_the_model_invents_is_a_tool_error_back_to_the_model(tmp_pat
         assert len(invocation.name) <= MAX_NAME_CHARS + 1
     assert finished == len(calls)
     assert rerun.returncode == 0 and "Traceback" not in rerun.stderr
+
+
+def test_an_unknown_tool_ends_the_case_as_an_error_on_the_openai_agents_backend(
+    tmp_path: Path,
+) -> None:
+    """HoloDeck's openai-agents backend (openai, azure_openai agents) raises
+    ModelBehaviorError ("Tool ... not found"): the case is ERROR with the reason, no tool of
+    that reply runs, and it is not retried (one model call)."""
+    calls = {"c_invented": "get_the_secret", "c_markup": HOSTILE_NAMES["markup"], "c_ok": "ok"}
+    mixed = {"match": {"user": "^c_mixed$"}, "tool_calls": [
+        {"name": "ok", "arguments": {}}, {"name": "nobody", "arguments": {}}]}  # fmt: skip
+    rules = rules_for(calls)
+    rules["rules"].insert(1, mixed)
+    with run_model_server(rules) as server:
+        agent = suite(tmp_path / "a", server.openai_base_url, [*calls, "c_mixed"], ["ok"])
+        proc = run_cli(["test", str(agent)])
+        first = len(server.requests())
+    no_traceback(proc)
+    assert proc.returncode == 3, proc.stderr + proc.stdout  # an execution error
+    run, _ = eval_run(agent)
+    results = {r.test_name: r for r in run.report.results}
+    assert results["c_ok"].status is Status.PASS
+    for name, called in (("c_invented", "get_the_secret"), ("c_mixed", "nobody")):
+        result = results[name]
+        assert result.status is Status.ERROR and result.error_source == "execution"
+        assert f"unknown tool '{called}'" in " ".join(result.errors), result.errors
+        assert "ModelBehaviorError" in " ".join(result.errors)
+        assert result.tool_invocations == []  # the reply's known tool did not run either
+    assert results["c_markup"].status is Status.ERROR
+    assert first == 5  # one per erroring case, two for c_ok: never retried
+
+
+def test_which_backend_ends_a_case_on_an_unknown_tool() -> None:
+    def agent(provider: str) -> Agent:
+        model = {"provider": provider, "name": "m", "endpoint": "http://127.0.0.1:1"}
+        return Agent.model_validate({"name": "a", "model": model, "instructions": {"inline": "x"}})
+
+    assert agent("openai").on_openai_agents and agent("azure_openai").on_openai_agents
+    assert not agent("anthropic").on_openai_agents and not agent("ollama").on_openai_agents
 
 
 def test_a_runtime_tools_config_name_is_an_unknown_tool(tmp_path: Path) -> None:
@@ -324,9 +372,12 @@ def test_a_dagster_partition_survives_invented_names_and_hostile_results(tmp_pat
         assert register(defs, instance) == ["v1"]
         result = materialize(defs, instance, "v1")
     assert result.success
-    assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
+    assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 3)]
     run, _ = eval_run(folder / "agent.yaml")
-    errors = {r.test_name: r.tool_invocations[0].error for r in run.report.results}
+    results = {r.test_name: r for r in run.report.results}
+    nobody = results.pop("c_nobody")  # an openai agent: HoloDeck's case ends on it
+    assert nobody.status is Status.ERROR
+    assert " ".join(nobody.errors).startswith("unknown tool 'evilsrv_evil'")
+    errors = {name: r.tool_invocations[0].error for name, r in results.items()}
     assert errors["c_exits"] == "the tool tried to exit the process (SystemExit: 5)"
-    assert (errors["c_nobody"] or "").startswith("unknown tool 'evilsrv_evil'")
     assert (errors["c_circular"] or "").startswith("the tool returned a value that is not JSON")

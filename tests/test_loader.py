@@ -97,8 +97,6 @@ model:
 instructions:
   inline: "Hi ${WHO:-there}"  # a comment with ${NOT_SUBSTITUTED}
 test_cases_file: cases/cases.yaml
-test_cases:
-  - {name: inline one, input: a}
 """
 
 
@@ -107,7 +105,11 @@ def test_env_substitution_dotenv_defaults_and_cases_file(
 ) -> None:
     agent = write(tmp_path, "agent.yaml", AGENT)
     write(tmp_path, ".env", "ENDPOINT=http://127.0.0.1:9/v1\nSECRET_SAUCE=from-dotenv-1234\n")
-    write(tmp_path, "cases/cases.yaml", "- {name: from file, input: '${WHO:-b}'}\n")
+    write(
+        tmp_path,
+        "cases/cases.yaml",
+        "- {name: one, input: a}\n- {name: from file, input: '${WHO:-b}'}\n",
+    )
     monkeypatch.setenv("SECRET_SAUCE", "from-process-env-5678")
     loaded = load_agent(agent)
     model = loaded.agent.model
@@ -116,7 +118,7 @@ def test_env_substitution_dotenv_defaults_and_cases_file(
     assert model.api_key is not None
     assert model.api_key.get_secret_value() == "from-process-env-5678"  # process env wins
     assert loaded.agent.instructions.inline == "Hi there"
-    assert [c.name for c in loaded.agent.cases] == ["inline one", "from file"]
+    assert [c.name for c in loaded.agent.cases] == ["one", "from file"]
     assert "from-process-env-5678" in registered_secrets()  # secret field → redacted later
 
 

@@ -12,9 +12,10 @@ from holodeck_core.defaults import MAX_TOOL_TURNS
 from holodeck_core.models import ProcessedFileInput, TokenUsage, ToolInvocation
 from holodeck_core.providers.base import ModelClient
 from holodeck_core.providers.charges import chat_charge
-from holodeck_core.providers.messages import Image, Message
+from holodeck_core.providers.messages import Image, Message, ToolCall
 from holodeck_core.tools.runtime import ToolCrashedError
 from holodeck_core.tools.toolbox import ToolBox, tool_message
+from holodeck_core.tools.untrusted import unknown_tool
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class AgentRunner:
     response_schema: dict[str, Any] | None = None
     max_tool_turns: int = MAX_TOOL_TURNS
     timeout: float | None = None
+    unknown_tool_ends_case: bool = False
+    """A tool name not offered ends the case (an agent error) instead of going back to the
+    model as a tool error: HoloDeck 0.7.1's openai-agents backend (docs/holodeck-fidelity.md)."""
 
     async def run(self, turns: list[TurnInput]) -> list[TurnOutcome]:
         """Run the turns in order in one conversation. After a turn fails, the rest are
@@ -112,6 +116,10 @@ class AgentRunner:
             if self.toolbox is None:
                 outcome.error = "the model called a tool but the agent has none"
                 return outcome
+            unknown = self._unknown_tool(reply.tool_calls, self.toolbox)
+            if unknown is not None:
+                outcome.error = unknown
+                return outcome
             try:
                 invocations = await asyncio.gather(*map(self.toolbox.invoke, reply.tool_calls))
             except ToolCrashedError as exc:
@@ -128,3 +136,18 @@ class AgentRunner:
             "(raise max_turns in the agent's openai: or claude: block if that is expected)"
         )
         return outcome
+
+    def _unknown_tool(self, calls: list[ToolCall], toolbox: ToolBox) -> str | None:
+        """The case's error when it ends on a tool the agent does not offer (no tool of the
+        reply runs then, as in openai-agents), else None."""
+        if not self.unknown_tool_ends_case:
+            return None
+        offered = [spec.name for spec in toolbox.specs]
+        for call in calls:
+            if call.name not in offered:
+                return (
+                    f"{unknown_tool(call.name, offered)}: the model called a tool the agent "
+                    "does not have, which ends the case as in HoloDeck's openai-agents backend "
+                    "(ModelBehaviorError)"
+                )
+        return None

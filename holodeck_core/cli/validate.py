@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from holodeck_core.cli.target_option import add_target_option, describe_target
@@ -17,6 +18,12 @@ if TYPE_CHECKING:
 def add_validate_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     validate = commands.add_parser("validate", help="check an agent.yaml and summarize it")
     validate.add_argument("agent", metavar="AGENT_YAML")
+    validate.add_argument(
+        "--fix",
+        action="store_true",
+        help="move our fields (variants, gates, case ids, our metrics...) out of agent.yaml "
+        "into its sidecar <stem>.pipelines.yaml, keeping agent.yaml's comments, then validate",
+    )
     add_target_option(validate)
     validate.set_defaults(handler=_validate)
 
@@ -31,6 +38,8 @@ def _validate(args: argparse.Namespace) -> int:
     from holodeck_core.metrics.selection import suite_metrics
     from holodeck_core.models import MCPTool
 
+    if args.fix:
+        _fix(args.agent)
     loaded = load_agent(args.agent, target=args.target)
     agent = loaded.agent
     metrics = suite_metrics(agent.evaluations.metrics if agent.evaluations else None, agent.cases)
@@ -41,6 +50,8 @@ def _validate(args: argparse.Namespace) -> int:
     _show(f"  model:    {agent.model.provider.value} {agent.model.name}")
     if loaded.target is not None:
         _show(f"  target:   {describe_target(loaded.target)}")
+    if loaded.sidecar is not None:
+        _show(f"  sidecar:  {loaded.sidecar} (holodeck-pipelines' additions, merged in)")
     for path in loaded.config_files:
         _show(f"  config:   {path} (merged as HoloDeck 0.7.1 merges it)")
     for key, value, origin in _settings(loaded):
@@ -80,7 +91,7 @@ def _validate(args: argparse.Namespace) -> int:
     if agent.ignored_blocks():
         ignored = ", ".join(agent.ignored_blocks())
         _show(f"  ignored:  {ignored} (HoloDeck blocks this engine does not use)")
-    for warning in loaded.warnings:
+    for warning in [*loaded.relocations, *loaded.warnings]:
         _show(f"  warning:  {warning}")
     if any(t.type in ("vectorstore", "hierarchical_document") for t in agent.tools or []):
         from holodeck_core.tools.retrieval.settings import check_retrieval
@@ -88,6 +99,28 @@ def _validate(args: argparse.Namespace) -> int:
         for note in check_retrieval(agent):
             _show(f"  note:     {note}")
     return ExitCode.OK
+
+
+def _fix(agent: str) -> None:
+    """``--fix``: move our fields into the sidecar (nothing written when it cannot)."""
+    from pathlib import Path
+
+    from holodeck_core.config.extensions import grouped
+    from holodeck_core.config.migrate import plan_migration, write_migration
+    from holodeck_core.errors import ConfigError
+
+    agent_file = Path(agent).expanduser()
+    if not agent_file.is_file():
+        raise ConfigError(f"agent file not found: {agent_file}", file=agent)
+    try:
+        migration = plan_migration(agent_file)
+    except ConfigError as exc:
+        raise ConfigError([replace(p, file=p.file or agent) for p in exc.problems]) from None
+    if migration is None:
+        return
+    write_migration(agent_file, migration)
+    for label, paths in grouped(migration.moved).items():
+        _show(f"moved to {migration.sidecar.name}: {label} ({len(paths)})")
 
 
 MODEL_SETTINGS = (

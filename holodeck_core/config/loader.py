@@ -12,6 +12,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from holodeck_core.config.env import environment_for, substitute
+from holodeck_core.config.extensions import (
+    apply_sidecar,
+    find_extensions,
+    load_sidecar,
+    relocation_warnings,
+    sidecar_file,
+)
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.merge import merge_config_files
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
@@ -24,6 +31,7 @@ from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.models import Agent, CodeMetric, HierarchicalDocumentTool, VectorstoreTool
 from holodeck_core.models.target import Target
 from holodeck_core.models.tools import FunctionTool, MCPTool, PromptTool
+from holodeck_core.redaction import MIN_SECRET_LENGTH
 
 
 @dataclass
@@ -44,6 +52,10 @@ class LoadedAgent:
     """Where each model, execution and database setting came from (``agent.yaml``, a
     ``config.yaml``'s block, a variable); defaults are absent."""
     config_files: list[Path] = field(default_factory=list)
+    relocations: list[str] = field(default_factory=list)
+    """Our fields still in agent.yaml, one line per field (``holodeck validate``)."""
+    sidecar: Path | None = None
+    """The sidecar of our additions that was merged in (docs/agent-yaml.md)."""
 
     @property
     def base_dir(self) -> Path:
@@ -84,8 +96,17 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
         data, problems, secrets = merged.data, merged.problems, secrets | merged.secrets
 
     cases_doc: YamlDocument | None = None
-    inline_count = len(data.get("test_cases") or [])
     cases_file = data.get("test_cases_file")
+    if cases_file is not None and data.get("test_cases") is not None:
+        raise ConfigError(
+            [
+                doc.problem(
+                    ("test_cases_file",),
+                    "set either test_cases or test_cases_file, not both (HoloDeck 0.7.1 "
+                    "refuses the file); move the inline cases into the file",
+                )
+            ]
+        )
     if isinstance(cases_file, str) and not main.problems:
         cases_doc, cases, cases_problems, cases_secrets = _load_cases_file(
             file.parent, cases_file, doc, env
@@ -93,19 +114,28 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
         problems += cases_problems
         secrets |= cases_secrets
         if cases is not None:
-            data = {**data, "test_cases": [*(data.get("test_cases") or []), *cases]}
+            data = {**data, "test_cases": cases}
     if problems:
         raise ConfigError(problems)
+    sidecar = load_sidecar(file, env)
+    relocations = relocation_warnings(find_extensions(data), display, sidecar_file(file, None).name)
+    added = apply_sidecar(data, sidecar.data) if sidecar else None
+    if sidecar and added:
+        data, secrets = added.data, secrets | sidecar.secrets
+        if added.problems:
+            raise ConfigError([sidecar.doc.problem(p, m) for p, m in added.problems])
 
     def locate(yaml_path: YamlPath, message: str) -> Problem:
+        origin = added.origin(yaml_path) if added else None
+        if sidecar and origin is not None:
+            return sidecar.doc.problem(origin, message)
         if (
             cases_doc is not None
             and len(yaml_path) >= 2
             and yaml_path[0] == "test_cases"
             and isinstance(yaml_path[1], int)
-            and yaml_path[1] >= inline_count
         ):
-            return cases_doc.problem((yaml_path[1] - inline_count, *yaml_path[2:]), message)
+            return cases_doc.problem(yaml_path[1:], message)
         return doc.problem(yaml_path, message)
 
     try:
@@ -122,6 +152,8 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
         secrets=frozenset(secrets),
         origins=merged.origins if merged else {},
         config_files=[f.path for f in merged.files] if merged else [],
+        relocations=relocations,
+        sidecar=sidecar.doc.file if sidecar else None,
     )
     problems = _secret_names(loaded, locate)
     problems += _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
@@ -253,6 +285,8 @@ def _secret_names(loaded: LoadedAgent, locate: Any) -> list[Problem]:
     """Names and ids holding a secret (``name: "agent-${API_TOKEN}"``): they become folder
     names, prompt snapshots and report lines, where no redaction reaches (docs/agent-yaml.md)."""
     agent = loaded.agent
+    # a value too short to be scrubbed (a placeholder key: `api_key: ollama`) leaks nothing
+    scrubbed = [secret for secret in loaded.secrets if len(secret) >= MIN_SECRET_LENGTH]
     named: list[tuple[YamlPath, str | None]] = [(("name",), agent.name)]
     named += [(("tools", i, "name"), t.name) for i, t in enumerate(agent.tools or [])]
     for i, case in enumerate(agent.test_cases or []):
@@ -264,7 +298,7 @@ def _secret_names(loaded: LoadedAgent, locate: Any) -> list[Problem]:
             "reports, so keep secrets (and ${VAR}s of secrets) out of them",
         )
         for path, value in named
-        if value and any(secret in value for secret in loaded.secrets)
+        if value and any(secret in value for secret in scrubbed)
     ]
 
 

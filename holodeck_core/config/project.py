@@ -39,6 +39,12 @@ class AgentEntry(StrictModel):
 
     path: str = Field(min_length=1)
     target: dict[str, Any] | None = None
+    extensions: str | None = Field(
+        None,
+        min_length=1,
+        description="The sidecar file of our additions to agent.yaml, relative to its folder "
+        "(default <stem>.pipelines.yaml; docs/agent-yaml.md).",
+    )
 
 
 class ProjectSettings(StrictModel):
@@ -188,6 +194,14 @@ class Project:
     def _path(self, value: str) -> Path:
         path = Path(value).expanduser()
         return path if path.is_absolute() else self.root / path
+
+    def extensions_of(self, agent_file: Path) -> str | None:
+        """The sidecar the ``agents:`` entry of ``agent_file`` names, if any."""
+        wanted = agent_file.resolve()
+        for entry in self.settings.agents:
+            if isinstance(entry, AgentEntry) and self._path(entry.path).resolve() == wanted:
+                return entry.extensions
+        return None
 
     def agent_entry(self, agent_file: Path) -> tuple[int, AgentEntry] | None:
         """The ``agents:`` entry (its index and itself) that declares a target for

@@ -21,6 +21,7 @@ from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history.rows import derived_case_ids, sha256_hex, utc_naive
 from holodeck_core.models import EvalRun, bounded_json
 from holodeck_core.models.bounded_json import BoundedJSONError
+from holodeck_core.models.evaluation import HOLODECK_STANDARD_METRICS as HOLODECK_STANDARD_METRICS
 from holodeck_core.models.evaluation import LEGACY_JUDGE_METRICS
 from holodeck_core.models.outside import invalid_at
 
@@ -40,9 +41,6 @@ STANDARD_METRICS = frozenset(
     {"bleu", "rouge", "meteor", "equality", "numeric", *LEGACY_JUDGE_METRICS}
     | {"exact_match", "contains", "regex", "json_valid", "json_schema", "tool_correctness"}
     | {"latency", "cost"}
-)
-HOLODECK_STANDARD_METRICS = frozenset(
-    {"bleu", "rouge", "meteor", "equality", "numeric", *LEGACY_JUDGE_METRICS}
 )
 _UNITS = {"latency": ("ms", "lower_is_better"), "cost": ("USD", "lower_is_better")}
 

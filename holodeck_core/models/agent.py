@@ -20,6 +20,7 @@ from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.models.llm import LLMProvider, ProviderEnum
 from holodeck_core.models.test_case import TestCaseModel
 from holodeck_core.models.tools import Tool
+from holodeck_core.models.unused_blocks import ObservabilityConfig
 from holodeck_core.stats.trials import Reducer
 
 IGNORED_BLOCKS = ("observability", "deployment")
@@ -89,7 +90,7 @@ class Agent(StrictModel):
     test_cases: list[TestCaseModel] | None = None
     test_cases_file: str | None = None
     execution: ExecutionConfig | None = None
-    observability: dict[str, Any] | None = None
+    observability: ObservabilityConfig | None = None
     deployment: dict[str, Any] | None = None
     embedding_provider: LLMProvider | None = None
     openai: OpenAIBlock | None = Field(
@@ -154,11 +155,14 @@ class Agent(StrictModel):
         return self
 
     @property
+    def on_openai_agents(self) -> bool:
+        """HoloDeck 0.7.1 runs this agent on its openai-agents backend (else Claude's)."""
+        return self.model.provider in (ProviderEnum.OPENAI, ProviderEnum.AZURE_OPENAI)
+
+    @property
     def backend_block(self) -> OpenAIBlock | ClaudeBlock | None:
         """The block of the backend HoloDeck runs this agent on."""
-        if self.model.provider in (ProviderEnum.OPENAI, ProviderEnum.AZURE_OPENAI):
-            return self.openai
-        return self.claude
+        return self.openai if self.on_openai_agents else self.claude
 
     @property
     def _turns_key(self) -> str | None:

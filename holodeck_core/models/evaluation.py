@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from holodeck_core import defaults
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.llm import LLMProvider
+from holodeck_core.models.unused_blocks import OptimizerConfig
 
 LEGACY_JUDGE_METRICS = ("groundedness", "relevance", "coherence", "fluency")
 """HoloDeck's legacy AI metrics: judged on 1-5 and normalized as (s - 1) / 4."""
@@ -43,6 +44,10 @@ StandardMetricName = Literal[
     "cost",
 ]
 LOWER_IS_BETTER_METRICS = frozenset({"latency", "cost"})
+HOLODECK_STANDARD_METRICS = frozenset(
+    {"bleu", "rouge", "meteor", "equality", "numeric", *LEGACY_JUDGE_METRICS}
+)
+"""The standard metrics HoloDeck 0.7.1 knows (the others above are ours)."""
 
 DEFAULT_THRESHOLDS: Mapping[str, float] = {
     "geval": 0.5,
@@ -229,8 +234,8 @@ class Gate(StrictModel):
 class EvaluationConfig(StrictModel):
     model: LLMProvider | None = Field(None, description="Default judge for every metric.")
     metrics: list[Metric] = Field(min_length=1)
-    optimizer: dict[str, Any] | None = Field(
-        None, description="HoloDeck's prompt optimizer: parsed, not used."
+    optimizer: OptimizerConfig | None = Field(
+        None, description="HoloDeck's prompt optimizer: validated as HoloDeck does, not used."
     )
     gate: Gate | None = None
     regression: Literal["significant", "strict"] | None = Field(

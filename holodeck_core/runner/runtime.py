@@ -155,6 +155,7 @@ class SuiteRuntime:
             response_schema=loaded.response_schema,
             max_tool_turns=agent.max_turns,
             timeout=suite.timeout,
+            unknown_tool_ends_case=agent.on_openai_agents,
         )
 
     async def open_tools(self) -> bool:
