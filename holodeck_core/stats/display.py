@@ -10,6 +10,8 @@ NOISE = 1e-9
 """Below this a difference is floating-point rounding (``1.11e-16``), shown as 0."""
 MIN_SHOWN_P = 0.001
 MAX_DECIMALS = 6
+PERCENT_DECIMALS = 1
+"""Of a rate in percent (``91.7``), as ``points`` shows a difference of two."""
 
 
 def points(difference: float, *, unit: bool = True) -> str:
@@ -31,7 +33,18 @@ def number(value: float, *, sign: bool = False, unit: str = "") -> str:
         return str(value)
     if abs(value) < NOISE:
         value = 0.0
-    magnitude = 0 if value == 0 else math.floor(math.log10(abs(value)))
-    decimals = min(MAX_DECIMALS, max(0, 3 - magnitude))
-    text = f"{value:{'+' if sign else ''},.{decimals}f}"
+    text = f"{value:{'+' if sign else ''},.{_decimals(value)}f}"
     return f"{text} {unit}" if unit else text
+
+
+def rounded(value: float) -> float:
+    """The value :func:`number` shows, as a number (for Dagster's plots): ``0.003608``."""
+    if not math.isfinite(value) or abs(value) < NOISE:
+        return 0.0 if math.isfinite(value) else value
+    return round(value, _decimals(value))
+
+
+def _decimals(value: float) -> int:
+    """Decimals that keep four significant digits (at most ``MAX_DECIMALS``)."""
+    magnitude = 0 if value == 0 else math.floor(math.log10(abs(value)))
+    return min(MAX_DECIMALS, max(0, 3 - magnitude))
