@@ -74,7 +74,7 @@ def backend_times(
     project = Project.discover(root)
     defs = build_definitions(project)
     [pipeline] = build_pipelines(project)
-    job = defs.resolve_job_def(f"{GROUP}_eval")
+    job = defs.resolve_job_def("Bench_agent_eval")
     times = []
     with dg.instance_for_test() as instance:
         apply_pools(instance, project)

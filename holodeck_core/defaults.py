@@ -180,3 +180,9 @@ MAX_LABELS_FIELD_CHARS = 16 * 1024 * 1024
 limit, 131,072, is below a long response in the dashboard's labelling sheet); longer is exit 2
 naming the file, line and field. The sheet cuts a longer text to this, marked, so it always
 reads back (docs/history.md)."""
+
+# --------------------------------------------------------------------- Dagster pages
+
+MAX_VERSIONS_TAGGED = 5
+"""Prompt versions a Dagster run's ``holodeck/prompt_version`` tag names; a larger backfill's
+tag is the first and last with the count (docs/dagster.md)."""

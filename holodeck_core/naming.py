@@ -37,3 +37,12 @@ def dagster_name(name: str) -> str:
 
 def partitions_def_name(agent_name: str) -> str:
     return f"{dagster_name(agent_name)}_prompt_versions"
+
+
+def job_name(agent_name: str) -> str:
+    """The agent's Dagster job, capitalized: ``Geo_agent_eval``. The UI's asset graph launches
+    the first job (by name) that holds every selected asset, and Dagster's implicit
+    ``__ASSET_JOB`` sorts before any lower-case name; a capital or a digit sorts before it, so
+    a materialization from the graph runs as the agent's job (docs/dagster.md)."""
+    name = dagster_name(agent_name)
+    return f"{name[:1].upper()}{name[1:]}_eval"

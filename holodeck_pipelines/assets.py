@@ -35,10 +35,16 @@ from holodeck_core.engine.stages import (
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.backend import project_history
 from holodeck_core.models import Status
-from holodeck_core.naming import dagster_name, partitions_def_name
+from holodeck_core.naming import dagster_name, job_name, partitions_def_name
 from holodeck_core.redaction import redact_text
 from holodeck_core.runner.suite import Suite, SuiteOptions
-from holodeck_pipelines.checks import check_outputs, evaluations, partitioned_checks
+from holodeck_pipelines.checks import (
+    check_outputs,
+    evaluations,
+    partitioned_checks,
+    skipped_checks,
+    skipped_table,
+)
 from holodeck_pipelines.failures import (
     StageFailures,
     history_failure,
@@ -50,6 +56,7 @@ from holodeck_pipelines.metadata import (
     estimate_tags,
     recorded_estimate,
     report_metadata,
+    result_tags,
 )
 from holodeck_pipelines.pools import HISTORY_POOL, LLM_POOL, require_pools
 from holodeck_pipelines.resources import HoloDeckProject, ModelProviderKeys, RunHistory
@@ -63,7 +70,7 @@ from holodeck_pipelines.run_tags import (
     replace_project_tags,
     run_settings,
 )
-from holodeck_pipelines.verdicts import checks_of, run_checks
+from holodeck_pipelines.verdicts import Verdict, checks_of, run_checks
 
 AGENT_STEP_RETRIES = 2
 BUDGET_TROUBLE = "were stopped by a budget"
@@ -287,6 +294,8 @@ def build_agent_pipeline(
                 report_metadata(report.eval_run, report.path, dashboard_url), partition_key=key
             )
             reports[key] = report
+        # the Runs list shows each finished run's pass rate and spend beside its estimate
+        replace_project_tags(context, result_tags({k: r.eval_run for k, r in reports.items()}))
         return reports
 
     @stage_asset(
@@ -312,7 +321,7 @@ def build_agent_pipeline(
         reports = {key: report_summary[key] for key in context.partition_keys}
         runs = {key: (report.eval_run, location(report.path)) for key, report in reports.items()}
         files = {key: redact_text(report.path) for key, report in reports.items()}
-        checked: dict[str, list[dg.AssetCheckResult]] = {}
+        checked: dict[str, list[Verdict]] = {}
         # the history is opened once for the step's versions: each version's run is written
         # in its own transaction, its checks read on that connection
         with (
@@ -322,11 +331,15 @@ def build_agent_pipeline(
             for key, (run, _) in runs.items():
                 with history_failure({key: files[key]}), record.run(key) as (written, con):
                     checked[key] = run_checks(con, run, loaded.agent.evaluations)
+                skipped = skipped_checks(checked[key])
+                for check, reason in skipped.items():
+                    context.log.info(f"prompt version {key}: check {check} skipped: {reason}")
                 context.add_asset_metadata(
                     {
                         "run_id": run.metadata.run_id or "",
                         "newly_ingested": written,
                         "db": str(history.path),
+                        "checks skipped": skipped_table(skipped),
                     },
                     partition_key=key,
                 )
@@ -340,7 +353,7 @@ def build_agent_pipeline(
         partitions=partitions,
         assets=[processed_files, agent_responses, metric_results, report_summary, eval_history],
         job=dg.define_asset_job(
-            f"{name}_eval",
+            job_name(loaded.agent.name),
             selection=dg.AssetSelection.groups(name),
             description=f"Evaluate {loaded.agent.name} on one prompt version, or on several in "
             "one run (a backfill).",

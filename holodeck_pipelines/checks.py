@@ -6,6 +6,11 @@ import warnings
 from collections.abc import Iterable, Iterator
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # not exported
+    AssetCheckEvaluationTargetMaterializationData,
+)
+
+from holodeck_pipelines.verdicts import Skipped, Verdict
 
 
 def partitioned_checks(
@@ -22,7 +27,11 @@ def partitioned_checks(
 
 
 def in_partition(
-    asset: dg.AssetKey, check: dg.AssetCheckResult, partition: str, failing_elsewhere: list[str]
+    instance: dg.DagsterInstance,
+    asset: dg.AssetKey,
+    check: dg.AssetCheckResult,
+    partition: str,
+    failing_elsewhere: list[str],
 ) -> dg.AssetCheckEvaluation:
     """The evaluation of ``check`` for one prompt version (a step may evaluate several: a
     single-run backfill), with its version named in the description and the metadata, for the
@@ -46,22 +55,49 @@ def in_partition(
             **({"failing_for": ", ".join(others)} if others else {}),
         },
         partition=partition,
+        target_materialization_data=checked_materialization(instance, asset, partition),
+    )
+
+
+def checked_materialization(
+    instance: dg.DagsterInstance, asset: dg.AssetKey, partition: str
+) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """The version's materialization an evaluation checks (its latest, just written), as
+    Dagster records it for a partitioned step's ``AssetCheckResult``: without it the asset's
+    check status per partition counts the result as stale, neither passed nor failed."""
+    latest = dg.AssetRecordsFilter(asset_key=asset, asset_partitions=[partition])
+    records = instance.fetch_materializations(latest, limit=1).records
+    if not records:
+        return None
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=records[0].storage_id,
+        run_id=records[0].event_log_entry.run_id,
+        timestamp=records[0].timestamp,
     )
 
 
 def evaluations(
-    instance: dg.DagsterInstance, asset: dg.AssetKey, checked: dict[str, list[dg.AssetCheckResult]]
+    instance: dg.DagsterInstance, asset: dg.AssetKey, checked: dict[str, list[Verdict]]
 ) -> Iterator[dg.AssetCheckEvaluation]:
-    """The evaluations of a step's partitions (``checked``: each partition's results, in one
+    """The evaluations of a step's partitions (``checked``: each partition's verdicts, in one
     order); the versions failing a check are those this step found failing and, of the
-    others, those whose latest evaluation failed."""
+    others, those whose latest evaluation failed. A skipped check yields nothing: Dagster then
+    shows it as skipped when the run succeeds (see :func:`skipped_checks`)."""
     first = next(iter(checked.values()), [])
-    latest = [failing_partitions(instance, asset, check) for check in first]
+    latest = [failing_partitions(instance, asset, check.check_name or "") for check in first]
     for partition, results in checked.items():
         for index, check in enumerate(results):
+            if isinstance(check, Skipped):
+                continue
             failing = {key for key, found in checked.items() if not found[index].passed}
             failing.update(key for key in latest[index] if key not in checked)
-            yield in_partition(asset, check, partition, sorted(failing))
+            yield in_partition(instance, asset, check, partition, sorted(failing))
+
+
+def skipped_checks(results: list[Verdict]) -> dict[str, str]:
+    """The checks a version's run could not evaluate, each with the reason: the
+    ``checks skipped`` metadata of ``eval_history`` and its log."""
+    return {r.check_name: r.reason for r in results if isinstance(r, Skipped)}
 
 
 def check_outputs(
@@ -76,13 +112,21 @@ def check_outputs(
         )
 
 
-def failing_partitions(
-    instance: dg.DagsterInstance, asset: dg.AssetKey, check: dg.AssetCheckResult
-) -> list[str]:
-    """The prompt versions whose latest evaluation of the check failed."""
-    key = dg.AssetCheckKey(asset, check.check_name or "")
+def failing_partitions(instance: dg.DagsterInstance, asset: dg.AssetKey, name: str) -> list[str]:
+    """The prompt versions whose latest evaluation of the check ``name`` failed."""
+    key = dg.AssetCheckKey(asset, name)
     return sorted(
         info.partition_key
         for info in instance.event_log_storage.get_asset_check_partition_info([key])
         if info.partition_key is not None and info.latest_execution_status.value == "FAILED"
+    )
+
+
+def skipped_table(skipped: dict[str, str]) -> dg.TableMetadataValue:
+    """The skipped checks as a (check, reason) table beside the asset's other metadata."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({"check": c, "reason": why}) for c, why in skipped.items()],
+        schema=dg.TableSchema(
+            columns=[dg.TableColumn("check", "string"), dg.TableColumn("reason", "string")]
+        ),
     )

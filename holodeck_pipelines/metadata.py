@@ -4,96 +4,131 @@ cases and links into the dashboard."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 
 from holodeck_core.dashboard.links import dashboard_links
 from holodeck_core.defaults import REPORT_LINE_CHARS
 from holodeck_core.engine.plan import CostEstimate
-from holodeck_core.models import EvalRun, Status
+from holodeck_core.models import EvalRun, ReportSummary, Status
 from holodeck_core.models.cost import RunEstimate
 from holodeck_core.reports import render_markdown
-from holodeck_core.reports.cost import budget_verdict_text, cost_lines
+from holodeck_core.reports.cost import cost_lines
 from holodeck_core.reports.markdown import markdown_text
-from holodeck_core.reports.statistics import statistics_methods, statistics_properties
 from holodeck_core.runner.options import Estimator
+from holodeck_core.stats.display import PERCENT_DECIMALS, number, rounded
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
-from holodeck_pipelines.run_tags import ESTIMATE_JSON_TAG, ESTIMATE_TAG
+from holodeck_pipelines.metric_table import metric_table
+from holodeck_pipelines.run_tags import (
+    COST_TAG,
+    ESTIMATE_TAG,
+    PASS_RATE_TAG,
+    PROMPT_VERSION_TAG,
+    versions_text,
+)
 
 SUMMARY_KEY = "estimate/summary"
 """The metadata the report step reads a version's estimate from."""
+PASS_RATE_KEY = "pass rate (%)"
+COST_KEY = "cost (USD)"
+DASHBOARD_LABELS = {
+    "dashboard_run": "this run",
+    "dashboard_compare_previous": "compared with the previous run",
+}
+URL_SAFE = ":/?#[]@!$&'*+,;=%-._~"
+"""What a dashboard link keeps unencoded: RFC 3986's reserved and unreserved characters
+except the parentheses, which would end a Markdown link."""
 
 
 def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -> dict[str, Any]:
-    """Numbers the UI plots across materializations, the Markdown report, failing cases."""
+    """What a partition's ``report_summary`` shows at a glance (docs/dagster.md): about a
+    dozen entries, rounded and with their units; the numbers (pass rate, cost, wall time) are
+    what the Plots tab draws across materializations, the per-metric statistics one table."""
     summary = run.report.summary
-    metadata: dict[str, Any] = {"pass_rate": dg.MetadataValue.float(summary.pass_rate / 100)}
+    rate = round(summary.pass_rate, PERCENT_DECIMALS)
+    metadata: dict[str, Any] = {PASS_RATE_KEY: dg.MetadataValue.float(rate)}
     if summary.cost_usd is not None:
-        metadata["cost_usd"] = dg.MetadataValue.float(summary.cost_usd)
+        metadata[COST_KEY] = dg.MetadataValue.float(rounded(summary.cost_usd))
+    metadata |= {
+        "cases": cases_text(summary),
+        "wall time (s)": dg.MetadataValue.float(rounded((summary.wall_time_ms or 0) / 1000)),
+        "metrics": metric_table(run),
+    }
     if summary.cost is not None:
-        for heading, cost in summary.cost.headings.items():
-            if cost.usd is not None:
-                metadata[f"cost/{heading}"] = dg.MetadataValue.float(cost.usd)
-        metadata["cost"] = dg.MetadataValue.md(
+        metadata["cost breakdown"] = dg.MetadataValue.md(
             "\n".join(
                 markdown_text(line, REPORT_LINE_CHARS)
                 for line in cost_lines(summary.cost, summary.passed)
             )
         )
-        estimate = summary.cost.estimate
-        if estimate is not None:
-            metadata["estimate_source"] = estimate.source
-            if estimate.usd is not None:
-                metadata["estimate_usd"] = dg.MetadataValue.float(estimate.usd)
-        if summary.cost.budget is not None:
-            metadata["budget_verdict"] = budget_verdict_text(summary.cost.budget)
-    metadata |= {
-        "passed": summary.passed,
-        "failed": summary.failed,
-        "errored": summary.errored,
-        "wall_time_s": dg.MetadataValue.float((summary.wall_time_ms or 0) / 1000),
-        "total_tokens": summary.token_usage.total_tokens if summary.token_usage else 0,
-        "prompt_version": run.metadata.prompt_version.version,
-        "run_id": run.metadata.run_id or "",
-        "eval_run_path": dg.MetadataValue.path(path),
-        "report": dg.MetadataValue.md(render_markdown(run)),
-    }
-    if dashboard_url and run.metadata.run_id:
-        for key, url in dashboard_links(dashboard_url, run.metadata.run_id).items():
-            metadata[key] = dg.MetadataValue.url(url)
-    for metric, score in summary.average_scores.items():
-        metadata[f"score/{metric}"] = dg.MetadataValue.float(score)
-    if summary.statistics is not None:
-        for key, value in statistics_properties(summary.statistics).items():
-            metadata[f"stats/{key}"] = (
-                dg.MetadataValue.float(value) if isinstance(value, float) else value
-            )
-        for key, text in statistics_methods(summary.statistics).items():
-            metadata[f"stats/{key}"] = text
     failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
-    metadata["failing_cases"] = case_table(
+    metadata["failing cases"] = case_table(
         [
             (r.test_id or "", r.status.value, r.errors[0] if r.errors else "below threshold")
             for r in failing
         ]
     )
+    metadata |= {
+        "report": dg.MetadataValue.md(render_markdown(run)),
+        "EvalRun file": dg.MetadataValue.path(path),
+        "run id": run.metadata.run_id or "",
+    }
+    if dashboard_url and run.metadata.run_id:
+        metadata["dashboard"] = dg.MetadataValue.md(dashboard_markdown(dashboard_url, run))
     return metadata
 
 
+def cases_text(summary: ReportSummary) -> str:
+    """``46 passed, 3 failed, 1 errored of 50 cases x 2 trials; 2 flaky``."""
+    stats = summary.statistics
+    trials = stats.trials if stats is not None else 1
+    text = (
+        f"{summary.passed} passed, {summary.failed} failed, {summary.errored} errored of "
+        f"{summary.total_tests} cases x {trials} trial{'s' if trials > 1 else ''}"
+    )
+    if stats is not None and stats.flaky_cases:
+        text += f"; {len(stats.flaky_cases)} flaky"
+    if stats is not None and stats.infrastructure_failure:
+        text += "; an infrastructure failure (too many errored: see the report)"
+    return text
+
+
+def dashboard_markdown(base: str, run: EvalRun) -> str:
+    """The run's pages in the dashboard as two named links (their targets percent-encoded, so
+    no character of the configured URL can end the link early)."""
+    links = dashboard_links(base, run.metadata.run_id or "")
+    return " · ".join(
+        f"[{label}]({quote(links[key], safe=URL_SAFE)})" for key, label in DASHBOARD_LABELS.items()
+    )
+
+
+def result_tags(reports: Mapping[str, EvalRun]) -> dict[str, str]:
+    """The run's tags for its versions' results, for the Runs list: the pass rate in percent
+    (a range over a backfill's versions) and the spend in USD (unknown when one is)."""
+    rates = sorted(round(r.report.summary.pass_rate, PERCENT_DECIMALS) for r in reports.values())
+    spent = [run.report.summary.cost_usd for run in reports.values()]
+    known = [usd for usd in spent if usd is not None]
+    rate = f"{rates[0]}%" if rates[0] == rates[-1] else f"{rates[0]}% to {rates[-1]}%"
+    if len(rates) > 1:
+        rate += f" ({len(rates)} versions)"
+    return {
+        PASS_RATE_TAG: rate,
+        COST_TAG: usd_text(sum(known) if len(known) == len(spent) else None),
+    }
+
+
 def estimate_tags(estimates: Mapping[str, CostEstimate]) -> dict[str, str]:
-    """The run's tags for its versions' estimates: their sum in USD (unknown when one is),
-    and each version's summary by partition key, which the agent step reads back."""
+    """The run's tags before its agent step: its prompt versions, and their estimates' sum in
+    USD (unknown when one is); each version's own estimate is on its ``processed_files``
+    materialization, where the agent step reads it back."""
     spent = [estimate.total_usd for estimate in estimates.values()]
     known = [usd for usd in spent if usd is not None]
-    summaries = {
-        key: estimate.summary().model_dump(mode="json") for key, estimate in estimates.items()
-    }
     return {
+        PROMPT_VERSION_TAG: versions_text(list(estimates)),
         ESTIMATE_TAG: usd_text(sum(known) if len(known) == len(spent) else None),
-        ESTIMATE_JSON_TAG: json.dumps(summaries, sort_keys=True),
     }
 
 
@@ -137,7 +172,8 @@ def _is_version(
 
 
 def usd_text(usd: float | None) -> str:
-    return "unknown" if usd is None else f"{usd:.4f}"
+    """Dollars for a tag or a table: four significant digits (``0.003608``), or unknown."""
+    return "unknown" if usd is None else number(usd)
 
 
 def estimate_metadata(estimate: CostEstimate) -> dict[str, Any]:

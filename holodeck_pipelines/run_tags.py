@@ -7,12 +7,12 @@ value and what it accepts (docs/cost.md). The estimate's tags are the project's 
 by ``processed_files``, never read back as the run's estimate."""
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import dagster as dg
 
-from holodeck_core.defaults import TRIALS_MAX, TRIALS_MIN
+from holodeck_core.defaults import MAX_VERSIONS_TAGGED, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.models import Trigger
 from holodeck_core.tools.untrusted import shown_name
 
@@ -21,10 +21,16 @@ TRIALS_TAG = "holodeck/trials"
 AGENT_TAG = "holodeck/agent"
 BACKFILL_TAG = "dagster/backfill"
 ESTIMATE_TAG = "holodeck/estimate_usd"
-ESTIMATE_JSON_TAG = "holodeck/estimate"
-"""Each version's estimate (a JSON object by partition key), for people reading the run."""
-PROJECT_TAGS = (ESTIMATE_TAG, ESTIMATE_JSON_TAG)
-"""Tags only the project writes: a value given at launch is replaced (with a warning)."""
+PROMPT_VERSION_TAG = "holodeck/prompt_version"
+PASS_RATE_TAG = "holodeck/pass_rate"
+COST_TAG = "holodeck/cost_usd"
+PROJECT_TAGS = (ESTIMATE_TAG, PROMPT_VERSION_TAG, PASS_RATE_TAG, COST_TAG)
+"""Tags only the project writes, for the Runs list (docs/dagster.md): a value given at launch
+is replaced (with a warning) when the project writes its own."""
+RETIRED_TAGS = ("holodeck/estimate",)
+"""Tags the project once wrote and no longer reads: a value given at launch is overwritten
+with ``IGNORED``, so the Runs list never shows it as the run's."""
+IGNORED = "ignored (given at launch)"
 DAGSTER_TRIGGERS = (Trigger.MANUAL, Trigger.NIGHTLY, Trigger.SENSOR, Trigger.BACKFILL)
 """What ``holodeck/trigger`` may say of a Dagster run."""
 _DIGITS = re.compile(r"[0-9]{1,9}")
@@ -94,12 +100,19 @@ def trials_of(tags: Mapping[str, str]) -> int | None:
 
 
 def replace_project_tags(context: dg.AssetExecutionContext, tags: Mapping[str, str]) -> None:
-    """Set the project's own tags (the estimate), replacing a value given at launch: that one
-    is never read, and a warning says it was ignored."""
-    for key in PROJECT_TAGS:
+    """Set some of the project's own tags (``PROJECT_TAGS``), replacing a value given at
+    launch: that one is never read, and a warning says it was ignored (so is a retired tag)."""
+    retired = {key: IGNORED for key in RETIRED_TAGS if key in context.run.tags}
+    for key, value in {**tags, **retired}.items():
         given = context.run.tags.get(key)
-        if given is not None and given != tags.get(key):
-            context.log.warning(
-                f"run tag {key}={shown_name(given)!r} ignored: the project computes it"
-            )
-    context.instance.add_run_tags(context.run.run_id, dict(tags))
+        if given is not None and given not in (value, IGNORED):
+            why = "no longer read" if key in retired else "the project computes it"
+            context.log.warning(f"run tag {key}={shown_name(given)!r} ignored: {why}")
+    context.instance.add_run_tags(context.run.run_id, {**tags, **retired})
+
+
+def versions_text(keys: Sequence[str]) -> str:
+    """A run's prompt versions for a tag: ``v1, v2``, or ``v1 … v9 (9 versions)``."""
+    if len(keys) <= MAX_VERSIONS_TAGGED:
+        return ", ".join(keys)
+    return f"{keys[0]} … {keys[-1]} ({len(keys)} versions)"

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -21,6 +22,20 @@ from holodeck_core.runner.gates import check_gate
 
 if TYPE_CHECKING:
     import duckdb
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A check that cannot be evaluated for this run (nothing to compare with, no labels):
+    no evaluation is emitted, so the UI shows it as skipped, never as passed; the reason goes
+    to the asset's metadata and log (docs/dagster.md)."""
+
+    check_name: str
+    reason: str
+    passed: bool = True  # fails no partition: read with the evaluated checks' results
+
+
+Verdict = dg.AssetCheckResult | Skipped
 
 
 CHECKS = {
@@ -49,7 +64,7 @@ def checks_of(evaluations: EvaluationConfig | None) -> dict[str, str]:
 
 def run_checks(
     con: duckdb.DuckDBPyConnection, run: EvalRun, evaluations: EvaluationConfig | None
-) -> list[dg.AssetCheckResult]:
+) -> list[Verdict]:
     """Every check of a run just written to the history ``con`` is connected to."""
     run_id = run.metadata.run_id or ""
     summary = run.report.summary
@@ -91,7 +106,7 @@ def cost_results(
     run_id: str,
     regression: RegressionCheck,
     evaluations: EvaluationConfig | None,
-) -> list[dg.AssetCheckResult]:
+) -> list[Verdict]:
     """``cost_regression`` against the run ``no_regression`` compared with, when asked for."""
     if evaluations is None or evaluations.max_cost_increase is None:
         return []
@@ -105,25 +120,13 @@ def cost_results(
     return [cost_result(found)]
 
 
-def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
+def regression_result(check: RegressionCheck) -> Verdict:
     """The ``no_regression`` check, decided as ``holodeck history compare`` decides."""
     previous, comparison = check.previous, check.comparison
     if check.not_compared is not None:
-        return dg.AssetCheckResult(
-            check_name="no_regression",
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=f"not compared: {check.not_compared}",
-            metadata={"previous_run_id": "", "infrastructure_failure": True, "status": "skipped"},
-        )
+        return Skipped("no_regression", f"not compared: {check.not_compared}")
     if comparison is None:
-        return dg.AssetCheckResult(
-            check_name="no_regression",
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            description="nothing to compare with yet",
-            metadata={"previous_run_id": "", "status": "skipped"},
-        )
+        return Skipped("no_regression", "no previous run of this prompt version to compare with")
     assert comparison.paired is not None  # compare_runs always pairs
     paired = comparison.paired.pass_fraction
     metadata: dict[str, Any] = {
@@ -150,16 +153,11 @@ def regression_result(check: RegressionCheck) -> dg.AssetCheckResult:
 
 def drift_result(
     db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
-) -> dg.AssetCheckResult:
+) -> Verdict:
     limit = evaluations.judge_drift_max if evaluations else None
     drift = judge_drift(db, run_id)
     if not drift:
-        return dg.AssetCheckResult(
-            check_name="judge_drift",
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            description="no evaluations.judge_control rows were scored",
-        )
+        return Skipped("judge_drift", "no evaluations.judge_control rows were scored")
     worst = max(abs(d.drift) for d in drift)
     passed = limit is None or worst <= limit
     people = control_agreement(db, run_id)
@@ -184,18 +182,16 @@ def drift_result(
 
 def agreement_result(
     db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
-) -> dg.AssetCheckResult:
+) -> Verdict:
     """``judge_agreement``: Cohen's κ of each judge against the agent's human labels (DESIGN
     docs/cli.md), a warning below ``evaluations.min_judge_kappa``."""
     minimum = evaluations.min_judge_kappa if evaluations else None
     rows = judge_agreement_of(db, run_id)
     rated = [r for r in rows if r["kappa"] is not None]
     if not rated:
-        return dg.AssetCheckResult(
-            check_name="judge_agreement",
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            description="no human labels of this agent's judged cases yet (holodeck labels import)",
+        return Skipped(
+            "judge_agreement",
+            "no human labels of this agent's judged cases yet (holodeck labels import)",
         )
     low = [r for r in rated if minimum is not None and r["kappa"] < minimum]
     return dg.AssetCheckResult(
@@ -210,10 +206,12 @@ def agreement_result(
     )
 
 
-def cost_result(check: CostCheck) -> dg.AssetCheckResult:
+def cost_result(check: CostCheck) -> Verdict:
     """``cost_regression``: the cost per passing case against the no_regression check's run.
-    Not compared (no baseline, an unknown cost) it passes with the reason, ``status: skipped``,
-    as ``no_regression`` does with nothing to compare: a skip is no warning."""
+    Not compared (no baseline, an unknown cost) it is skipped with the reason, as
+    ``no_regression`` is with nothing to compare: a skip is no warning."""
+    if check.status == "skipped":
+        return Skipped("cost_regression", check.render().removeprefix("skipped: "))
     metadata: dict[str, Any] = {
         "baseline_run_id": check.baseline or "",
         "max_cost_increase": dg.MetadataValue.float(check.limit),

@@ -88,7 +88,7 @@ def test_the_workspace_code_location_serves_the_example_agent() -> None:
         "judge_drift",
         "judge_agreement",
     }
-    assert defs.resolve_job_def("acme_support_eval").partitions_def is not None
+    assert defs.resolve_job_def("Acme_support_eval").partitions_def is not None
     assert defs.resolve_schedule_def("acme_support_nightly").cron_schedule == "0 2 * * *"
     assert {s.name for s in defs.sensors or []} == {  # type: ignore[union-attr]
         "acme_support_prompt_versions",

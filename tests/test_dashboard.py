@@ -214,10 +214,10 @@ def test_report_summary_metadata_links_to_the_dashboard_when_configured() -> Non
     from holodeck_pipelines.metadata import report_metadata
 
     run = make_run("PPFP", day(0), run_id="r-linked")
-    assert "dashboard_run" not in report_metadata(run, "x.json")
-    linked = report_metadata(run, "x.json", "http://dash.local:8501/")
-    assert linked["dashboard_run"].url == "http://dash.local:8501/explorer?run=r-linked"
-    assert linked["dashboard_compare_previous"].url.endswith("/compare?previous_of=r-linked")
+    assert "dashboard" not in report_metadata(run, "x.json")
+    linked = report_metadata(run, "x.json", "http://dash.local:8501/")["dashboard"].value
+    assert "[this run](http://dash.local:8501/explorer?run=r-linked)" in linked
+    assert linked.endswith("(http://dash.local:8501/compare?previous_of=r-linked)")
 
 
 def test_dashboard_command_and_holodeck_alias(

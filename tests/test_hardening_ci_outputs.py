@@ -237,7 +237,7 @@ def test_dagster_report_metadata_renders_outside_text_as_text(tmp_path: Path) ->
             key = prompt.version.version
             instance.add_dynamic_partitions(partitions.partitions_def.name, [key])  # type: ignore[union-attr]
             apply_pools(instance, Project.discover(tmp_path))
-            result = defs.resolve_job_def("hostile_eval").execute_in_process(
+            result = defs.resolve_job_def("Hostile_eval").execute_in_process(
                 partition_key=key, instance=instance, raise_on_error=False
             )
             reports = [

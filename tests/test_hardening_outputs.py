@@ -202,7 +202,7 @@ def test_a_literal_key_echoed_by_the_provider_stays_out_of_dagster_storage(
         (tmp_path / "holodeck.yaml").write_text("agents: [agent/agent.yaml]\n")
         defs = build_definitions(Project.discover(tmp_path))
         with dg.instance_for_test() as instance:
-            job = defs.resolve_job_def("echo_eval")
+            job = defs.resolve_job_def("Echo_eval")
             partitions = defs.resolve_assets_def(dg.AssetKey(["echo", "agent_responses"]))
             name = partitions.partitions_def.name  # type: ignore[union-attr]
             [prompt] = load_agent(tmp_path / "agent" / "agent.yaml").active_prompts

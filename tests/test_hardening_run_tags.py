@@ -1,9 +1,9 @@
 """Dagster run tags set by hand in the launchpad (docs/agent-yaml.md), on a real Dagster
 instance: a bad ``holodeck/trials``, ``holodeck/trigger`` or ``holodeck/agent`` fails the run's
 first step naming the tag, its value and what it accepts, before any model call (and the
-failed-runs sensor still records it); a forged estimate (``holodeck/estimate``,
-``holodeck/estimate_usd``) is ignored with a warning, replaced on the run, and never stored as
-the run's."""
+failed-runs sensor still records it); a forged estimate (``holodeck/estimate_usd``, the retired
+``holodeck/estimate``) or result (``holodeck/pass_rate``, ``holodeck/cost_usd``) is ignored with
+a warning, replaced on the run, and never stored as the run's."""
 
 from __future__ import annotations
 
@@ -78,6 +78,11 @@ FORGED = {
     },
     "wrong-shape": {"holodeck/estimate": "[1, 2]", "holodeck/estimate_usd": "-1"},
     "bad-model": {"holodeck/estimate": json.dumps({"v1": {"calls": -5}})},
+    "forged-results": {
+        "holodeck/pass_rate": "100.0%",
+        "holodeck/cost_usd": "0",
+        "holodeck/prompt_version": "v9",
+    },
 }
 
 
@@ -96,6 +101,8 @@ def test_a_forged_estimate_tag_is_ignored_and_replaced(tmp_path: Path, shape: st
     for tag, value in forged.items():
         assert run.tags[tag] != value  # replaced by the project's own
         assert any(f"run tag {tag}=" in e.message and "ignored" in e.message for e in logs)
-    assert json.loads(run.tags["holodeck/estimate"])["v1"]["source"] == "sizes"
+    # the retired per-version JSON tag is never the run's; the results are this run's own
+    assert run.tags.get("holodeck/estimate", "ignored (given at launch)").startswith("ignored")
+    assert run.tags["holodeck/pass_rate"] == "0.0%" and run.tags["holodeck/prompt_version"] == "v1"
     [(source,)] = history_rows(project, "SELECT estimate_source FROM run_costs")
     assert source == "sizes"

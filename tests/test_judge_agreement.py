@@ -145,14 +145,15 @@ def test_bad_labels_name_file_line_and_field_and_write_nothing(
 
 def test_the_judge_agreement_check_warns_below_min_judge_kappa(judged: Path) -> None:
     from holodeck_core.models.evaluation import EvaluationConfig
-    from holodeck_pipelines.verdicts import agreement_result
+    from holodeck_pipelines.verdicts import Skipped, agreement_result
 
     def config(minimum: float) -> EvaluationConfig:
         return EvaluationConfig.model_validate(
             {"metrics": [{"type": "standard", "metric": "equality"}], "min_judge_kappa": minimum}
         )
 
-    assert agreement_result(judged, "run-labelled", config(0.5)).passed is True  # no labels
+    # no labels: skipped (not evaluated), with the reason
+    assert isinstance(agreement_result(judged, "run-labelled", config(0.5)), Skipped)
     with duckdb.connect(str(judged)) as con:  # a person who agrees on 3 of 4 cases
         for i, verdict in enumerate((True, False, True, True)):
             con.execute(

@@ -39,7 +39,7 @@ def test_the_partitions_command_adds_the_registered_versions_to_a_fresh_instance
     with dg.DagsterInstance.get() as instance:
         assert sorted(instance.get_dynamic_partitions(PARTITIONS)) == ["v1", "v2"]
         # what `dagster asset materialize --partition v2` checks before it launches
-        job = build_definitions(project).resolve_job_def("geo_agent_eval")
+        job = build_definitions(project).resolve_job_def("Geo_agent_eval")
         assert job.partitions_def is not None
         assert job.partitions_def.has_partition_key("v2", dynamic_partitions_store=instance)
         assert not job.partitions_def.has_partition_key("v9", dynamic_partitions_store=instance)

@@ -89,7 +89,7 @@ def materialize(
     key: str,
     tags: dict[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
-    job = defs.resolve_job_def("geo_agent_eval")
+    job = defs.resolve_job_def("Geo_agent_eval")
     return job.execute_in_process(
         partition_key=key, instance=instance, raise_on_error=False, tags=tags
     )
@@ -184,16 +184,16 @@ def test_partitions_materialize_into_duckdb_with_checks(
     )
     assert len(evalruns) == 2
     materialization = instance_metadata(v2, "report_summary")
-    assert materialization["pass_rate"].value == 1.0
-    assert "score/equality" in materialization
+    assert materialization["pass rate (%)"].value == 100.0
+    assert "equality" in [row.data["metric"] for row in materialization["metrics"].records]
     run = EvalRun.model_validate_json(evalruns[1].read_text())
     usage = run.report.summary.token_usage
     assert usage is not None and usage.total_tokens > 0
     expected_cost = usage.prompt_tokens + 2 * usage.completion_tokens
     # the IO manager's file first (a step's output metadata precedes each partition's), then
     # the cost beside the pass rate
-    assert list(materialization)[:3] == ["path", "pass_rate", "cost_usd"]
-    assert materialization["cost_usd"].value == pytest.approx(expected_cost)
+    assert list(materialization)[:3] == ["path", "pass rate (%)", "cost (USD)"]
+    assert materialization["cost (USD)"].value == pytest.approx(expected_cost, rel=1e-3)
     assert "sk-test-123456" not in evalruns[0].read_text()
 
 
@@ -250,7 +250,7 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
     [(job, partition, trigger, error)] = history_rows(
         project, "SELECT job_name, partition_key, trigger, error FROM failed_runs"
     )
-    assert (job, partition, trigger) == ("geo_agent_eval", "v2", "backfill")
+    assert (job, partition, trigger) == ("Geo_agent_eval", "v2", "backfill")
     assert "Steps failed" not in error  # Dagster's generic message; ours names the cases
     assert error.startswith("geo_agent__agent_responses: prompt version v2: 1 cases hit")
     assert "- c3: " in error

@@ -92,7 +92,7 @@ def test_a_partition_materializes_through_a_postgres_backed_instance(
 def eval_job() -> Any:
     """The agent's job, rebuilt by each step process of the multiprocess executor."""
     project = Project.discover(Path(os.environ["HOLODECK_PROJECT_ROOT"]))
-    return build_definitions(project).resolve_job_def("geo_agent_eval")
+    return build_definitions(project).resolve_job_def("Geo_agent_eval")
 
 
 def test_the_multiprocess_executor_runs_each_step_in_its_own_process(

@@ -34,7 +34,7 @@ def materialize_range(
     defs: dg.Definitions, instance: dg.DagsterInstance, tags: dict[str, str]
 ) -> dg.ExecuteInProcessResult:
     """What a single-run backfill launches: one run of the job over a partition range."""
-    job = defs.resolve_job_def("geo_agent_eval")
+    job = defs.resolve_job_def("Geo_agent_eval")
     return job.execute_in_process(instance=instance, raise_on_error=False, tags=tags)
 
 
@@ -70,16 +70,20 @@ def test_a_backfill_of_three_versions_is_one_run_with_each_versions_events(
     assert result.success
     # one materialization per asset and prompt version, each with its own numbers
     assert set(materialized) == {(a, v) for a in ASSETS for v in VERSIONS}
-    pass_rates = {v: materialized[("report_summary", v)]["pass_rate"].value for v in VERSIONS}
-    assert pass_rates == {"v1": 0.0, "v2": 1.0, "v3": 1.0}
+    pass_rates = {v: materialized[("report_summary", v)]["pass rate (%)"].value for v in VERSIONS}
+    assert pass_rates == {"v1": 0.0, "v2": 100.0, "v3": 100.0}
     assert len({materialized[("eval_history", v)]["run_id"].value for v in VERSIONS}) == 3
     assert all(materialized[("agent_responses", v)]["cases"].value == 4 for v in VERSIONS)
     assert all(materialized[("agent_responses", v)]["model_calls"].value == 4 for v in VERSIONS)
     # the plan's estimate on each version's first materialization, their sum on the run
     assert all("estimate" in materialized[("processed_files", v)] for v in VERSIONS)
     assert "holodeck/estimate_usd" in run.tags
-    # every check evaluated once per version, and kept per version
-    assert len(evaluations) == 5 * len(VERSIONS)
+    # the Runs list reads the run's versions and their results
+    assert run.tags["holodeck/prompt_version"] == "v1, v2, v3"
+    assert run.tags["holodeck/pass_rate"] == "0.0% to 100.0% (3 versions)"
+    # every check that can be evaluated, once per version (the gate and no_errored_cases: the
+    # others have nothing to compare with or no labels, and are skipped), kept per version
+    assert len(evaluations) == 2 * len(VERSIONS)
     assert statuses == {"v1": "FAILED", "v2": "SUCCEEDED", "v3": "SUCCEEDED"}
     [v2_gate] = [e for e in evaluations if e.check_name == "pass_rate_gate" and e.partition == "v2"]
     assert v2_gate.description is not None

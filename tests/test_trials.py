@@ -274,13 +274,18 @@ def make_project(root: Path, url: str, cases: int = CASES) -> Path:
     return agent / "agent.yaml"
 
 
-def no_regression(result: dg.ExecuteInProcessResult) -> tuple[bool, dict[str, object]]:
-    [data] = [
+def no_regression(result: dg.ExecuteInProcessResult) -> tuple[bool | None, dict[str, object]]:
+    """The check's verdict and metadata; ``(None, {})`` when it was skipped (a first run has
+    nothing to compare with)."""
+    found = [
         e.asset_check_evaluation_data
         for e in result.all_events
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
         and e.asset_check_evaluation_data.check_name == "no_regression"
     ]
+    if not found:
+        return None, {}
+    [data] = found
     return data.passed, {k: getattr(v, "value", v) for k, v in data.metadata.items()}
 
 
@@ -297,7 +302,7 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
         assert main(["prompts", "register", str(agent)]) == 0
         instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
         apply_pools(instance, Project.discover(tmp_path))
-        job = build_definitions(Project.discover(tmp_path)).resolve_job_def("geo_agent_eval")
+        job = build_definitions(Project.discover(tmp_path)).resolve_job_def("Geo_agent_eval")
         runs = []
         for rules in (seeded_rules(1), seeded_rules(2), None):
             if rules is None:  # the planted drop: 30 cases that passed in run A now fail
@@ -311,6 +316,7 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
             runs.append(no_regression(result))
     ids = [r.metadata.run_id or "" for r in eval_runs(agent.parent)]
     capsys.readouterr()
+    assert runs[0] == (None, {})  # run A has nothing to compare with: skipped
     # A -> B: only the server's seed differs
     passed, meta = runs[1]
     assert passed is True and meta["verdict"] == "no significant change"
@@ -351,7 +357,7 @@ def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
         assert main(["prompts", "register", str(agent)]) == 0
         instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
         apply_pools(instance, Project.discover(tmp_path))
-        job = build_definitions(Project.discover(tmp_path)).resolve_job_def("geo_agent_eval")
+        job = build_definitions(Project.discover(tmp_path)).resolve_job_def("Geo_agent_eval")
         result = job.execute_in_process(
             partition_key="v1", instance=instance, tags={TRIALS_TAG: "2"}
         )
@@ -364,12 +370,13 @@ def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
         if e.asset_key == dg.AssetKey(["geo_agent", "report_summary"])
     ]
     metadata = event.materialization.metadata
-    assert metadata["stats/trials"].value == 2
-    assert metadata["stats/pass_rate.mean"].value == 1.0
-    assert metadata["stats/pass_rate.interval"].value == (
-        "n = 3, interval method: Wilson score with continuity correction on the effective n"
+    assert metadata["cases"].value == "3 passed, 0 failed, 0 errored of 3 cases x 2 trials"
+    rows = {row.data["metric"]: row.data for row in metadata["metrics"].records}
+    assert rows["pass rate"]["mean"] == "100.0%" and rows["pass rate"]["n"] == 3
+    assert rows["pass rate"]["interval method"] == (
+        "Wilson score with continuity correction on the effective n"
     )
-    assert "stats/pass_at_k.2" in metadata
+    assert rows["pass@2"]["mean"] == "100.0%" and rows["pass^2"]["unit"] == "%"
 
 
 def test_judge_cache_never_answers_a_trial_with_another_outputs_judgement(tmp_path: Path) -> None:

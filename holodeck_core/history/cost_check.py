@@ -1,9 +1,9 @@
-"""The ``cost_regression`` check (docs/cost.md): a run's cost per passing case against the run the
-``no_regression`` check compares it with (:mod:`holodeck_core.history.regression`), flagged
+"""The ``cost_regression`` check (docs/cost.md): a run's cost per passing case against the run
+the ``no_regression`` check compares it with (:mod:`holodeck_core.history.regression`), flagged
 when it went up by more than ``evaluations.max_cost_increase`` (a fraction). A cost that is
 unknown on either side (a model without a price, a run recorded before costs were), or no
-baseline yet, is not compared: the check passes with the reason, ``status: skipped``, as
-``no_regression`` does with nothing to compare."""
+baseline yet, is not compared: ``status: skipped`` with the reason, and Dagster shows the check
+skipped, as ``no_regression`` with nothing to compare (docs/dagster.md)."""
 
 from __future__ import annotations
 
