@@ -29,6 +29,10 @@ READ_TIMEOUT_S = 10.0
 """How long a page waits for a writer's lock (writers hold it for one short transaction)."""
 
 
+BEFORE_SCHEMA = "History from an earlier release"
+"""The page's title for a history this release refuses to read (``holodeck history rebuild``)."""
+
+
 class PageError(HolodeckError):
     """Bad input the page explains: a title and what to do about it."""
 
@@ -51,6 +55,8 @@ def connect(db: History) -> Iterator[duckdb.DuckDBPyConnection]:
         with ExitStack() as stack:
             try:
                 lake_con = stack.enter_context(store.reader(db))
+            except schema.HistoryBeforeSchemaError as exc:
+                raise PageError(BEFORE_SCHEMA, str(exc)) from None
             except HolodeckError as exc:
                 raise PageError("Cannot open the history", str(exc)) from None
             yield lake_con
@@ -68,28 +74,32 @@ def connect(db: History) -> Iterator[duckdb.DuckDBPyConnection]:
     except HolodeckError as exc:
         raise PageError("Cannot open the history", str(exc)) from None
     try:
-        version = schema.current_version(con)
+        try:
+            version = schema.installed_version(con, str(db))
+        except schema.HistoryBeforeSchemaError as exc:
+            raise PageError(BEFORE_SCHEMA, str(exc)) from None
+        except HolodeckError as exc:
+            raise PageError("Newer history schema", str(exc)) from None
         if version == 0:
             raise PageError(
                 "Not a history database",
                 f"{db} is a DuckDB file without the history tables. Point --db at the "
                 "history (default .holodeck/history.duckdb in the project root).",
             )
-        if version < schema.LATEST_VERSION:
-            raise PageError(
-                "Old history schema",
-                f"The history at {db} has schema version {version}; this release reads "
-                f"version {schema.LATEST_VERSION}. The dashboard only reads, so upgrade it "
-                f"once with `holodeck history runs --db {db}` (any history command migrates "
-                "it in place), then reload this page.",
-            )
-        try:
-            schema.check_known(version, str(db))
-        except HolodeckError as exc:
-            raise PageError("Newer history schema", str(exc)) from None
         yield con
     finally:
         con.close()
+
+
+def refuse_before_schema(db: History) -> None:
+    """Stop (exit 2) before serving a history from an earlier release: every page would say
+    so. Any other problem is left to the pages, which explain it and recover once fixed."""
+    try:
+        with connect(db):
+            pass
+    except PageError as exc:
+        if exc.title == BEFORE_SCHEMA:
+            raise schema.HistoryBeforeSchemaError(exc.message) from None
 
 
 def require_runs(con: duckdb.DuckDBPyConnection, db: History) -> None:

@@ -2,8 +2,7 @@
 
 Modules (import the one you need; this package imports nothing heavy on its own):
 
-- :mod:`~holodeck_core.history.schema`: tables, versioned forward migrations.
-- :mod:`~holodeck_core.history.migration_v2_views`: the analyst views and table macros.
+- :mod:`~holodeck_core.history.schema`: the tables, views and macros of ``sql/*.sql``.
 - :mod:`~holodeck_core.history.store`: connections with bounded lock retry; a file or a lake.
 - :mod:`~holodeck_core.history.ducklake`: the history on DuckLake (DESIGN §8.4).
 - :mod:`~holodeck_core.history.transfer`: ``sync --to/--from``.

@@ -151,9 +151,9 @@ class DuckLake:
     def connect(
         self, *, read_only: bool, safe: bool = False
     ) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection with the lake attached and in use. A writer migrates the schema; a
-        reader holds one snapshot (a transaction) and, ``safe``, no access beyond the lake's
-        data (user SQL). A lake at an older schema is upgraded through a brief writer first."""
+        """A connection with the lake attached and in use. A writer creates the schema in a new
+        lake; a reader holds one snapshot (a transaction) and, ``safe``, no access beyond the
+        lake's data (user SQL). A new lake gets the schema through a brief writer first."""
         if read_only and self.local_catalog and not self.local_catalog.is_file():
             raise self._missing()
         if not read_only and self.local_catalog:
@@ -161,13 +161,11 @@ class DuckLake:
         con = self._open(read_only=read_only)
         try:
             if not read_only:
-                _migrate(con, str(self))
+                _create_schema(con, str(self))
             else:
                 # the snapshot first, the version read in it: one catalog round trip fewer
                 con.execute("BEGIN TRANSACTION")
-                version = schema.current_version(con)
-                schema.check_known(version, str(self))
-                if version < schema.LATEST_VERSION:
+                if not schema.installed_version(con, str(self)):
                     con.close()
                     with self.connect(read_only=False):
                         pass
@@ -209,14 +207,14 @@ def _s3_secret(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE OR REPLACE TEMPORARY SECRET holodeck_s3 (TYPE s3, {', '.join(options)})")
 
 
-def _migrate(con: duckdb.DuckDBPyConnection, label: str) -> None:
-    """The schema's migrations, their tables made without what DuckLake lacks (keys,
-    CHECK constraints); two writers migrating a new lake at once: the loser retries."""
+def _create_schema(con: duckdb.DuckDBPyConnection, label: str) -> None:
+    """The schema in a new lake, its tables made without what DuckLake lacks (keys, CHECK
+    constraints); two writers creating a new lake at once: the loser retries."""
     import duckdb
 
     for attempt in range(5):
         try:
-            schema.migrate(con, db_label=label, translate=lake_ddl)
+            schema.create(con, db_label=label, translate=lake_ddl)
             return
         except duckdb.TransactionException:
             if attempt == 4:
