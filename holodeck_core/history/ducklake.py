@@ -112,10 +112,13 @@ class DuckLake:
             f"RESULTS_DIR`, or a run) or point --lake / {LAKE_ENV} at one"
         )
 
-    def _attach(self, con: duckdb.DuckDBPyConnection, *, read_only: bool) -> None:
+    def _attach(
+        self, con: duckdb.DuckDBPyConnection, *, read_only: bool, moved: bool = False
+    ) -> None:
         import duckdb
 
         options = [f"DATA_PATH {literal(self.data)}"] + (["READ_ONLY"] if read_only else [])
+        options += ["OVERRIDE_DATA_PATH true"] if moved else []
         sql = f"ATTACH {literal(SCHEME + self.catalog)} AS {ALIAS} ({', '.join(options)})"
         start, delay = time.monotonic(), 0.02
         while True:
@@ -131,8 +134,9 @@ class DuckLake:
                 time.sleep(delay / 2 + random.uniform(0, delay / 2))
                 delay = min(delay * 2, 1.0)
 
-    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB with the extensions loaded and the lake attached and in use."""
+    def _open(self, *, read_only: bool, moved: bool = False) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB with the extensions loaded and the lake attached and in use;
+        ``moved``: its data no longer where its catalog says (a lake moved aside)."""
         con = extensions_connection(self.extensions())
         try:
             if self.on_s3:
@@ -140,7 +144,7 @@ class DuckLake:
                 for setting in remote.duckdb_settings():
                     con.execute(setting)
                 _s3_secret(con)
-            self._attach(con, read_only=read_only)
+            self._attach(con, read_only=read_only, moved=moved)
             con.execute(f"USE {ALIAS}")
         except BaseException:
             con.close()
@@ -175,6 +179,18 @@ class DuckLake:
                     con.execute(f"SET allowed_directories = [{literal(self.data)}]")
                     con.execute("SET enable_external_access = false")
                     con.execute("SET lock_configuration = true")
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def connect_as_written(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to a lake moved aside (its data beside its catalog, not
+        where the catalog says), at whatever schema it has: ``holodeck history rebuild``
+        reads an earlier release's lake with it."""
+        con = self._open(read_only=True, moved=True)
+        try:
+            con.execute("BEGIN TRANSACTION")
             yield con
         finally:
             con.close()
