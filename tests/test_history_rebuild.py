@@ -156,19 +156,31 @@ def test_rebuild_finds_the_projects_results_folders(tmp_path: Path) -> None:
         assert con.execute("SELECT count(*) FROM eval_runs").fetchall() == [(len(RUNS),)]
 
 
+def disk_full(*_: object) -> None:
+    raise OSError(28, "No space left on device")
+
+
 def test_a_failed_rebuild_leaves_the_old_file_in_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = before_file(tmp_path)
     was = digest(db)
-
-    def disk_full(*_: object) -> None:
-        raise OSError(28, "No space left on device")
-
     monkeypatch.setattr(rebuild_module, "_carry_history_only", disk_full)
     assert main(["history", "rebuild", "--db", str(db), str(RESULTS)]) == 3
     assert "No space left" in capsys.readouterr().err
     assert digest(db) == was and [p.name for p in tmp_path.iterdir()] == ["history.duckdb"]
+
+
+def test_a_failed_rebuild_puts_the_old_lake_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lake = before_lake(tmp_path)
+    folder = tmp_path / "lake"
+    was = {p.relative_to(folder): digest(p) for p in folder.rglob("*") if p.is_file()}
+    monkeypatch.setattr(rebuild_module, "_carry_history_only", disk_full)
+    assert main(["history", "rebuild", "--lake", lake.url, str(RESULTS)]) == 3
+    assert "No space left" in capsys.readouterr().err
+    assert {p.relative_to(folder): digest(p) for p in folder.rglob("*") if p.is_file()} == was
 
 
 def test_rebuild_on_a_lake_moves_it_aside_and_carries_over(tmp_path: Path) -> None:

@@ -262,8 +262,7 @@ def lake_ddl(statement: str) -> str:
         + (f" DEFAULT {default}" if default is not None else "")
         for _, name, kind, nullable, default in columns
     )
-    exists = " IF NOT EXISTS" if "IF NOT EXISTS" in statement.upper() else ""
-    return f"CREATE TABLE{exists} {table} ({body})"
+    return f"CREATE TABLE {table} ({body})"
 
 
 def maintain(lake: DuckLake, *, grace_s: float = defaults.MAINTAIN_GRACE_S) -> dict[str, int]:

@@ -128,29 +128,30 @@ def _rebuild_lake(lake: DuckLake, stamp: str, fill: Fill) -> RebuildReport:
     if catalog is None or lake.on_s3:
         raise ConfigError(
             f"history rebuild moves a lake's catalog file and data folder aside; {lake} has its "
-            "catalog in PostgreSQL or its data on S3: rebuild into a new local history "
-            "(`holodeck history rebuild --db NEW.duckdb`, after copying the old catalog and "
-            "data there), or start a new lake and `holodeck history sync` the EvalRun files"
+            "catalog in PostgreSQL or its data on S3: copy them to a local file and folder and "
+            "rebuild that copy, or start a new lake and `holodeck history sync` the EvalRun "
+            "files into it (docs/history.md)"
         )
     if not catalog.is_file():
         raise NoHistoryError(f"no history lake at {lake} to rebuild")
     suffix = "." + ASIDE.format(stamp=stamp)
-    moves = [
-        (p, p.with_name(p.name + suffix))
-        for p in (catalog, catalog.with_name(catalog.name + ".wal"), data)
-        if p.exists()
-    ]
-    for source, target in moves:
-        source.rename(target)
-    old_lake = DuckLake(lake.url, str(moves[0][1]), f"{data}{suffix}/")
+    wal = catalog.with_name(catalog.name + ".wal")
+    moved: list[tuple[Path, Path]] = []
+    aside = False
     try:
+        for source in (p for p in (catalog, wal, data) if p.exists()):
+            source.rename(source.with_name(source.name + suffix))
+            moved.append((source, source.with_name(source.name + suffix)))
+        aside = True
+        old_lake = DuckLake(lake.url, str(moved[0][1]), f"{data}{suffix}/")
         with old_lake.connect_as_written() as old:
-            return fill(lake, old, str(moves[0][1]))
+            return fill(lake, old, str(moved[0][1]))
     except BaseException:
-        catalog.unlink(missing_ok=True)
-        catalog.with_name(catalog.name + ".wal").unlink(missing_ok=True)
-        shutil.rmtree(data, ignore_errors=True)  # the new lake's files: the old ones are aside
-        for source, target in moves:
+        if aside:  # what is there now is the new lake's
+            catalog.unlink(missing_ok=True)
+            wal.unlink(missing_ok=True)
+            shutil.rmtree(data, ignore_errors=True)
+        for source, target in reversed(moved):
             target.rename(source)
         raise
 
@@ -159,7 +160,8 @@ def _columns(old: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
     """The old history's tables and their columns."""
     found: dict[str, set[str]] = {}
     for table, column in old.execute(
-        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'"
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_catalog = current_database() AND table_schema = 'main'"
     ).fetchall():
         found.setdefault(table, set()).add(column)
     return found
