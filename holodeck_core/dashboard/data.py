@@ -4,8 +4,9 @@ A connection is opened when a page is rendered and closed before the page is sen
 writer (a nightly run, ``holodeck test``) never waits on the dashboard for longer than one
 query. Pages and the Summary's rows are kept only while the file is unchanged
 (:mod:`holodeck_core.dashboard.cache`): a run written a second ago is on the next page.
-The database is never migrated from here (that would make the dashboard a writer): an old
-schema is a page that says how to upgrade it.
+The database is never created or written from here (that would make the dashboard a writer):
+an earlier release's history is a page that names ``holodeck history rebuild``, and
+``holodeck dashboard`` refuses to start on one (docs/dashboard.md).
 """
 
 from __future__ import annotations
