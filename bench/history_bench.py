@@ -37,7 +37,6 @@ if str(REPO) not in sys.path:
 
 from holodeck_core.history import ingest, queries, store  # noqa: E402
 from holodeck_core.history.ducklake import DuckLake  # noqa: E402
-from holodeck_core.history.migration_v2_views import VIEWS  # noqa: E402
 from holodeck_core.models import (  # noqa: E402
     Agent,
     EvalRun,
@@ -63,6 +62,15 @@ from holodeck_core.models.llm import LLMProvider  # noqa: E402
 AGENTS = ("support-bot", "billing-bot")
 PROMPTS = ("v1", "v2", "v3", "v4", "v5")
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+VIEWS = (
+    "v_runs",
+    "v_pass_rate_trend",
+    "v_metric_trend",
+    "v_regressions",
+    "v_flaky_cases",
+    "v_errors",
+)
 
 
 def make_agent(name: str) -> Agent:

@@ -76,6 +76,9 @@ T975 = (
 """Student's t(0.975, df) for df = 1..30: the statistics (:func:`holodeck_core.stats.t975`)
 and the history's SQL macros (``holodeck_t975``, and ``holodeck_t95`` to three places) are
 built from this one table."""
+HISTORY_FLAKY_WINDOW = 10
+"""``v_flaky_cases`` looks at the last this-many runs of each prompt version; the table macro
+``flaky_cases(n)`` takes another window (docs/history.md)."""
 
 # ------------------------------------------------ untrusted input (docs/agent-yaml.md, limits)
 

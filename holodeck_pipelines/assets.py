@@ -169,8 +169,12 @@ def build_agent_pipeline(
         context: dg.AssetExecutionContext, project: HoloDeckProject
     ) -> dict[str, ProcessedFiles]:
         stages = suites(context, project)
-        # one read of the history for every version's estimate
-        with estimates_reader(project_history(project.project())) as recorded:
+        # one read of the history for every version's estimate; a history this release
+        # refuses (an earlier release's, docs/history.md) fails the step before any spend
+        with (
+            stage_errors(context, ", ".join(stages)),
+            estimates_reader(project_history(project.project())) as recorded,
+        ):
             estimates = {
                 key: estimate_cost(
                     stage.loaded,

@@ -117,7 +117,7 @@ def test_a_runs_rows_fill_every_column_of_the_schema() -> None:
     refuses it (TableRows.to_arrow). Both hold only if the rows name every DDL column."""
     prepared = prepare_run(make_run("PPFE", day(0), run_id="run-a"))
     con = duckdb.connect()
-    schema.migrate(con)
+    schema.create(con)
     for table in schema.TABLES:
         rows = prepared.tables[table]
         assert isinstance(rows, TableRows)

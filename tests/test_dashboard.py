@@ -18,7 +18,8 @@ from holodeck_core.dashboard import compare_data, data, explorer_data, stats, su
 from holodeck_core.dashboard.charts import MAX_MARKERS, change_points
 from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
 from holodeck_core.dashboard.runs_table import PAGE_SIZE, table_page
-from holodeck_core.history import schema, store
+from holodeck_core.history import store
+from tests.history_before import before_file
 from tests.history_helpers import (
     HISTORY,
     build_history,
@@ -100,11 +101,10 @@ def test_connect_explains_missing_empty_old_and_foreign_files(tmp_path: Path) ->
     con.close()
     assert title() == "Not a history database"
     db.unlink()
-    con = store.connect_with_retry(db, read_only=False)
-    schema.migrate(con, target=2)
-    con.close()
-    assert title() == "Old history schema"
-    with store.reader(db) as con:  # what the page tells the user to run upgrades it
+    before_file(tmp_path)  # an earlier release's history (tests/test_history_rebuild.py)
+    assert title() == data.BEFORE_SCHEMA
+    db.unlink()
+    with store.writer(db):
         pass
     assert title() == "The history is empty"
     con = store.connect_with_retry(db, read_only=False)

@@ -20,12 +20,13 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.dashboard import scripts
-from holodeck_core.history import schema, store
+from holodeck_core.history import store
 from holodeck_core.history.ingest import ingest_paths, ingest_run
 from holodeck_core.history.queries import compare_runs
 from holodeck_core.testing import load_rules, run_model_server
 from tests.conftest import REPO
 from tests.dashboard_harness import CHROMIUM, launch, running
+from tests.history_before import before_file
 from tests.history_helpers import GENERATED, ingest_runs, make_run, query
 
 if TYPE_CHECKING:
@@ -334,12 +335,10 @@ def test_missing_empty_and_old_histories_show_their_fix(page: Page, tmp_path: Pa
             pass
         assert "The history is empty" in notice()
         db.unlink()
-        con = store.connect_with_retry(db, read_only=False)
-        schema.migrate(con, target=1)
-        con.close()
+        before_file(db.parent, db.name)  # an earlier release's history
         text = notice()
-        assert "Old history schema" in text and "holodeck history runs --db" in text
-        assert query(db, "SELECT max(version) FROM schema_version") == [(1,)]  # not migrated
+        assert "History from an earlier release" in text and "holodeck history rebuild" in text
+        assert query(db, "SELECT max(version) FROM schema_version") == [(13,)]  # untouched
         db.write_text("not a database")
         assert "Cannot open the history" in notice()
     assert "Traceback" not in log_path.read_text()

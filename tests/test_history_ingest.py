@@ -1,8 +1,8 @@
-"""The DuckDB run history, written: schema migrations (and refusing a newer database), idempotent
-ingest with ERROR in the denominator, ``history sync`` ingesting only what is missing, four
-processes ingesting at once, readers waiting for a writer and the lock holder named when they
-cannot, and prompt bodies copied from the snapshot store. Every test uses a real DuckDB file in
-tmp_path and EvalRuns built with the real models."""
+"""The DuckDB run history, written: the schema, created once (a newer database refused),
+idempotent ingest with ERROR in the denominator, ``history sync`` ingesting only what is
+missing, four processes ingesting at once, readers waiting for a writer and the lock holder
+named when they cannot, and prompt bodies copied from the snapshot store. Every test uses a
+real DuckDB file in tmp_path and EvalRuns built with the real models."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from holodeck_core import defaults
 from holodeck_core.errors import ExecutionError
 from holodeck_core.history import schema, store
 from holodeck_core.history.ingest import ingest_run
@@ -30,17 +31,14 @@ history = history_helpers.history
 # --------------------------------------------------------------------------- schema & ingest
 
 
-def test_schema_migrates_forward_and_refuses_newer(db: Path) -> None:
-    con = duckdb.connect(str(db))
-    assert schema.migrate(con, target=1) == [1]
-    assert query_con(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'v_runs'") == 0
-    con.close()
-    with store.writer(db) as con:  # opening a writer applies what is pending
-        versions = [r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()]
+def test_schema_is_created_once_and_refuses_newer(db: Path) -> None:
+    with store.writer(db) as con:  # a new history gets the whole schema
+        versions = con.execute("SELECT version, description FROM schema_version").fetchall()
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-    assert versions == list(range(1, 15)) == [m.version for m in schema.MIGRATIONS]
+        assert schema.create(con) is False  # there already: one query, nothing run
+    assert versions == [(schema.SCHEMA_VERSION, schema.SCHEMA_DESCRIPTION)] == [(1, versions[0][1])]
     assert {"v_runs", "v_pass_rate_trend", "v_metric_trend", "v_regressions"} <= views
-    assert {"v_flaky_cases", "v_errors"} <= views
+    assert {"v_flaky_cases", "v_errors", "v_run_comparisons", "v_judge_agreement"} <= views
     con = duckdb.connect(str(db))
     con.execute("INSERT INTO schema_version (version, description) VALUES (99, 'future')")
     con.close()
@@ -48,23 +46,37 @@ def test_schema_migrates_forward_and_refuses_newer(db: Path) -> None:
         pass
 
 
-def test_pending_migrations_apply_together_or_not_at_all(db: Path) -> None:
+def test_the_schema_is_created_whole_or_not_at_all(db: Path) -> None:
     con = duckdb.connect(str(db))
-    assert schema.migrate(con, target=1) == [1]
+    last = schema.statements()[-1]
 
-    v5 = schema.MIGRATIONS[4]
-    assert v5.version == 5
-
-    def failing_at_v5(statement: str) -> str:  # a statement of a later migration fails
-        return "SELECT error('disk full')" if statement == v5.statements[-1] else statement
+    def failing_at_the_end(statement: str) -> str:  # the last statement fails
+        return "SELECT error('disk full')" if statement == last else statement
 
     with pytest.raises(duckdb.Error, match="disk full"):
-        schema.migrate(con, db_label=str(db), translate=failing_at_v5)
-    assert schema.current_version(con) == 1  # nothing of v2..v4 either
-    assert query_con(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'v_runs'") == 0
-    assert schema.migrate(con) == [m.version for m in schema.MIGRATIONS[1:]]
-    assert schema.migrate(con) == []  # current: one query, nothing applied
+        schema.create(con, db_label=str(db), translate=failing_at_the_end)
+    assert schema.installed_version(con, str(db)) == 0  # nothing of it
+    assert query_con(con, "SELECT count(*) FROM duckdb_tables()") == 0
+    assert schema.create(con) is True
+    assert schema.installed_version(con, str(db)) == schema.SCHEMA_VERSION
     con.close()
+
+
+def test_placeholders_are_filled_from_defaults_and_checked() -> None:
+    values = {"alpha": "0.05", "flaky_window": "10"}
+    assert schema.render("p < {{ alpha }} AND n = {{flaky_window}}", values, "x.sql") == (
+        "p < 0.05 AND n = 10"
+    )
+    for text, problem in (
+        ("p < {{ beta }}", "no value for placeholder"),
+        ("p < {{ Alpha }}", "malformed placeholder"),
+        ("p < {{ alpha }", "malformed placeholder"),
+        ("p < {{alpha}} }}", "malformed placeholder"),
+    ):
+        with pytest.raises(ValueError, match=problem):
+            schema.render(text, values, "x.sql")
+    assert "{{" not in "".join(schema.statements()) and "}}" not in "".join(schema.statements())
+    assert f"p_value < {defaults.ALPHA}" in "".join(schema.statements())
 
 
 def query_con(con: duckdb.DuckDBPyConnection, sql: str) -> Any:

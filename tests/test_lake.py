@@ -19,7 +19,6 @@ from holodeck_core.history import schema, store
 from holodeck_core.history.ducklake import ALIAS, DuckLake
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.history.ingest import prepare_run
-from holodeck_core.history.migration_v2_views import VIEWS
 from holodeck_core.history.tabular import as_arrow
 from tests.history_helpers import HISTORY, build_history, ingest_runs, make_run, run_cli
 
@@ -27,6 +26,16 @@ WRITERS = 3
 RUNS_PER_WRITER = 5
 """A local catalog file takes one writing process at a time (the others wait for its lock):
 a few writers here; 8 x 25 at once on PostgreSQL in tests/test_ducklake_servers.py."""
+
+VIEWS = (
+    "v_runs",
+    "v_pass_rate_trend",
+    "v_metric_trend",
+    "v_regressions",
+    "v_flaky_cases",
+    "v_errors",
+)
+"""The views whose rows the file and the lake give alike."""
 
 
 def said(text: str) -> str:
@@ -225,7 +234,7 @@ def test_a_new_lake_gets_its_whole_schema_in_one_commit(tmp_path: Path) -> None:
                 f"SELECT schema_version FROM ducklake_snapshots('{ALIAS}')"
             ).fetchall()
         assert snapshots == [(0,), (1,)]  # the lake's creation, then its schema
-    assert rows(lake, "SELECT max(version) FROM schema_version") == [(schema.LATEST_VERSION,)]
+    assert rows(lake, "SELECT max(version) FROM schema_version") == [(schema.SCHEMA_VERSION,)]
 
 
 def test_a_lake_reader_needs_no_lock_and_reads_nothing_but_parquet(lake: DuckLake) -> None:

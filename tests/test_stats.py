@@ -11,12 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from holodeck_core.history import (
-    migration_v4_stats,
-    migration_v5_verdicts,
-    migration_v9_verdicts,
-    migration_v14_intervals,
-)
+from holodeck_core.history import schema
 from holodeck_core.stats import (
     Reducer,
     Verdict,
@@ -203,8 +198,7 @@ def test_t975_equals_scipy_without_importing_it() -> None:
 
 def test_sql_macros_equal_scipy() -> None:
     con = duckdb.connect()
-    for sql in (migration_v4_stats.T975, migration_v4_stats.T_PVALUE, migration_v4_stats.MCNEMAR_P):
-        con.execute(sql)
+    schema.create(con)
     for df in (1, 2, 5, 29, 30, 31, 99, 500):
         (t,) = con.execute("SELECT holodeck_t975(?)", [df]).fetchone() or (None,)
         assert t == pytest.approx(sps.t.ppf(0.975, df), abs=1e-6)
@@ -215,7 +209,6 @@ def test_sql_macros_equal_scipy() -> None:
         (p,) = con.execute("SELECT holodeck_mcnemar_p(?, ?)", [b, c]).fetchone() or (None,)
         expected = sps.binomtest(min(b, c), b + c, 0.5).pvalue if b + c else 1.0
         assert p == pytest.approx(expected, abs=1e-12), (b, c)
-    con.execute(migration_v5_verdicts.MCNEMAR_MIDP)
     for b, c in ((0, 0), (3, 1), (1, 3), (30, 0), (10, 12), (41, 37), (5, 5)):
         (p,) = con.execute("SELECT holodeck_mcnemar_midp(?, ?)", [b, c]).fetchone() or (None,)
         low, n = min(b, c), b + c
@@ -231,8 +224,7 @@ def test_sql_macros_equal_scipy() -> None:
 
 def test_sql_interval_macros_equal_the_module() -> None:
     con = duckdb.connect()
-    for sql in (migration_v4_stats.T975, *migration_v14_intervals.STATEMENTS_V14):
-        con.execute(sql)
+    schema.create(con)
     z = 1.959963984540054
     for n in (1, 2, 3, 7, 12, 30, 31, 250):
         for p in (0.0, 0.01, 0.25, 0.5, 0.9, 0.999, 1.0):
@@ -253,8 +245,7 @@ def test_sql_interval_macros_equal_the_module() -> None:
 
 def test_sql_hall_macros_equal_the_module() -> None:
     con = duckdb.connect()
-    for sql in (migration_v4_stats.T975, *migration_v9_verdicts.STATEMENTS_V9[:3]):
-        con.execute(sql)
+    schema.create(con)
     samples = (
         [1.0, 2.0, 120.0, 3.0, 160.0],
         [57.0, 61.0, 55.0, 59.0],
@@ -284,8 +275,7 @@ def test_wilson_on_a_fractional_n_holds_the_mean_strictly(n: float) -> None:
     """On an effective n below 2 the closed form has no root for a bound near 0 or 1: it
     gave the mean itself (a mean of 0.894 with "CI 0.001 to 0.894"); the SQL macros agree."""
     con = duckdb.connect()
-    for sql in migration_v14_intervals.STATEMENTS_V14[1:]:
-        con.execute(sql)
+    schema.create(con)
     z = 1.959963984540054
     for p in (0.01, 0.202, 0.5, 0.894, 0.99):
         low, high = wilson_cc(p, n, z)

@@ -17,16 +17,20 @@ import pytest
 from holodeck_core.dashboard import summary, summary_data
 from holodeck_core.dashboard.data import Filters
 from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
-from holodeck_core.history import migration_v5_verdicts
 from tests.history_helpers import day, ingest_runs, make_agent, make_run, query
 
 CASES = tuple(f"case-{i:02d}" for i in range(12))
 
-SCHEMA_5 = {
-    "v_run_comparisons_raw": migration_v5_verdicts.VIEWS_V5[-2],
-    "v_run_comparisons": migration_v5_verdicts.V_RUN_COMPARISONS,
-}
-"""The frozen SQL of the two views schema 10 replaces."""
+SCHEMA_5 = dict(
+    zip(
+        ("v_run_comparisons_raw", "v_run_comparisons"),
+        duckdb.extract_statements(
+            (Path(__file__).parent / "fixtures" / "schema_5_comparisons.sql").read_text()
+        ),
+        strict=True,
+    )
+)
+"""The SQL of the two views before their macros (tests/fixtures/schema_5_comparisons.sql)."""
 
 
 def seeded_history(db: Path, runs_per_agent: int = 24) -> None:
@@ -70,8 +74,8 @@ def test_schema_10s_views_and_macros_give_schema_5s_rows(tmp_path: Path) -> None
     seeded_history(db)
     con = duckdb.connect(str(db))
     try:
-        for view, sql in SCHEMA_5.items():  # schema 5's views beside schema 10's
-            old = sql.replace(f"VIEW {view} AS", f"VIEW old_{view} AS")
+        for view, statement in SCHEMA_5.items():  # schema 5's views beside schema 10's
+            old = statement.query.replace(f"VIEW {view} AS", f"VIEW old_{view} AS")
             con.execute(
                 old.replace("FROM v_run_comparisons_raw c", "FROM old_v_run_comparisons_raw c")
             )

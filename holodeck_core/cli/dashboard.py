@@ -85,6 +85,9 @@ def run_dashboard(args: argparse.Namespace) -> int:
         db: History = seed_history(folder)
     else:
         db = history_of(args)
+        from holodeck_core.dashboard.data import refuse_before_schema
+
+        refuse_before_schema(db)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}: anyone who can reach it reads the history",
               file=sys.stderr)  # fmt: skip

@@ -1,4 +1,4 @@
-"""``holodeck history``: runs, show, compare, sql, sync, import, export.
+"""``holodeck history``: runs, show, compare, sql, sync, rebuild, import, export.
 
 :func:`add_history_parser` plugs the commands into the top-level CLI; each sets ``handler``
 (``Callable[[argparse.Namespace], int]``) on the parsed namespace. Handlers return an exit code
@@ -232,6 +232,28 @@ def _copy(args: argparse.Namespace) -> int:
     return _report_ingest(f"copied from {other}:", report)
 
 
+def _cmd_rebuild(args: argparse.Namespace) -> int:
+    from holodeck_core.cli import history_render as render
+    from holodeck_core.config.project import Project
+    from holodeck_core.history.rebuild import project_results, rebuild
+
+    folders = args.results_dirs or project_results(Project.discover())
+    report = rebuild(
+        _db(args), folders, prompts_dir=_prompts_dir(args), lock_timeout=args.lock_timeout
+    )
+    carried = ", ".join(f"{rows} {table}" for table, rows in report.carried.items()) or "none"
+    render.err().print(
+        f"rebuilt {_db(args)}: the old history is kept at {report.aside}; "
+        f"{len(report.ingest.ingested)} run(s) from {len(folders)} results folder(s), "
+        f"{len(report.kept_runs)} run(s) with no EvalRun file copied from the old history; "
+        f"carried over: {carried}",
+        markup=False,
+    )
+    if report.ingest.problems:
+        raise ConfigError(report.ingest.problems)
+    return ExitCode.OK
+
+
 def _cmd_maintain(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
     from holodeck_core.history.backend import maintain
@@ -400,6 +422,21 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         dest="from_lake",
         metavar="WHERE",
         help="copy another history's runs (a .duckdb file or a lake URL) into this one",
+    )
+    rebuilt = add(
+        "rebuild",
+        _cmd_rebuild,
+        "rebuild the history (an earlier release's, or this one's) from the EvalRun files: "
+        "the old one is kept aside, and the runs with no file, the human labels, failed runs "
+        "and budget ledger come over from it",
+        prompts,
+    )
+    rebuilt.add_argument(
+        "results_dirs",
+        metavar="RESULTS_DIR",
+        nargs="*",
+        type=_location,
+        help="folders of EvalRuns (default: the project's agents' results folders)",
     )
     maintained = add(
         "maintain",

@@ -4,8 +4,9 @@ A connection is opened when a page is rendered and closed before the page is sen
 writer (a nightly run, ``holodeck test``) never waits on the dashboard for longer than one
 query. Pages and the Summary's rows are kept only while the file is unchanged
 (:mod:`holodeck_core.dashboard.cache`): a run written a second ago is on the next page.
-The database is never migrated from here (that would make the dashboard a writer): an old
-schema is a page that says how to upgrade it.
+The database is never created or written from here (that would make the dashboard a writer):
+an earlier release's history is a page that names ``holodeck history rebuild``, and
+``holodeck dashboard`` refuses to start on one (docs/dashboard.md).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 
 READ_TIMEOUT_S = 10.0
 """How long a page waits for a writer's lock (writers hold it for one short transaction)."""
+
+
+BEFORE_SCHEMA = "History from an earlier release"
+"""The page's title for a history this release refuses to read (``holodeck history rebuild``)."""
 
 
 class PageError(HolodeckError):
@@ -51,6 +56,8 @@ def connect(db: History) -> Iterator[duckdb.DuckDBPyConnection]:
         with ExitStack() as stack:
             try:
                 lake_con = stack.enter_context(store.reader(db))
+            except schema.HistoryBeforeSchemaError as exc:
+                raise PageError(BEFORE_SCHEMA, str(exc)) from None
             except HolodeckError as exc:
                 raise PageError("Cannot open the history", str(exc)) from None
             yield lake_con
@@ -68,28 +75,32 @@ def connect(db: History) -> Iterator[duckdb.DuckDBPyConnection]:
     except HolodeckError as exc:
         raise PageError("Cannot open the history", str(exc)) from None
     try:
-        version = schema.current_version(con)
+        try:
+            version = schema.installed_version(con, str(db))
+        except schema.HistoryBeforeSchemaError as exc:
+            raise PageError(BEFORE_SCHEMA, str(exc)) from None
+        except HolodeckError as exc:
+            raise PageError("Newer history schema", str(exc)) from None
         if version == 0:
             raise PageError(
                 "Not a history database",
                 f"{db} is a DuckDB file without the history tables. Point --db at the "
                 "history (default .holodeck/history.duckdb in the project root).",
             )
-        if version < schema.LATEST_VERSION:
-            raise PageError(
-                "Old history schema",
-                f"The history at {db} has schema version {version}; this release reads "
-                f"version {schema.LATEST_VERSION}. The dashboard only reads, so upgrade it "
-                f"once with `holodeck history runs --db {db}` (any history command migrates "
-                "it in place), then reload this page.",
-            )
-        try:
-            schema.check_known(version, str(db))
-        except HolodeckError as exc:
-            raise PageError("Newer history schema", str(exc)) from None
         yield con
     finally:
         con.close()
+
+
+def refuse_before_schema(db: History) -> None:
+    """Stop (exit 2) before serving a history from an earlier release: every page would say
+    so. Any other problem is left to the pages, which explain it and recover once fixed."""
+    try:
+        with connect(db):
+            pass
+    except PageError as exc:
+        if exc.title == BEFORE_SCHEMA:
+            raise schema.HistoryBeforeSchemaError(exc.message) from None
 
 
 def require_runs(con: duckdb.DuckDBPyConnection, db: History) -> None:

@@ -2,11 +2,11 @@
 
 Modules (import the one you need; this package imports nothing heavy on its own):
 
-- :mod:`~holodeck_core.history.schema`: tables, versioned forward migrations.
-- :mod:`~holodeck_core.history.migration_v2_views`: the analyst views and table macros.
+- :mod:`~holodeck_core.history.schema`: the tables, views and macros of ``sql/*.sql``.
 - :mod:`~holodeck_core.history.store`: connections with bounded lock retry; a file or a lake.
 - :mod:`~holodeck_core.history.ducklake`: the history on DuckLake (docs/history.md).
 - :mod:`~holodeck_core.history.transfer`: ``sync --to/--from``.
+- :mod:`~holodeck_core.history.rebuild`: ``rebuild``, an earlier release's history anew.
 - :mod:`~holodeck_core.history.rows`: an EvalRun flattened into Arrow tables.
 - :mod:`~holodeck_core.history.ingest`: idempotent ingest, ``sync`` of a results folder.
 - :mod:`~holodeck_core.history.holodeck_import`: HoloDeck 0.7.1 files in, with inference.

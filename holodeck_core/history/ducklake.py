@@ -112,10 +112,13 @@ class DuckLake:
             f"RESULTS_DIR`, or a run) or point --lake / {LAKE_ENV} at one"
         )
 
-    def _attach(self, con: duckdb.DuckDBPyConnection, *, read_only: bool) -> None:
+    def _attach(
+        self, con: duckdb.DuckDBPyConnection, *, read_only: bool, moved: bool = False
+    ) -> None:
         import duckdb
 
         options = [f"DATA_PATH {literal(self.data)}"] + (["READ_ONLY"] if read_only else [])
+        options += ["OVERRIDE_DATA_PATH true"] if moved else []
         sql = f"ATTACH {literal(SCHEME + self.catalog)} AS {ALIAS} ({', '.join(options)})"
         start, delay = time.monotonic(), 0.02
         while True:
@@ -131,8 +134,9 @@ class DuckLake:
                 time.sleep(delay / 2 + random.uniform(0, delay / 2))
                 delay = min(delay * 2, 1.0)
 
-    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB with the extensions loaded and the lake attached and in use."""
+    def _open(self, *, read_only: bool, moved: bool = False) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB with the extensions loaded and the lake attached and in use;
+        ``moved``: its data no longer where its catalog says (a lake moved aside)."""
         con = extensions_connection(self.extensions())
         try:
             if self.on_s3:
@@ -140,7 +144,7 @@ class DuckLake:
                 for setting in remote.duckdb_settings():
                     con.execute(setting)
                 _s3_secret(con)
-            self._attach(con, read_only=read_only)
+            self._attach(con, read_only=read_only, moved=moved)
             con.execute(f"USE {ALIAS}")
         except BaseException:
             con.close()
@@ -151,9 +155,9 @@ class DuckLake:
     def connect(
         self, *, read_only: bool, safe: bool = False
     ) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection with the lake attached and in use. A writer migrates the schema; a
-        reader holds one snapshot (a transaction) and, ``safe``, no access beyond the lake's
-        data (user SQL). A lake at an older schema is upgraded through a brief writer first."""
+        """A connection with the lake attached and in use. A writer creates the schema in a new
+        lake; a reader holds one snapshot (a transaction) and, ``safe``, no access beyond the
+        lake's data (user SQL). A new lake gets the schema through a brief writer first."""
         if read_only and self.local_catalog and not self.local_catalog.is_file():
             raise self._missing()
         if not read_only and self.local_catalog:
@@ -161,13 +165,11 @@ class DuckLake:
         con = self._open(read_only=read_only)
         try:
             if not read_only:
-                _migrate(con, str(self))
+                _create_schema(con, str(self))
             else:
                 # the snapshot first, the version read in it: one catalog round trip fewer
                 con.execute("BEGIN TRANSACTION")
-                version = schema.current_version(con)
-                schema.check_known(version, str(self))
-                if version < schema.LATEST_VERSION:
+                if not schema.installed_version(con, str(self)):
                     con.close()
                     with self.connect(read_only=False):
                         pass
@@ -177,6 +179,18 @@ class DuckLake:
                     con.execute(f"SET allowed_directories = [{literal(self.data)}]")
                     con.execute("SET enable_external_access = false")
                     con.execute("SET lock_configuration = true")
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def connect_as_written(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to a lake moved aside (its data beside its catalog, not
+        where the catalog says), at whatever schema it has: ``holodeck history rebuild``
+        reads an earlier release's lake with it."""
+        con = self._open(read_only=True, moved=True)
+        try:
+            con.execute("BEGIN TRANSACTION")
             yield con
         finally:
             con.close()
@@ -209,14 +223,14 @@ def _s3_secret(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE OR REPLACE TEMPORARY SECRET holodeck_s3 (TYPE s3, {', '.join(options)})")
 
 
-def _migrate(con: duckdb.DuckDBPyConnection, label: str) -> None:
-    """The schema's migrations, their tables made without what DuckLake lacks (keys,
-    CHECK constraints); two writers migrating a new lake at once: the loser retries."""
+def _create_schema(con: duckdb.DuckDBPyConnection, label: str) -> None:
+    """The schema in a new lake, its tables made without what DuckLake lacks (keys, CHECK
+    constraints); two writers creating a new lake at once: the loser retries."""
     import duckdb
 
     for attempt in range(5):
         try:
-            schema.migrate(con, db_label=label, translate=lake_ddl)
+            schema.create(con, db_label=label, translate=lake_ddl)
             return
         except duckdb.TransactionException:
             if attempt == 4:
@@ -248,8 +262,7 @@ def lake_ddl(statement: str) -> str:
         + (f" DEFAULT {default}" if default is not None else "")
         for _, name, kind, nullable, default in columns
     )
-    exists = " IF NOT EXISTS" if "IF NOT EXISTS" in statement.upper() else ""
-    return f"CREATE TABLE{exists} {table} ({body})"
+    return f"CREATE TABLE {table} ({body})"
 
 
 def maintain(lake: DuckLake, *, grace_s: float = defaults.MAINTAIN_GRACE_S) -> dict[str, int]:

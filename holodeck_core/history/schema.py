@@ -1,245 +1,47 @@
-"""The history schema: tables, and versioned forward migrations recorded in ``schema_version``.
+"""The history schema: tables, views and macros written once, in ``sql/*.sql`` (docs/history.md).
 
-Analysts query these tables directly, so they are a public interface (``docs/history.md``).
-A migration is frozen once released: change the schema by appending a new one, never by
-editing an old one. Each migration runs in its own transaction; a database written by a newer
-release (a version we do not know) is refused rather than guessed at.
+Analysts query these tables directly, so they are a public interface. A new history gets every
+statement of :data:`SQL_FILES` in one transaction and one row in ``schema_version``; opening an
+existing one reads that table once and runs no DDL. The files name the constants of
+:mod:`holodeck_core.defaults` they use as ``{{ name }}``, filled by :func:`render` from
+:func:`constants` only: every placeholder filled, none unknown, nothing left over.
+
+A history written before this schema (the earlier releases' numbered migrations) is refused
+with the command that rebuilds it from its EvalRun files (``holodeck history rebuild``,
+:mod:`holodeck_core.history.rebuild`); one written by a newer release is refused too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+import re
+from collections.abc import Callable, Mapping
 from functools import cache
+from importlib import resources
 from typing import TYPE_CHECKING
 
-from holodeck_core.errors import ExecutionError
-from holodeck_core.history import (
-    migration_v2_views,
-    migration_v4_stats,
-    migration_v5_verdicts,
-    migration_v6_labels,
-    migration_v7_cost,
-    migration_v8_budgets,
-    migration_v9_verdicts,
-    migration_v10_comparisons,
-    migration_v11_estimate,
-    migration_v12_pairs,
-    migration_v13_label_cases,
-    migration_v14_intervals,
-)
+from holodeck_core import defaults
+from holodeck_core.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
+SCHEMA_VERSION = 1
+SCHEMA_DESCRIPTION = "holodeck history schema 1 (holodeck_core/history/sql)"
+"""``schema_version``'s row of this schema; a history whose version-1 row says anything else
+was written by the numbered migrations of an earlier release."""
 
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    description: str
-    statements: tuple[str, ...]
-
-
-SCHEMA_VERSION_TABLE = """
-CREATE TABLE IF NOT EXISTS schema_version (
-    version     INTEGER PRIMARY KEY,
-    description VARCHAR NOT NULL,
-    applied_at  TIMESTAMP NOT NULL DEFAULT (now()::TIMESTAMP)
+SQL_FILES = (
+    "tables.sql",
+    "macros.sql",
+    "views/runs.sql",
+    "views/stats.sql",
+    "views/comparisons.sql",
+    "views/judges.sql",
+    "views/cost.sql",
 )
-"""
-
-TABLES_V1: tuple[str, ...] = (
-    """
-    CREATE TABLE eval_runs (
-        run_id             VARCHAR PRIMARY KEY,
-        agent_name         VARCHAR NOT NULL,
-        agent_slug         VARCHAR NOT NULL,
-        prompt_version     VARCHAR NOT NULL,
-        prompt_label       VARCHAR NOT NULL,
-        prompt_body_hash   VARCHAR,
-        prompt_source      VARCHAR,
-        model_provider     VARCHAR,
-        model_name         VARCHAR,
-        judge_model        VARCHAR,
-        trigger            VARCHAR,
-        dagster_run_id     VARCHAR,
-        partition_key      VARCHAR,
-        started_at         TIMESTAMP,
-        finished_at        TIMESTAMP NOT NULL,
-        wall_time_ms       BIGINT,
-        total_duration_ms  BIGINT,
-        total_tests        INTEGER NOT NULL,
-        passed             INTEGER NOT NULL,
-        failed             INTEGER NOT NULL,
-        errored            INTEGER NOT NULL,
-        pass_rate          DOUBLE NOT NULL,
-        weighted_pass_rate DOUBLE,
-        prompt_tokens      BIGINT,
-        completion_tokens  BIGINT,
-        total_tokens       BIGINT,
-        cost_usd           DOUBLE,
-        git_commit         VARCHAR,
-        holodeck_version   VARCHAR,
-        provenance         JSON,
-        cli_args           VARCHAR[],
-        config_hash        VARCHAR,
-        dataset_hash       VARCHAR,
-        source_path        VARCHAR,
-        file_sha256        VARCHAR,
-        ingested_at        TIMESTAMP NOT NULL,
-        CHECK (passed + failed + errored = total_tests),
-        CHECK (pass_rate BETWEEN 0 AND 1)
-    )
-    """,
-    """
-    CREATE TABLE test_results (
-        run_id            VARCHAR NOT NULL,
-        case_id           VARCHAR NOT NULL,
-        case_index        INTEGER NOT NULL,
-        test_name         VARCHAR,
-        status            VARCHAR NOT NULL CHECK (status IN ('PASS', 'FAIL', 'ERROR')),
-        passed            BOOLEAN NOT NULL,
-        test_input        VARCHAR,
-        agent_response    VARCHAR,
-        ground_truth      VARCHAR,
-        execution_time_ms BIGINT,
-        errors            VARCHAR[],
-        tool_calls        VARCHAR[],
-        tools_matched     BOOLEAN,
-        turn_count        INTEGER,
-        prompt_tokens     BIGINT,
-        completion_tokens BIGINT,
-        total_tokens      BIGINT,
-        cost_usd          DOUBLE,
-        weight            DOUBLE,
-        tags              VARCHAR[],
-        metadata          JSON,
-        executed_at       TIMESTAMP,
-        PRIMARY KEY (run_id, case_id)
-    )
-    """,
-    """
-    CREATE TABLE metric_results (
-        run_id             VARCHAR NOT NULL,
-        case_id            VARCHAR NOT NULL,
-        turn_index         INTEGER,
-        metric_index       INTEGER NOT NULL,
-        metric_name        VARCHAR NOT NULL,
-        kind               VARCHAR NOT NULL,
-        score              DOUBLE,
-        raw_score          DOUBLE,
-        threshold          DOUBLE,
-        direction          VARCHAR NOT NULL,
-        unit               VARCHAR,
-        passed             BOOLEAN,
-        error              VARCHAR,
-        judge_model        VARCHAR,
-        retry_count        INTEGER,
-        evaluation_time_ms BIGINT,
-        scale              VARCHAR,
-        fail_on_error      BOOLEAN,
-        reasoning          VARCHAR,
-        details            JSON
-    )
-    """,
-    """
-    CREATE TABLE tool_invocations (
-        run_id      VARCHAR NOT NULL,
-        case_id     VARCHAR NOT NULL,
-        turn_index  INTEGER,
-        call_index  INTEGER NOT NULL,
-        name        VARCHAR NOT NULL,
-        args        JSON,
-        result      JSON,
-        bytes       BIGINT,
-        duration_ms BIGINT,
-        error       VARCHAR,
-        call_id     VARCHAR
-    )
-    """,
-    """
-    CREATE TABLE prompt_versions (
-        agent_slug     VARCHAR NOT NULL,
-        prompt_version VARCHAR NOT NULL,
-        label          VARCHAR NOT NULL,
-        body_hash      VARCHAR NOT NULL,
-        source         VARCHAR,
-        file_path      VARCHAR,
-        author         VARCHAR,
-        description    VARCHAR,
-        tags           VARCHAR[],
-        extra          JSON,
-        body           VARCHAR,
-        snapshot_path  VARCHAR,
-        registered_at  TIMESTAMP,
-        first_run_id   VARCHAR NOT NULL,
-        first_seen_at  TIMESTAMP NOT NULL,
-        PRIMARY KEY (agent_slug, prompt_version, body_hash)
-    )
-    """,
-)
-
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "tables: eval_runs, test_results, metric_results, tool_invocations, prompt_versions",
-        TABLES_V1,
-    ),
-    Migration(
-        2,
-        "views v_runs, v_pass_rate_trend, v_metric_trend, v_regressions, "
-        "v_flaky_cases, v_errors; macros holodeck_t95, flaky_cases",
-        migration_v2_views.VIEWS_V2,
-    ),
-    Migration(
-        3,
-        "table failed_runs: orchestrated runs that failed before producing an EvalRun",
-        (
-            """
-            CREATE TABLE failed_runs (
-                dagster_run_id VARCHAR PRIMARY KEY,
-                job_name       VARCHAR NOT NULL,
-                partition_key  VARCHAR,
-                trigger        VARCHAR,
-                failed_at      TIMESTAMP NOT NULL,
-                error          VARCHAR
-            )
-            """,
-        ),
-    ),
-)
-MIGRATIONS += (
-    Migration(
-        4,
-        "tables case_trials (one row per trial), judge_control_scores; views v_case_trials, "
-        "v_run_stats, v_metric_stats, v_run_comparisons, v_judge_drift; v_flaky_cases by "
-        "the trials rule; macros holodeck_t975, holodeck_t_pvalue, holodeck_mcnemar_p",
-        migration_v4_stats.VIEWS_V4,
-    ),
-    Migration(5, migration_v5_verdicts.DESCRIPTION_V5, migration_v5_verdicts.VIEWS_V5),
-    Migration(6, migration_v6_labels.DESCRIPTION_V6, migration_v6_labels.VIEWS_V6),
-)
-MIGRATIONS += (
-    Migration(
-        7,
-        "tables call_costs (per run, case and heading), run_costs (price table, budget "
-        "verdict); views v_cost_by_run, v_cost_by_case",
-        migration_v7_cost.STATEMENTS_V7,
-    ),
-    Migration(8, migration_v8_budgets.DESCRIPTION_V8, migration_v8_budgets.STATEMENTS_V8),
-    Migration(9, migration_v9_verdicts.DESCRIPTION_V9, migration_v9_verdicts.STATEMENTS_V9),
-    Migration(
-        10, migration_v10_comparisons.DESCRIPTION_V10, migration_v10_comparisons.STATEMENTS_V10
-    ),
-    Migration(11, migration_v11_estimate.DESCRIPTION_V11, migration_v11_estimate.STATEMENTS_V11),
-    Migration(12, migration_v12_pairs.DESCRIPTION_V12, migration_v12_pairs.STATEMENTS_V12),
-    Migration(
-        13, migration_v13_label_cases.DESCRIPTION_V13, migration_v13_label_cases.STATEMENTS_V13
-    ),
-    Migration(14, migration_v14_intervals.DESCRIPTION_V14, migration_v14_intervals.STATEMENTS_V14),
-)
-LATEST_VERSION = MIGRATIONS[-1].version
+"""In the order they run: a view reads only what an earlier statement made."""
 
 TABLES = (
     "eval_runs",
@@ -247,71 +49,142 @@ TABLES = (
     "metric_results",
     "tool_invocations",
     "prompt_versions",
-    *migration_v4_stats.TABLES_V4,
-    *migration_v7_cost.TABLES_V7,
+    "case_trials",
+    "judge_control_scores",
+    "call_costs",
+    "run_costs",
 )
 """Tables that hold one run's rows, in insert order (``prompt_versions`` is upserted)."""
 
+HISTORY_ONLY_TABLES = ("failed_runs", "human_labels", "budget_ledger")
+"""Tables no EvalRun file holds: a rebuild carries their rows over."""
 
-def current_version(con: duckdb.DuckDBPyConnection) -> int:
-    """The schema version of an open database; 0 for a new (empty) one. The table is read
-    directly, not looked up in ``information_schema``: on a DuckLake that listing fetches
-    every table's statistics from the catalog (two round trips a table, a third of a
-    writer's open), and a missing table is a binder error that leaves a transaction usable."""
+REBUILD_COMMAND = "holodeck history rebuild"
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*\}\}")
+
+
+class HistoryBeforeSchemaError(ConfigError):
+    """A history written by the numbered migrations of an earlier release (exit 2)."""
+
+
+def _number(value: float, places: int | None = None) -> str:
+    """A finite number as a SQL literal (the only kind of value a placeholder takes)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"not a finite number: {value!r}")
+    return f"{value:.{places}f}" if places is not None else repr(value)
+
+
+def constants() -> dict[str, str]:
+    """The values of the files' placeholders, as SQL literals."""
+    return {
+        "t975_rows": _number(len(defaults.T975)),
+        "t975_table": "[" + ", ".join(_number(t, 6) for t in defaults.T975) + "]",
+        "t975_table_3": "[" + ", ".join(_number(t, 3) for t in defaults.T975) + "]",
+        "alpha": _number(defaults.ALPHA),
+        "max_error_share": _number(defaults.MAX_ERROR_SHARE),
+        "flaky_window": _number(defaults.HISTORY_FLAKY_WINDOW),
+    }
+
+
+def render(text: str, values: Mapping[str, str], source: str) -> str:
+    """``text`` with each ``{{ name }}`` replaced by ``values[name]``; an unknown name, a value
+    no placeholder takes, or a brace pair left over is a ValueError naming ``source``."""
+    named = set(_PLACEHOLDER.findall(text))
+    unknown = named - set(values)
+    if unknown:
+        raise ValueError(f"{source}: no value for placeholder(s) {sorted(unknown)}")
+    filled = _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
+    if "{{" in filled or "}}" in filled:
+        raise ValueError(f"{source}: a malformed placeholder is left (write {{{{ name }}}})")
+    return filled
+
+
+@cache
+def statements() -> tuple[str, ...]:
+    """Every statement of the schema, its placeholders filled, in the order they run."""
+    import duckdb
+
+    folder = resources.files("holodeck_core.history") / "sql"
+    values = constants()
+    texts = {name: folder.joinpath(name).read_text(encoding="utf-8") for name in SQL_FILES}
+    unused = set(values) - {n for text in texts.values() for n in _PLACEHOLDER.findall(text)}
+    if unused:
+        raise ValueError(f"holodeck_core/history/sql: no placeholder takes {sorted(unused)}")
+    found: list[str] = []
+    for name, text in texts.items():
+        sql = render(text, values, f"holodeck_core/history/sql/{name}")
+        found += [_without_comments(s.query) for s in duckdb.extract_statements(sql)]
+    return tuple(found)
+
+
+def _without_comments(statement: str) -> str:
+    """A statement without the comment lines before it (so its first word is its verb)."""
+    lines = statement.strip().splitlines()
+    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def installed_version(con: duckdb.DuckDBPyConnection, db_label: str) -> int:
+    """The schema version of an open history: 0 for a new (empty) database, else
+    :data:`SCHEMA_VERSION`; a history from before this schema, or from a newer release, is
+    refused. One query: the table is read directly, not looked up in ``information_schema``
+    (on a DuckLake that listing fetches every table's statistics from the catalog), and a
+    missing table is a binder error that leaves a transaction usable."""
     import duckdb
 
     try:
-        (version,) = con.execute("SELECT max(version) FROM schema_version").fetchall()[0]
+        rows = con.execute(
+            "SELECT version, description FROM schema_version ORDER BY version"
+        ).fetchall()
     except duckdb.CatalogException:
         return 0
-    return int(version) if version is not None else 0
-
-
-def check_known(version: int, db_label: str) -> None:
-    if version > LATEST_VERSION:
-        raise ExecutionError(
-            f"history database {db_label} has schema version {version}, newer than this "
-            f"release understands ({LATEST_VERSION}); upgrade holodeck-pipelines to use it"
+    if not rows:
+        return 0
+    if rows[0] != (SCHEMA_VERSION, SCHEMA_DESCRIPTION):
+        raise HistoryBeforeSchemaError(
+            f"history {db_label} was written by an earlier release of holodeck-pipelines "
+            f"(schema version {rows[-1][0]} of its numbered migrations), which this release "
+            f"does not read: rebuild it from its EvalRun files with `{REBUILD_COMMAND}` (same "
+            "--db/--lake), which keeps the old one aside and carries over its labels, failed "
+            "runs and budget ledger (docs/history.md)"
         )
+    newest = int(rows[-1][0])
+    if newest > SCHEMA_VERSION:
+        raise ExecutionError(
+            f"history database {db_label} has schema version {newest}, newer than this "
+            f"release understands ({SCHEMA_VERSION}); upgrade holodeck-pipelines to use it"
+        )
+    return newest
 
 
-def migrate(
+def create(
     con: duckdb.DuckDBPyConnection,
     *,
-    target: int = LATEST_VERSION,
     db_label: str = "(database)",
     translate: Callable[[str], str] = str,
-) -> list[int]:
-    """Apply the pending migrations up to ``target`` on a read-write connection; each
-    statement goes through ``translate`` first (a backend's dialect: DuckLake's tables have
-    no keys, :func:`holodeck_core.history.ducklake.lake_ddl`).
-
-    All pending migrations go in one transaction: a new DuckLake then holds every table at
-    one schema version, and a reader of a table's inlined rows loads no older catalog for
-    them (two catalog loads, a quarter of a lake writer's round trips, before).
-
-    Returns the versions applied (empty when the schema is current, which costs one query)."""
-    version = current_version(con)
-    check_known(version, db_label)
-    pending = [m for m in MIGRATIONS if version < m.version <= target]
-    if not pending:
-        return []
-    con.execute("BEGIN TRANSACTION")
+) -> bool:
+    """Create the schema in a new database on a read-write connection, in one transaction;
+    each statement goes through ``translate`` first (a backend's dialect: DuckLake's tables have
+    no keys, :func:`holodeck_core.history.ducklake.lake_ddl`). False, and nothing run, when
+    the schema is there already (one query)."""
+    if installed_version(con, db_label):
+        return False
+    description = SCHEMA_DESCRIPTION.replace("'", "''")  # no bound parameter:
+    con.execute("BEGIN TRANSACTION")  # DuckDB 1.5 imports pandas for one (tabular.literal)
     try:
-        con.execute(translate(SCHEMA_VERSION_TABLE))
-        for migration in pending:
-            for statement in migration.statements:
-                con.execute(translate(statement))
-            description = migration.description.replace("'", "''")  # no bound parameter:
-            con.execute(  # DuckDB 1.5 imports pandas for one (tabular.literal)
-                "INSERT INTO schema_version (version, description) "
-                f"VALUES ({migration.version}, '{description}')"
-            )
+        for statement in statements():
+            con.execute(translate(statement))
+        con.execute(
+            "INSERT INTO schema_version (version, description) "
+            f"VALUES ({SCHEMA_VERSION}, '{description}')"
+        )
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return [migration.version for migration in pending]
+    return True
 
 
 @cache
@@ -320,7 +193,7 @@ def _arrow_schemas() -> dict[str, pa.Schema]:
 
     con = duckdb.connect()
     try:
-        migrate(con)
+        create(con)
         tables = [
             row[0]
             for row in con.execute(
@@ -334,6 +207,6 @@ def _arrow_schemas() -> dict[str, pa.Schema]:
 
 
 def arrow_schema(table: str) -> pa.Schema:
-    """The Arrow schema of a history table at the latest version, read from the DDL above (the
-    one source of the schema: rows, the lake's Parquet files and their casts follow it)."""
+    """The Arrow schema of a history table, read from the DDL (the one source of the schema:
+    rows, the lake's Parquet files and their casts follow it)."""
     return _arrow_schemas()[table]

@@ -34,7 +34,8 @@ DEFAULT_TIMEOUT_S = 60.0
 HISTORY_TABLE_MACROS = frozenset(
     {"flaky_cases", "holodeck_run_comparisons", "holodeck_run_comparisons_raw"}
 )
-"""The table macros the history's migrations define (tests/test_lake_sql.py checks the list)."""
+"""The table macros the history's schema defines (holodeck_core/history/sql/views/; checked
+by tests/test_lake_sql.py)."""
 
 READ_TABLE_FUNCTIONS = HISTORY_TABLE_MACROS | {
     # rows made up by the query

@@ -138,8 +138,8 @@ def connect_with_retry(
 
 @contextmanager
 def writer(path: History, *, timeout_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection with the schema migrated to the latest version. Creates the
-    database (and its folder) when missing. Keep the ``with`` block short."""
+    """A read-write connection to a history of this schema (:mod:`holodeck_core.history.schema`).
+    Creates the database (and its folder) when missing. Keep the ``with`` block short."""
     if isinstance(path, DuckLake):
         with path.connect(read_only=False) as lake_con:
             yield lake_con
@@ -159,11 +159,11 @@ def _prepare(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     # one thread: a writer's short bulk inserts pay more for DuckDB's thread hand-offs than
     # they gain (bench/history_bench.py: 40 % less CPU per ingested run)
     con.execute("SET threads = 1")
-    schema.migrate(con, db_label=str(path))
+    schema.create(con, db_label=str(path))
 
 
 def _create(path: Path) -> None:
-    """Make a new history appear whole: built and migrated under a temporary name, then
+    """Make a new history appear whole: built under a temporary name, then
     linked into place. A process that opened the file while another was still writing its
     first blocks was refused ("not a valid DuckDB database file"); now it sees no file or
     a complete one. ``os.link`` fails if another process won the race: its file serves."""
@@ -198,7 +198,7 @@ def reader(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection. ``safe`` also disables external access (for user SQL).
 
-    A database at an older schema version is first upgraded through a brief writer. A
+    A database without the schema yet gets it through a brief writer first. A
     DuckLake gives one snapshot of its committed runs with the same tables and views."""
     if isinstance(path, DuckLake):
         with path.connect(read_only=True, safe=safe) as lake_con:
@@ -212,14 +212,16 @@ def reader(
         )
     config = SAFE_READER_CONFIG if safe else None
     con = connect_with_retry(path, read_only=True, config=config, timeout_s=timeout_s)
-    version = schema.current_version(con)
-    if version < schema.LATEST_VERSION:
+    try:
+        empty = not schema.installed_version(con, str(path))
+    except BaseException:
+        con.close()
+        raise
+    if empty:
         con.close()
         with writer(path, timeout_s=timeout_s):
             pass
         con = connect_with_retry(path, read_only=True, config=config, timeout_s=timeout_s)
-    else:
-        schema.check_known(version, str(path))
     try:
         yield con
     finally:

@@ -94,6 +94,13 @@ class TableRows:
         )
 
 
+def conformed(name: str, rows: pa.Table) -> pa.Table:
+    """Arrow rows read from a history (this schema's columns, maybe of other types, as an
+    earlier release wrote them) as the history table ``name``'s Arrow schema types them."""
+    target = schema.arrow_schema(name)
+    return rows.select([f.name for f in target]).cast(target)
+
+
 Rows = Union["pa.Table", TableRows]
 """A table's rows of one run: tuples from an EvalRun, or Arrow read from another history."""
 

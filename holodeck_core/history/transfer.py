@@ -6,21 +6,63 @@ half-way is finished by running it again. ``failed_runs`` come along."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from holodeck_core.history import ingest, schema, store, tabular
 
+if TYPE_CHECKING:
+    import duckdb
+
 FAILED_RUNS = "failed_runs"
 
 BATCH = 50
 
 
+def _key(table: str) -> str:
+    return "first_run_id" if table == "prompt_versions" else "run_id"
+
+
+def prepared_runs(
+    con: duckdb.DuckDBPyConnection,
+    ids: Sequence[str],
+    selects: Mapping[str, str],
+    batch: int = BATCH,
+) -> Iterator[list[ingest.PreparedRun]]:
+    """The runs ``ids`` of an open history, a batch at a time, each with its rows per table
+    as ``selects[table]`` gives them (a prompt row goes with the run that first saw it; a
+    table not in ``selects`` has none)."""
+    for start in range(0, len(ids), batch):
+        chunk = list(ids[start : start + batch])
+        tables: dict[str, pa.Table] = {
+            table: tabular.conformed(
+                table,
+                con.sql(
+                    f"SELECT * FROM ({select}) "
+                    f"WHERE list_contains({tabular.literal_list(chunk)}, {_key(table)})"
+                ).to_arrow_table(),
+            )
+            for table, select in selects.items()
+        }
+        for table in schema.TABLES:
+            tables.setdefault(table, schema.arrow_schema(table).empty_table())
+        yield [
+            ingest.PreparedRun(
+                run_id=run_id,
+                tables={
+                    name: rows.filter(pc.equal(rows[_key(name)], run_id))
+                    for name, rows in tables.items()
+                },
+            )
+            for run_id in chunk
+        ]
+
+
 def _runs(source: store.History, batch: int) -> Iterator[list[ingest.PreparedRun]]:
-    """The source's runs, a batch at a time, each with its rows per table (a prompt row goes
-    with the run that first saw it)."""
+    """The source's runs, a batch at a time."""
     with store.reader(source) as con:
         ids = [
             row[0]
@@ -28,30 +70,8 @@ def _runs(source: store.History, batch: int) -> Iterator[list[ingest.PreparedRun
                 "SELECT run_id FROM eval_runs ORDER BY finished_at, run_id"
             ).fetchall()
         ]
-        for start in range(0, len(ids), batch):
-            chunk = ids[start : start + batch]
-            tables: dict[str, pa.Table] = {}
-            for table in schema.TABLES:
-                key = "first_run_id" if table == "prompt_versions" else "run_id"
-                tables[table] = con.sql(
-                    f"SELECT * FROM {table} "
-                    f"WHERE list_contains({tabular.literal_list(chunk)}, {key})"
-                ).to_arrow_table()
-            yield [
-                ingest.PreparedRun(
-                    run_id=run_id,
-                    tables={
-                        name: rows.filter(
-                            pc.equal(
-                                rows["first_run_id" if name == "prompt_versions" else "run_id"],
-                                run_id,
-                            )
-                        )
-                        for name, rows in tables.items()
-                    },
-                )
-                for run_id in chunk
-            ]
+        selects = {table: f"SELECT * FROM {table}" for table in schema.TABLES}
+        yield from prepared_runs(con, ids, selects, batch)
 
 
 def _failed_runs(source: store.History) -> pa.Table:
