@@ -114,6 +114,9 @@ MAX_SOURCE_BYTES = 256 * 1024 * 1024
 MAX_SHOWN_TEXT_CHARS = 20_000
 """The dashboard shows this much of a long text (a response, an input, a tool result) and
 links to the rest: a 100 MB response crashed the browser tab."""
+FAILED_RUNS_SHOWN = 20
+"""Orchestrated runs that failed before writing an EvalRun the dashboard's Summary lists, the
+newest (``holodeck history runs`` lists as many as its ``--limit``)."""
 SHOWN_LINE_CHARS = 500
 """One line of outside text (a name, an input, a reply, an error) in the console and the
 Markdown reports: longer is cut with ``…``."""

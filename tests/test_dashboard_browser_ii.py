@@ -208,7 +208,9 @@ def test_tiles_have_sparklines_and_a_delta_not_praising_an_all_error_run(
     tile = page.locator("#kpi-latest-pass-rate")
     assert "▼ -100.0 pp vs prior" in tile.inner_text()
     assert "95% CI 0.0%-" in tile.inner_text()
-    assert "(n = 8, interval method: Wilson score with continuity correction)" in tile.inner_text()
+    assert "(n = 8)" in tile.inner_text()
+    methods = page.inner_text("#interval-methods")  # named once per page
+    assert "Wilson score with continuity correction (pass rate" in methods
     assert "worse" in (tile.locator(".delta").get_attribute("class") or "")
     assert page.locator("#kpi-latest-pass-rate-spark").get_attribute("alt") == "4 runs"
     cost = page.locator("#kpi-cost .delta")
@@ -255,16 +257,17 @@ def test_metric_trends_in_tabs_with_thresholds_and_a_breakdown_per_kind(
     assert dashes == [[0.5, "dash"]]
     rag = page.inner_text("#breakdown-rag")
     assert "faithfulness" in rag and "0.375" in rag and "2/8 passed" in rag
-    # every mean with the views' interval, its n and its method (docs/cli.md)
+    # every mean with the views' interval and its n, the methods once per page (docs/cli.md)
     stats = dict(query(history.db, "SELECT metric_name, [n, ci95_low, ci95_high] FROM "
                        "v_metric_stats WHERE run_id = ?", [history.regressed]))  # fmt: skip
     n, low, high = stats["faithfulness"]
-    wilson = "interval method: Wilson score with continuity correction on the effective n"
-    assert f"95% CI {low:.3g}-{high:.3g} (n = {int(n)}, {wilson})" in rag
+    assert f"95% CI {low:.3g}-{high:.3g} (n = {int(n)})" in rag
     units = page.inner_text("#breakdown-standard")
     n, low, high = stats["latency"]
-    hall = "interval method: Student t with Hall's skewness correction, at least 0"
-    assert f"95% CI {low:,.0f} ms-{high:,.0f} ms (n = {int(n)}, {hall})" in units
+    assert f"95% CI {low:,.0f} ms-{high:,.0f} ms (n = {int(n)})" in units
+    methods = page.inner_text("#interval-methods")
+    assert "Wilson score with continuity correction on the effective n (0-1 scores)" in methods
+    assert "Student t with Hall's skewness correction, at least 0 (ms and USD)" in methods
 
 
 def test_compare_labels_wall_time_and_does_not_praise_an_all_error_run(

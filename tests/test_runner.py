@@ -343,6 +343,41 @@ def test_killed_run_resumes_without_repeating_model_calls(
     assert journal_lines(home) == 0  # the clean finish closed the journal
 
 
+SLOW_GRADER = """\
+import time
+from pathlib import Path
+
+def grade(*args, **kwargs):
+    Path(__file__).with_name("grading").write_text("")
+    time.sleep(300)
+    return 1.0
+"""
+
+
+def test_ctrl_c_during_a_slow_metric_ends_the_run_at_once(tmp_path: Path) -> None:
+    """A synchronous metric still running (a grader asleep) does not keep an interrupted
+    process alive: its thread is a daemon (docs/dagster.md, "Stopping `dg dev`"); it was joined
+    at exit, so Ctrl-C waited for the grader."""
+    (tmp_path / "graders").mkdir()
+    (tmp_path / "graders" / "__init__.py").write_text("")
+    (tmp_path / "graders" / "slow.py").write_text(SLOW_GRADER)
+    cases = "- name: c\n  input: capital of France?\n  evaluations:\n"
+    cases += "    - {type: code, grader: 'graders.slow:grade'}\n"
+    with run_model_server({"rules": [{"match": {"user": "capital"}, "reply": "Paris"}]}) as server:
+        proc = run_cli(write_agent(tmp_path, "openai", server.openai_base_url, cases))
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "graders" / "grading").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=30)  # a bound; it was the grader's 300 s
+        finally:
+            proc.kill()
+    assert proc.returncode == 3 and "Traceback" not in err
+    assert "interrupted" in out + err
+
+
 def test_fresh_ignores_the_open_journal(tmp_path: Path) -> None:
     home = Path(os.environ["HOLODECK_HOME"])
     rules = {"rules": [{"match": {"user": "capital"}, "reply": "Paris"}]}

@@ -106,9 +106,16 @@ def refuse_before_schema(db: History) -> None:
 def require_runs(con: duckdb.DuckDBPyConnection, db: History) -> None:
     (count,) = con.execute("SELECT count(*) FROM eval_runs").fetchone() or (0,)
     if not count:
+        (failed,) = con.execute("SELECT count(*) FROM failed_runs").fetchone() or (0,)
+        why = (
+            f" {failed:,} orchestrated run(s) failed before writing one: `holodeck history "
+            f"runs --db {db}` lists them with their reason."
+            if failed
+            else ""
+        )
         raise PageError(
             "The history is empty",
-            f"The history at {db} holds no runs yet. Run `holodeck test AGENT_YAML`, "
+            f"The history at {db} holds no runs yet.{why} Run `holodeck test AGENT_YAML`, "
             "`holodeck demo`, or `holodeck history sync RESULTS_DIR`, then reload this page.",
         )
 

@@ -17,7 +17,7 @@ from holodeck_core.dashboard.charts import metric_figure, pass_rate_figure
 from holodeck_core.dashboard.cost_data import costs
 from holodeck_core.dashboard.cost_view import cost_card
 from holodeck_core.dashboard.data import Filters, Options
-from holodeck_core.dashboard.failures_view import failures_card
+from holodeck_core.dashboard.failures_view import failed_runs_card, failures_card
 from holodeck_core.dashboard.summary_data import SummaryData, summary
 from holodeck_core.history.store import History
 
@@ -54,6 +54,7 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
     else:
         parts += [
             tiles.kpis(data.runs),
+            *_interval_methods(data),
             html.Div([html.H3("Pass rate per agent"), html.P(
                 "Band: 95% interval. Dotted lines: a new prompt version or model. ✕: a run "
                 "significantly worse than the previous run of its prompt version (paired test). "
@@ -70,7 +71,19 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
             html.Div(runs_table.runs_table(data.runs, filters.to_query()), className="card"),
         ]  # fmt: skip
     parts += failures_card(data.failures, filters)
+    parts += failed_runs_card(data.failed_runs)
     return html.Div(parts, className="page", id="summary-page")
+
+
+def _interval_methods(data: SummaryData) -> list[html.P]:
+    """The interval methods of the tiles, the band and the breakdown, named once."""
+    latest = data.metrics[data.metrics["run_id"] == data.runs.iloc[-1]["run_id"]]
+    used = [(method, "pass rate") for method in data.charted["ci_method"].unique()]
+    used += [
+        (method, "ms and USD" if isinstance(unit, str) else "0-1 scores")
+        for method, unit in zip(latest.get("ci_method", []), latest["unit"], strict=True)
+    ]
+    return ui.interval_methods(used, "interval-methods")
 
 
 def _window(data: SummaryData) -> list[html.P]:

@@ -18,6 +18,8 @@ from holodeck_core.dashboard.data import (
     require_runs,
 )
 from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE, with_intervals
+from holodeck_core.defaults import FAILED_RUNS_SHOWN
+from holodeck_core.history.queries import list_failed_runs
 from holodeck_core.history.store import History
 from holodeck_core.history.tabular import literal
 from holodeck_core.stats.intervals import WILSON_CC
@@ -86,6 +88,9 @@ class SummaryData:
     """The infrastructure failures the filters left out, shown apart (newest first)."""
     regressions: set[str] = field(default_factory=set)
     """The charted runs marked as regressions."""
+    failed_runs: list[dict[str, Any]] = field(default_factory=list)
+    """The newest orchestrated runs that failed before writing an EvalRun (``failed_runs``,
+    :func:`~holodeck_core.history.queries.list_failed_runs`), whatever the filters."""
 
     @property
     def charted(self) -> pd.DataFrame:
@@ -118,6 +123,7 @@ def summary(db: History, filters: Filters) -> SummaryData:
             [filters.include_failed],
         ).df()
         found = options(con)
+        failed_runs = list_failed_runs(con, limit=FAILED_RUNS_SHOWN)
     bounds = [
         (intervals.get(str(i)) or (*wilson_bounds(int(p), int(n)), int(n), WILSON_CC))
         if shown else (None, None, None, None)
@@ -127,7 +133,12 @@ def summary(db: History, filters: Filters) -> SummaryData:
     columns = ("ci_low", "ci_high", "ci_n", "ci_method")
     runs = runs.assign(**{c: [b[i] for b in bounds] for i, c in enumerate(columns)})
     return SummaryData(
-        runs=runs, metrics=metrics, options=found, failures=failures, regressions=regressions
+        runs=runs,
+        metrics=metrics,
+        options=found,
+        failures=failures,
+        regressions=regressions,
+        failed_runs=failed_runs,
     )
 
 

@@ -127,13 +127,28 @@ def with_unit(value: Any, unit: str | None) -> str:
 
 
 def interval(row: Any, fmt: Any) -> str:
-    """``95% CI 0.41-0.79 (n = 12, interval method: …)`` from a row's ``ci_low``, ``ci_high``,
-    ``ci_n`` and ``ci_method`` (the views' numbers); empty without an interval."""
+    """``95% CI 0.41-0.79 (n = 12)`` from a row's ``ci_low``, ``ci_high`` and ``ci_n`` (the
+    views' numbers); empty without an interval. The method is named once per page
+    (:func:`interval_methods`)."""
     low, high = row["ci_low"], row["ci_high"]
     if missing(low) or missing(high):
         return ""
-    method = METHOD_NAMES.get(str(row["ci_method"]), str(row["ci_method"]))
-    return f"95% CI {fmt(low)}-{fmt(high)} (n = {int(row['ci_n'])}, interval method: {method})"
+    return f"95% CI {fmt(low)}-{fmt(high)} (n = {int(row['ci_n'])})"
+
+
+def interval_methods(used: list[tuple[Any, str]], dom_id: str) -> list[html.P]:
+    """Once per page: ``Intervals (95%): Wilson … (pass rate, 0-1 scores); Student t … (ms
+    and USD)`` from (``ci_method``, what it is used for) pairs; nothing without an interval."""
+    kinds: dict[str, list[str]] = {}
+    for method, what in used:
+        if missing(method):
+            continue
+        named = kinds.setdefault(METHOD_NAMES.get(str(method), str(method)), [])
+        named += [] if what in named else [what]
+    if not kinds:
+        return []
+    methods = "; ".join(f"{name} ({', '.join(what)})" for name, what in kinds.items())
+    return [html.P(f"Intervals (95%): {methods}.", className="muted", id=dom_id)]
 
 
 def infrastructure_failure(run: Any) -> bool:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.history.store import History
-    from holodeck_core.models import TestCaseModel
+    from holodeck_core.models import TestCaseModel, TokenUsage
     from holodeck_core.stats import PowerPlan
 
 
@@ -117,8 +117,12 @@ class CostEstimate:
         return None if total is None else total / max(self.cases * self.trials, 1)
 
 
-JUDGE_ANSWER_TOKENS = 60
-"""A judge's reply (a score or verdicts and a short reason; sizes estimate)."""
+JUDGE_SCORE_TOKENS = 30
+"""A judge's score with its one-sentence reason (G-Eval, the legacy judged metrics)."""
+JUDGE_VERDICT_TOKENS = 20
+"""One verdict with its short reason in a RAG judge's list of verdicts."""
+STATEMENT_TOKENS = 25
+"""One claim or statement a RAG judge lists from a text (a sentence of about 20 words)."""
 TYPICAL_ANSWER_TOKENS = 100
 """An agent's answer where the case gives no expected one (``max_tokens`` caps it)."""
 TOOL_SCHEMA_TOKENS = 40
@@ -270,7 +274,6 @@ def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
     from holodeck_core.config.project import Project
     from holodeck_core.metrics.registry import select_metrics
     from holodeck_core.models import LLMProvider, TokenUsage
-    from holodeck_core.models.evaluation import RAGMetric
     from holodeck_core.providers.table import provider_spec
 
     agent = loaded.agent
@@ -295,14 +298,15 @@ def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
     evaluations = agent.evaluations
     agent_metrics = evaluations.metrics if evaluations else None
     turns = [
-        (t.input, t.ground_truth, t.evaluations, t.expected_tools) for t in case.turns or []
-    ] or [(case.input or "", case.ground_truth, None, case.expected_tools)]
+        (t.input, t.ground_truth, t.evaluations, t.expected_tools, t.retrieval_context)
+        for t in case.turns or []
+    ] or [(case.input or "", case.ground_truth, None, case.expected_tools, None)]
     cap = agent.model.max_tokens or TYPICAL_ANSWER_TOKENS
     prompt = completion = 0
     seen: list[str] = []
     judged: list[HeadingCost] = []
     calls_made = 0
-    for text, expected, turn_metrics, expected_tools in turns:
+    for text, expected, turn_metrics, expected_tools, turn_context in turns:
         seen.append(text)
         asked = typical_tokens(body, *seen) + tool_tokens
         answer = min(cap, typical_tokens(expected) if expected else TYPICAL_ANSWER_TOKENS)
@@ -312,17 +316,17 @@ def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
         completion += answer + (TOOL_CALL_TOKENS if result else 0)
         calls_made += 2 if result else 1
         seen.append(expected or "")
-        case_tokens = typical_tokens(text, expected or "") + answer
+        texts = JudgedTexts(
+            case=typical_tokens(text, expected or "") + answer,
+            input=typical_tokens(text),
+            answer=answer,
+            expected=typical_tokens(expected) if expected else 0,
+            nodes=_nodes(case, turn_context, result),
+        )
         for metric in select_metrics(agent_metrics, case.evaluations, turn_metrics):
-            calls = _judge_calls(metric)
+            calls, usage = _judge_usage(metric, texts)
             if calls:
                 judge = metric.model or (evaluations.model if evaluations else None) or agent.model
-                # a RAG judge reads the retrieved context too
-                context = result if isinstance(metric, RAGMetric) else 0
-                size = case_tokens + context + _judge_prompt_tokens(metric)
-                usage = TokenUsage(
-                    prompt_tokens=calls * size, completion_tokens=calls * JUDGE_ANSWER_TOKENS
-                )
                 judged.append(priced(judge, calls, usage))
     usage = TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
     out: Costs = {"agent": priced(agent.model, calls_made, usage)}
@@ -390,10 +394,40 @@ def _template_tokens(prefix: str) -> int:
     return sum(sizes) // len(sizes) if sizes else 0
 
 
-def _judge_calls(metric: object) -> int:
-    """Judge calls one scoring of ``metric`` makes: RAG metrics ask twice (statements or
-    claims, then verdicts), G-Eval and the legacy judged metrics once (G-Eval's steps are
-    generated once per metric config and cached)."""
+@dataclass(frozen=True)
+class JudgedTexts:
+    """The sizes, in tokens, of what one turn's judges read and restate."""
+
+    case: int
+    """The input, the expected answer and the agent's answer."""
+    input: int
+    answer: int
+    expected: int
+    nodes: list[int]
+    """Each piece of retrieved context (the case's ``retrieval_context`` or the tools' results)."""
+
+
+def _nodes(case: TestCaseModel, turn_context: list[str] | None, result: int) -> list[int]:
+    """The retrieved context a RAG judge reads: the turn's or the case's ``retrieval_context``,
+    else what the expected tools return (one piece), else none."""
+    given = turn_context if turn_context is not None else case.retrieval_context
+    if given:
+        return [typical_tokens(node) for node in given]
+    return [result] if result else []
+
+
+def _statements(tokens: int) -> int:
+    """The claims or statements a RAG judge lists from a text of ``tokens`` (at least one)."""
+    return max(1, -(-tokens // STATEMENT_TOKENS))
+
+
+def _judge_usage(metric: object, texts: JudgedTexts) -> tuple[int, TokenUsage]:
+    """(calls, tokens) of one scoring of ``metric`` (holodeck_core/metrics/rag.py, geval.py,
+    legacy.py): each call's prompt is the metric's packaged template around the case (a RAG
+    judge's also the context it reads); what the judge writes depends on the kind of metric: a
+    score and a reason, the claims it lists from a text (about that text's size), or a verdict
+    per claim or piece of context."""
+    from holodeck_core.models import TokenUsage
     from holodeck_core.models.evaluation import (
         LEGACY_JUDGE_METRICS,
         GEvalMetric,
@@ -402,9 +436,41 @@ def _judge_calls(metric: object) -> int:
     )
 
     if not getattr(metric, "enabled", True):
-        return 0
+        return 0, TokenUsage()
+    template = _judge_prompt_tokens(metric)
     if isinstance(metric, RAGMetric):
-        return 2
-    if isinstance(metric, GEvalMetric):
-        return 1
-    return int(isinstance(metric, StandardMetric) and metric.metric in LEGACY_JUDGE_METRICS)
+        return _rag_usage(str(metric.metric_type), template, texts)
+    judged = isinstance(metric, GEvalMetric) or (
+        isinstance(metric, StandardMetric) and metric.metric in LEGACY_JUDGE_METRICS
+    )
+    if not judged:
+        return 0, TokenUsage()
+    return 1, TokenUsage(prompt_tokens=template + texts.case, completion_tokens=JUDGE_SCORE_TOKENS)
+
+
+def _rag_usage(kind: str, template: int, texts: JudgedTexts) -> tuple[int, TokenUsage]:
+    """What each RAG judge call reads beside its template and writes (holodeck_core/metrics/
+    rag.py): faithfulness and answer relevancy ask twice (the answer's claims or statements,
+    then a verdict on each against the context or the input); contextual relevancy once per
+    piece of context (with the input: the piece's statements, each with a verdict); contextual
+    precision and recall once (the context with the expected answer, and the input for
+    precision: a verdict per piece, per sentence of the expected answer)."""
+    from holodeck_core.models import TokenUsage
+
+    context = sum(texts.nodes)
+    claims = _statements(texts.answer)
+    listed = claims * STATEMENT_TOKENS
+    if kind in ("faithfulness", "answer_relevancy"):
+        against = context if kind == "faithfulness" else texts.input
+        prompt = 2 * template + texts.answer + listed + against
+        written = texts.answer + claims * JUDGE_VERDICT_TOKENS
+        return 2, TokenUsage(prompt_tokens=prompt, completion_tokens=written)
+    if kind == "contextual_relevancy":
+        nodes = texts.nodes or [0]
+        prompt = len(nodes) * (template + texts.input) + context
+        written = sum(n + _statements(n) * JUDGE_VERDICT_TOKENS for n in nodes)
+        return len(nodes), TokenUsage(prompt_tokens=prompt, completion_tokens=written)
+    asked = texts.input if kind == "contextual_precision" else 0
+    verdicts = len(texts.nodes) if kind == "contextual_precision" else _statements(texts.expected)
+    prompt = template + asked + texts.expected + context
+    return 1, TokenUsage(prompt_tokens=prompt, completion_tokens=verdicts * JUDGE_VERDICT_TOKENS)

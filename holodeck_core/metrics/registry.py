@@ -22,11 +22,11 @@ import inspect
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from holodeck_core.metrics import sync_worker
 from holodeck_core.metrics.base import (
     EVALUATION_DATA,
     INPUT_DESCRIPTIONS,
@@ -46,7 +46,6 @@ MetricFn = Callable[[Any, MetricInput, EvalContext], Score | Awaitable[Score]]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _FLOAT_SLACK = 1e-9
-_SYNC_METRICS = ThreadPoolExecutor(1, thread_name_prefix="holodeck-metric")  # nltk: 1 thread
 NO_THRESHOLD_NOTE = "no threshold set: the score is recorded and passes when it is above 0"
 
 
@@ -263,8 +262,7 @@ async def _evaluate_async(
         if spec.is_async:
             outcome = spec.fn(metric, prepared, ctx)
         else:  # CPU-bound (BLEU, METEOR, graders): off the loop, so calls in flight go on
-            loop = asyncio.get_running_loop()
-            outcome = await loop.run_in_executor(_SYNC_METRICS, spec.fn, metric, prepared, ctx)
+            outcome = await asyncio.wrap_future(sync_worker.submit(spec.fn, metric, prepared, ctx))
         if inspect.isawaitable(outcome):
             outcome = await outcome
         return _result(metric, spec, inputs, outcome, start)
