@@ -104,6 +104,9 @@ def record(peer: Path | None, only: list[str]) -> None:
                     **base,
                     "HOME": str(root / "home"),
                     "OPENAI_BASE_URL": server.openai_base_url,  # its openai ignores `endpoint`
+                    # its Claude backend forwards `endpoint` only with auth_provider: custom;
+                    # the CLI reads the variable from the environment it inherits
+                    "ANTHROPIC_BASE_URL": server.url,
                     "OPENAI_AGENTS_DISABLE_TRACING": "1",
                     # the hierarchical_document tool counts tokens with tiktoken, which would
                     # download cl100k_base; LiteLLM ships it under tiktoken's cache name
