@@ -10,7 +10,9 @@ without HoloDeck. Offline; never in CI.
     .venv/bin/python bench/holodeck_fidelity.py --peer bench/.peer-venv
     .venv/bin/python bench/holodeck_fidelity.py --ours-only   # re-record our side only
 
-It prints the per-sample table of ``docs/holodeck-fidelity.md``."""
+The ``anthropic`` and ``ollama`` samples run through the Claude Agent SDK's bundled CLI on both
+sides (Debian's ``bubblewrap`` installed; ~15-60 s a sample). It prints the per-sample table of
+``docs/holodeck-fidelity.md``."""
 
 from __future__ import annotations
 
