@@ -10,7 +10,9 @@ without HoloDeck. Offline; never in CI.
     .venv/bin/python bench/holodeck_fidelity.py --peer bench/.peer-venv
     .venv/bin/python bench/holodeck_fidelity.py --ours-only   # re-record our side only
 
-It prints the per-sample table of ``docs/holodeck-fidelity.md``."""
+The ``anthropic`` and ``ollama`` samples run through the Claude Agent SDK's bundled CLI on both
+sides (Debian's ``bubblewrap`` installed; ~15-60 s a sample). It prints the per-sample table of
+``docs/holodeck-fidelity.md``."""
 
 from __future__ import annotations
 
@@ -104,6 +106,9 @@ def record(peer: Path | None, only: list[str]) -> None:
                     **base,
                     "HOME": str(root / "home"),
                     "OPENAI_BASE_URL": server.openai_base_url,  # its openai ignores `endpoint`
+                    # its Claude backend forwards `endpoint` only with auth_provider: custom;
+                    # the CLI reads the variable from the environment it inherits
+                    "ANTHROPIC_BASE_URL": server.url,
                     "OPENAI_AGENTS_DISABLE_TRACING": "1",
                     # the hierarchical_document tool counts tokens with tiktoken, which would
                     # download cl100k_base; LiteLLM ships it under tiktoken's cache name

@@ -25,6 +25,10 @@ CLAUDE_CLI_PROCESSES = 4
 """Claude Code CLI processes at once for ``anthropic``/``ollama`` agents, whatever
 ``parallel_test_cases`` says: one per case turn, its memory and start-up in
 docs/holodeck-fidelity.md."""
+CLAUDE_TOOL_DESCRIPTION_CHARS = 200
+"""The longest description of one of the agent's own tools on the Claude path: HoloDeck 0.7.1's
+Claude backend cuts a longer one to this many characters, ``...`` included
+(docs/holodeck-fidelity.md)."""
 FILE_TIMEOUT_S = 30.0
 """Seconds per file conversion (``execution.file_timeout``)."""
 DOWNLOAD_TIMEOUT_S = 30.0

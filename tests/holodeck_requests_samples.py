@@ -10,8 +10,12 @@ The copy changes both sides' agent alike: every model endpoint points at the ser
 embed the index whatever they say, docs/agent-yaml.md); ``observability`` goes (HoloDeck would
 export to the OTLP collector it names and wait for it at exit; we ignore the block); a
 ``config.yaml``'s ``execution.cache_directory`` goes (HoloDeck refuses the whole file for it, we
-warn: docs/holodeck-fidelity.md, section 3); the example runs without its sidecar of our
-additions (docs/agent-yaml.md: its agent.yaml is HoloDeck's as it is)."""
+warn: docs/holodeck-fidelity.md, section 3); a ``claude.permission_mode: acceptAll`` gets
+``i_understand_this_is_unsafe: true`` (both refuse every case without it); a retrieval tool's
+``contextual_embeddings`` is turned off (one request per chunk carrying the whole document: a
+fixture of 26 MB for legal-assistant/claude; docs/holodeck-fidelity.md says what differs
+there); the example runs without its sidecar of our additions (docs/agent-yaml.md: its
+agent.yaml is HoloDeck's as it is)."""
 
 from __future__ import annotations
 
@@ -89,11 +93,67 @@ HOLODECK_JUDGE = {
 JSON every DeepEval schema reads, instead of the agent's tool calls they would retry on."""
 
 
+CLAUDE_PROVIDERS = frozenset({"anthropic", "ollama"})
+"""The providers both HoloDeck 0.7.1 and we run through the Claude Agent SDK's CLI."""
+CLI_TITLE = {
+    "name": "cli-session-title",
+    "match": {"user": "^<session>\n"},
+    "json": {"title": "Support question"},
+}
+"""The CLI's own title-generation request (the case input inside ``<session>`` tags)."""
+CLI_INPUT = r"(?s)^(?!# Task:)(?:.*</system-reminder>\s*)?(.+)"
+"""The case input of a CLI request: the text after the CLI's ``<system-reminder>`` blocks."""
+
+
+def claude_path(agent_file: Path) -> bool:
+    """Whether the sample's agent runs through the Claude Agent SDK (on both sides)."""
+    doc = yaml.safe_load(agent_file.read_text())
+    return str((doc.get("model") or {}).get("provider")) in CLAUDE_PROVIDERS
+
+
+def _example(schema: dict[str, Any]) -> Any:
+    """A value the JSON Schema accepts (an enum's first, a number within its bounds)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {name: _example(props[name]) for name in schema.get("required") or props}
+    if kind in ("number", "integer"):
+        return schema.get("minimum", 0)
+    return {"boolean": True, "array": []}.get(str(kind), "scripted")
+
+
+def _claude_rules(found: dict[str, Any], response_format: Any) -> dict[str, Any]:
+    """The agent rule as the CLI is served: its question after the system reminders, its
+    tools on the ``holodeck_tools`` MCP server; the CLI's title request answered first; with a
+    response format, the ``StructuredOutput`` call the CLI's stop hook asks for."""
+    agent = dict(found["rules"][-1])
+    agent["match"] = {**agent["match"], "user": CLI_INPUT}
+    agent["tool_calls"] = [
+        {**call, "name": f"mcp__holodeck_tools__{call['name']}"} for call in agent["tool_calls"]
+    ]
+    extra = []
+    if isinstance(response_format, dict):
+        structured = {"name": "StructuredOutput", "arguments": _example(response_format)}
+        extra.append(
+            {
+                "name": "cli-structured-output",
+                "match": {
+                    "user": "^Stop hook feedback:[\\s\\S]*StructuredOutput",
+                    "tool_result": False,
+                },
+                "tool_calls": [structured],
+            }
+        )
+    return {**found, "rules": [CLI_TITLE, *found["rules"][:-1], *extra, agent]}
+
+
 def rules(key: str, agent_file: Path) -> dict[str, Any]:
     """The server's rules: HoloDeck's judges' reply, then the example's own rules; the
     weather tool's; else call every retrieval tool with the user's question and answer from
     the results (tests/retrieval_samples.py), in JSON a multi-turn agent's ``response_format``
-    reads (financial-assistant)."""
+    reads (financial-assistant); a Claude-path agent's as its CLI asks."""
     if key == "examples/acme-support":
         found = dict(yaml.safe_load((agent_file.parent / "model-rules.yaml").read_text()))
     elif key == "generated/tool_calls":
@@ -106,6 +166,8 @@ def rules(key: str, agent_file: Path) -> dict[str, Any]:
             # a later turn carries the answer before it, which openai-agents drops when the
             # schema refuses it: the structured multi-turn agent answers JSON
             found["rules"][-1] = {**found["rules"][-1], "reply": '{"answer": "NaN"}'}
+        if claude_path(agent_file):
+            found = _claude_rules(found, doc.get("response_format"))
     return {**found, "rules": [HOLODECK_JUDGE, *found["rules"]]}
 
 
@@ -116,10 +178,15 @@ def prepare(agent_file: Path, dest: Path, server_url: str) -> Path:
     if agent_file.parent.parent.name == "examples":  # HoloDeck's agent.yaml alone
         (dest / f"{agent_file.stem}.pipelines.yaml").unlink(missing_ok=True)
     doc.pop("observability", None)
+    claude = doc.get("claude") or {}
+    if claude.get("permission_mode") == "acceptAll":  # both refuse it without the flag
+        claude["i_understand_this_is_unsafe"] = True
     tools = [t for t in doc.get("tools") or [] if t["type"] != "mcp"]
     for tool in tools:
         tool.pop("database", None)
         tool.pop("keyword_index", None)
+        if tool.get("contextual_embeddings"):
+            tool["contextual_embeddings"] = False  # one request per chunk with the document
     if tools:
         doc["tools"] = tools
     else:
@@ -140,7 +207,12 @@ def sample_env(agent: Path, server_url: str) -> dict[str, str]:
     text = agent.read_text() + (config.read_text() if config.is_file() else "")
     found = set(re.findall(r"\$\{([A-Z_0-9]+)", text))
     env = {v: server_url if re.search("ENDPOINT|URL", v) else f"dummy-{v.lower()}" for v in found}
-    keys = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    keys = (
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    )
     return {**env, **dict.fromkeys(keys, "sk-loopback-test")}
 
 

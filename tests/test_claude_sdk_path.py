@@ -168,3 +168,42 @@ def test_direct_path_is_an_explicit_opt_in_that_says_so(
     assert "did not run HoloDeck's agent" in eval_run.report.environment["agent_backend_note"]
     assert "did not run HoloDeck's agent" in capsys.readouterr().out
     assert all(not r.get("query") for r in requests)  # our SDK call, not the CLI's
+
+
+def test_the_agents_tool_descriptions_are_cut_as_holodeck_cuts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HoloDeck's Claude backend offers a tool description of more than 200 characters cut to
+    197 and ``...``; one of 200 or fewer whole (what samples/financial-assistant/claude's
+    archive tool shows the model). Measured on the request the CLI sends."""
+    descriptions = {
+        "long_ascii": "Weather of a city. " * 14,
+        "exactly_200": "w" * 200,
+        "just_over": "ü" * 201,
+        "short": "Weather of a city",
+    }
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    (folder / "tools.py").write_text(TOOLS_PY)
+    tools = "".join(
+        f"  - {{type: function, name: {name}, description: '{text}', file: tools.py, "
+        "function: get_weather}\n"
+        for name, text in descriptions.items()
+    )
+    with run_model_server(RULES) as server:
+        agent = folder / "agent.yaml"
+        agent.write_text(
+            f"name: cut\nmodel: {anthropic(server.anthropic_base_url)}\n"
+            f"instructions: {{inline: Be brief.}}\ntools:\n{tools}"
+            "test_cases:\n  - {name: capital, input: capital of France?}\n"
+        )
+        code, _, _, _ = run(agent, monkeypatch)
+        bodies = [r["body"] for r in server.requests() if r["body"].get("tools")]
+    assert code == 0 and bodies
+    sent = {t["name"]: t["description"] for t in bodies[0]["tools"]}
+    expected = {
+        name: text if len(text) <= 200 else text[:197] + "..."
+        for name, text in descriptions.items()
+    }
+    assert {n: sent[f"mcp__holodeck_tools__{n}"] for n in descriptions} == expected
+    assert len(sent["mcp__holodeck_tools__long_ascii"]) == 200

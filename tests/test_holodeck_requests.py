@@ -1,7 +1,8 @@
 """The differential test against HoloDeck 0.7.1 (docs/holodeck-fidelity.md), in CI without HoloDeck:
 every corpus sample and ``examples/acme-support`` run by us against the loopback server, the
 requests normalised (``holodeck_core.testing.request_log``) and compared with the fixtures
-``bench/holodeck_fidelity.py`` recorded from both HoloDeck and us.
+``bench/holodeck_fidelity.py`` recorded from both HoloDeck and us; ``anthropic`` and ``ollama``
+agents through the Claude Agent SDK's CLI on both sides, streaming Anthropic Messages.
 
 A sample fails when a request we send changes (re-record with ``bench/holodeck_fidelity.py
 --ours-only`` and say why in the commit), and when the fields where we differ from HoloDeck are
@@ -22,7 +23,7 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.testing import ModelServer, run_model_server
-from holodeck_core.testing.request_log import differing_fields, normalise
+from holodeck_core.testing.request_log import differing_fields, normalise, request_set
 from tests.conftest import REPO, corpus_path
 from tests.holodeck_requests_samples import (
     FIXTURES,
@@ -43,8 +44,11 @@ FAST = {
     "generated/tool_calls",
     "generated/geval",
     "samples/customer-support/openai",
+    "samples/customer-support/ollama",
+    "samples/ticket-routing/ollama",
 }
-"""Run in the default suite; the others (PDF indexes, more cases) are marked slow."""
+"""Run in the default suite (the two ``ollama`` ones through the Claude CLI, ~10 s together);
+the others (PDF indexes, contextual embeddings, more cases) are marked slow."""
 _ROW = re.compile(r"^\| (`(?:agent|embeddings|other)\.[a-z_]+`(?:, `[a-z_.]+`)*) \| (.+?) \|", re.M)
 """A row of the known differences: its fields, then the samples where they differ."""
 
@@ -141,6 +145,72 @@ def test_the_normal_form_tells_chat_completions_from_responses() -> None:
         "role": "assistant",
         "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
     }
+
+
+def _cli_request(**changes: Any) -> dict[str, Any]:
+    """A request as the Claude Code CLI sends it (Anthropic Messages, streamed)."""
+    body: dict[str, Any] = {
+        "model": "gpt-oss:20b",
+        "max_tokens": 32000,
+        "stream": True,
+        "thinking": {"type": "adaptive"},
+        "metadata": {"user_id": '{"device_id":"abc","session_id":"s-1"}'},
+        "system": [
+            {
+                "type": "text",
+                "text": "x-anthropic-billing-header: cc_version=2.1.142.8b7; cch=9f7cf;",
+            },
+            {"type": "text", "text": "You are Eva.", "cache_control": {"type": "ephemeral"}},
+        ],
+        "tools": [{"name": "mcp__holodeck_tools__faq_search", "input_schema": {"type": "object"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "<system-reminder>\nToday's date is 2026-12-06.\n"},
+                    {"type": "text", "text": "How do I reset my password?"},
+                ],
+            }
+        ],
+    }
+    body.update(changes)
+    return {"route": "messages", "path": "/v1/messages", "body": body}
+
+
+def test_the_normal_form_of_a_cli_request_keeps_what_the_model_reads() -> None:
+    """What varies between two runs of one case (billing-header hashes, today's date, the
+    session and device ids) is not a difference; the system text, a reminder's text, the
+    tools, thinking and the stream flag are. The CLI's reminders are messages of their own, so
+    the request and the CLI's title request (the input in ``<session>`` tags) are the case's."""
+    base = normalise(_cli_request())
+    again = _cli_request(metadata={"user_id": '{"device_id":"def","session_id":"s-2"}'})
+    again["body"]["system"][0]["text"] = (
+        "x-anthropic-billing-header: cc_version=2.1.142.d75; cch=e4259;"
+    )
+    again["body"]["messages"][0]["content"][0]["text"] = (
+        "<system-reminder>\nToday's date is 2027-01-31.\n"
+    )
+    assert normalise(again) == base
+    assert "cc_version=2.1.142.<hash>; cch=<hash>;" in base["instructions"]
+    assert [m["role"] for m in base["messages"]] == ["reminder", "user"]
+    assert base["stream"] is True and base["extra"] == {"thinking": {"type": "adaptive"}}
+    other_version = _cli_request()
+    other_version["body"]["system"][0]["text"] = (
+        "x-anthropic-billing-header: cc_version=2.2.0.8b7; cch=9f7cf;"
+    )
+    for changed in (
+        _cli_request(stream=False),
+        _cli_request(thinking={"type": "enabled", "budget_tokens": 1024}),
+        _cli_request(tools=[]),
+        _cli_request(system=[{"type": "text", "text": "You are Bob."}]),
+        other_version,
+    ):
+        assert normalise(changed) != base
+    title = _cli_request(
+        messages=[{"role": "user", "content": "<session>\nHow do I reset my password?\n</session>"}]
+    )
+    found = request_set([_cli_request(), title], [["How do I reset my password?"]])
+    assert [r["case"] for r in found["agent"]] == [0, 0] and found["other"] == []
 
 
 @pytest.mark.parametrize("key", _params())

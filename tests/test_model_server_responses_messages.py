@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -169,6 +170,26 @@ def test_azure_deployment_route() -> None:
             pytest.raises(openai.BadRequestError, match="api-version"),
         ):
             bare.chat.completions.create(model="x", messages=user("hello azure"))
+
+
+@pytest.mark.parametrize("given", ["refund policy", ["refund policy", "shipping times", "x"]])
+def test_ollama_native_embed_route_answers_the_same_vectors(given: str | list[str]) -> None:
+    """Ollama's ``POST /api/embed`` (LiteLLM's ``ollama/`` models; HoloDeck's embeddings of an
+    ``ollama`` agent) in Ollama's shape, the vectors of ``/v1/embeddings``; recorded and
+    counted as embeddings."""
+    texts = [given] if isinstance(given, str) else given
+    with run_model_server() as server, httpx.Client(base_url=server.url) as http:
+        body = {"model": "nomic-embed-text:latest", "input": given}
+        native = http.post("/api/embed", json=body).json()
+        openai_shape = http.post("/v1/embeddings", json=body).json()
+        assert set(native) == {"model", "embeddings", "prompt_eval_count"}
+        assert native["model"] == "nomic-embed-text:latest"
+        assert native["embeddings"] == [d["embedding"] for d in openai_shape["data"]]
+        assert len(native["embeddings"]) == len(texts)
+        assert native["prompt_eval_count"] == openai_shape["usage"]["prompt_tokens"]
+        assert http.post("/api/embed", json={"model": "m", "input": []}).status_code == 400
+        assert server.stats()["by_path"]["/api/embed"] == 1  # the refused one is not
+        assert [r["route"] for r in server.requests()][:1] == ["embeddings"]
 
 
 def test_models_list_for_both_sdks_and_unknown_route() -> None:

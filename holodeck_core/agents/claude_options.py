@@ -11,11 +11,13 @@ from typing import Any
 from claude_agent_sdk import ClaudeAgentOptions
 from claude_agent_sdk.types import McpSdkServerConfig
 
+from holodeck_core.defaults import CLAUDE_TOOL_DESCRIPTION_CHARS
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import LLMProvider
 from holodeck_core.models.backends import ClaudeBlock
 from holodeck_core.models.llm import AuthProvider
 from holodeck_core.providers.factory import api_key_for
+from holodeck_core.providers.messages import ToolSpec
 from holodeck_core.providers.table import provider_spec
 
 TOOL_SERVER = "holodeck_tools"
@@ -42,6 +44,15 @@ _KEY_VARIABLE = {
 def tool_name(name: str) -> str:
     """The name the model calls one of the agent's tools by."""
     return f"mcp__{TOOL_SERVER}__{name}"
+
+
+def tool_description(spec: ToolSpec) -> str:
+    """The description the model reads: HoloDeck's adapters cut the agent's own tools' to
+    :data:`CLAUDE_TOOL_DESCRIPTION_CHARS` (``...`` last); an MCP server's stays whole."""
+    text, limit = spec.description, CLAUDE_TOOL_DESCRIPTION_CHARS
+    if spec.from_server or len(text) <= limit:
+        return text
+    return text[: limit - 3] + "..."
 
 
 def cli_env(model: LLMProvider, home: Path, *, fallback_key: str | None = None) -> dict[str, str]:
@@ -97,12 +108,7 @@ def _setting_sources(claude: ClaudeBlock | None) -> Any:
 def _permission_mode(claude: ClaudeBlock | None) -> Any:
     if claude is None:
         return None
-    if claude.permission_mode == "acceptAll":
-        if not claude.i_understand_this_is_unsafe:
-            raise ConfigError(
-                "claude.permission_mode: acceptAll turns off Claude Code's permissions; add "
-                "claude.i_understand_this_is_unsafe: true, or declare the tools the agent needs"
-            )
+    if claude.permission_mode == "acceptAll":  # acknowledged: ClaudeBlock refuses it otherwise
         return "bypassPermissions"
     return "acceptEdits" if claude.permission_mode == "acceptEdits" else "default"
 

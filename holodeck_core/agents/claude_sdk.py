@@ -21,7 +21,7 @@ from typing import Any
 import claude_agent_sdk as sdk
 from claude_agent_sdk.types import McpSdkServerConfig
 
-from holodeck_core.agents.claude_options import claude_options, cli_env
+from holodeck_core.agents.claude_options import claude_options, cli_env, tool_description
 from holodeck_core.agents.loop import TurnInput, TurnOutcome
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import CallScheduler, endpoint_key
@@ -49,7 +49,9 @@ class _TurnTools:
 
     def server(self) -> McpSdkServerConfig:
         tools = [
-            sdk.SdkMcpTool(spec.name, spec.description, spec.parameters, self._handler(spec.name))
+            sdk.SdkMcpTool(
+                spec.name, tool_description(spec), spec.parameters, self._handler(spec.name)
+            )
             for spec in self.toolbox.specs
         ]
         return sdk.create_sdk_mcp_server("holodeck_tools", tools=tools)

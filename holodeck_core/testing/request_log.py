@@ -18,6 +18,7 @@ inputs included; its case is that input's index), an **embeddings** request by i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,17 @@ _CONSUMED = {
     *_TOKEN_LIMITS,
 }
 _NOISE = {"stream", "user", "metadata"}
+_REMINDER = "<system-reminder>"
+_CLI_VARYING = (
+    (re.compile(r"(cc_version=\d+\.\d+\.\d+)\.[0-9a-f]+"), r"\1.<hash>"),
+    (re.compile(r"\bcch=[0-9a-f]+"), "cch=<hash>"),
+    (re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}"), r"\1<date>"),
+)
+"""What the Claude Code CLI's requests carry that varies between two runs of one case: the
+billing header's hashes (of the request; its CLI version is kept) and today's date in a
+system reminder. Its session and device ids are in ``metadata``, dropped."""
+_SESSION = re.compile(r"^<session>\n(.*)\n</session>$", re.S)
+"""The CLI's title-generation request: the case input inside ``<session>`` tags."""
 
 
 def _json(value: Any) -> Any:
@@ -109,7 +121,16 @@ def _responses_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
+def _stable(text: str) -> str:
+    """A Claude Code CLI text with what varies per request or per day written as a mark."""
+    for pattern, mark in _CLI_VARYING:
+        text = pattern.sub(mark, text)
+    return text
+
+
 def _messages_messages(body: Mapping[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Messages API; the Claude Code CLI's ``<system-reminder>`` blocks of a user turn are
+    messages of their own (role ``reminder``), so the case input stays the user's text."""
     system = body.get("system")
     messages: list[dict[str, Any]] = []
     for message in body.get("messages") or []:
@@ -122,8 +143,12 @@ def _messages_messages(body: Mapping[str, Any]) -> tuple[str | None, list[dict[s
             elif kind == "tool_result":
                 messages.append({"role": "tool", "text": _text(block.get("content"))})
             else:
-                messages.append({"role": message.get("role"), "text": _text(block.get("text"))})
-    return (_text(system) if system else None), messages
+                text = _stable(_text(block.get("text")))
+                reminder = text.startswith(_REMINDER) and message.get("role") == "user"
+                messages.append(
+                    {"role": "reminder" if reminder else message.get("role"), "text": text}
+                )
+    return (_stable(_text(system)) if system else None), messages
 
 
 def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -167,6 +192,7 @@ def normalise(entry: Mapping[str, Any]) -> dict[str, Any]:
         instructions, messages = _chat_messages(body)
     elif route == "messages":
         instructions, messages = _messages_messages(body)
+        out["stream"] = body.get("stream", False)  # the CLI streams, our direct loop does not
     else:
         instructions, messages = body.get("instructions"), _responses_messages(body)
     limit = next((k for k in _TOKEN_LIMITS if k in body), None)
@@ -185,9 +211,12 @@ def normalise(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _first_user(request: Mapping[str, Any]) -> str | None:
+    """The first user text, unwrapped from the ``<session>`` tags of a CLI title request."""
     for message in request.get("messages") or []:
         if message["role"] == "user":
-            return str(message["text"]).strip()
+            text = str(message.get("text", "")).strip()
+            session = _SESSION.match(text)
+            return session.group(1).strip() if session else text
     return None
 
 

@@ -13,7 +13,8 @@ Routes
   ``previous_response_id`` continues a stored conversation
 - ``POST /v1/messages`` (also ``/messages``): Anthropic Messages
 - ``POST /v1/embeddings`` (also ``/embeddings``, ``/openai/v1/embeddings``, Azure's
-  ``/openai/deployments/{deployment}/embeddings``): lexical vectors, see :mod:`.embeddings`
+  ``/openai/deployments/{deployment}/embeddings``; Ollama's native ``/api/embed``, answered in
+  its shape): lexical vectors, see :mod:`.embeddings`
 - ``GET /v1/models``, ``GET /v1/models/{id}``: a small list both SDKs can parse
 - ``GET /_stats``, ``GET /_requests`` (every model request: route, path, query if
   any, JSON body, ``streamed: true`` if answered as a stream),

@@ -11,7 +11,11 @@ from aiohttp import web
 
 from holodeck_core.testing.rules import RouteName
 from holodeck_core.testing.rules_loading import RulesInput, coerce_rules
-from holodeck_core.testing.server.embeddings import embeddings_body, parse_embeddings
+from holodeck_core.testing.server.embeddings import (
+    embeddings_body,
+    ollama_embed_body,
+    parse_embeddings,
+)
 from holodeck_core.testing.server.planning import Fault, plan_call
 from holodeck_core.testing.server.requests import (
     BadRequest,
@@ -44,6 +48,8 @@ from holodeck_core.testing.server.streaming import (
 
 LOOPBACK_HOST = "127.0.0.1"
 _CLIENT_MAX_SIZE = 64 * 1024 * 1024
+OLLAMA_EMBED = "/api/embed"
+"""Ollama's native embeddings route (its OpenAI-compatible one is ``/v1/embeddings``)."""
 
 
 def check_host(host: str) -> str:
@@ -163,6 +169,8 @@ async def _model_call_inner(
         payload = messages_body(conv, plan, key, call_no)
     elif route == "embeddings":
         payload = embeddings_body(body, conv)
+        if request.path == OLLAMA_EMBED:
+            payload = ollama_embed_body(payload)
     else:
         response_id = f"resp_{hid(key, call_no, 'resp')}"
         output = responses_output(conv, plan, key, call_no)
@@ -307,7 +315,7 @@ async def _not_found(request: web.Request) -> web.Response:
         404,
         f"{request.method} {request.path} is not a route of the holodeck loopback model "
         "server (POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, "
-        "/openai/deployments/{d}/chat/completions and /embeddings; GET /v1/models, "
+        "/openai/deployments/{d}/chat/completions and /embeddings, /api/embed; GET /v1/models, "
         "/_stats, /_requests; POST /_reset)",
     )
 
@@ -332,6 +340,7 @@ def create_app(rules: RulesInput = None, *, latency: float = 0.0) -> web.Applica
     for path in ("/v1/embeddings", "/embeddings", "/openai/v1/embeddings"):
         app.router.add_post(path, embeddings)
     app.router.add_post("/openai/deployments/{deployment}/embeddings", embeddings)
+    app.router.add_post(OLLAMA_EMBED, embeddings)
     for prefix in ("/v1", "", "/openai", "/openai/v1"):
         app.router.add_get(f"{prefix}/models", _models)
         app.router.add_get(f"{prefix}/models/{{model}}", _model)

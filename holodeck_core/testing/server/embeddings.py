@@ -1,5 +1,5 @@
-"""``POST /v1/embeddings`` (and Azure's ``/openai/deployments/{d}/embeddings``): vectors with
-real lexical similarity, from :func:`embed`.
+"""``POST /v1/embeddings`` (and Azure's ``/openai/deployments/{d}/embeddings``, Ollama's native
+``/api/embed``): vectors with real lexical similarity, from :func:`embed`.
 
 A text becomes hashed features: its words (stop words dropped), word bigrams and character
 3-grams of each word, weighted by sublinear term frequency, signed-hashed into the vector
@@ -155,4 +155,14 @@ def embeddings_body(body: Mapping[str, Any], conv: Conversation) -> dict[str, An
         "data": data,
         "model": conv.model,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+def ollama_embed_body(openai: Mapping[str, Any]) -> dict[str, Any]:
+    """Ollama's native ``POST /api/embed`` reply (what LiteLLM's ``ollama/`` models call) of the
+    same vectors as :func:`embeddings_body`'s."""
+    return {
+        "model": openai["model"],
+        "embeddings": [item["embedding"] for item in openai["data"]],
+        "prompt_eval_count": openai["usage"]["prompt_tokens"],
     }
