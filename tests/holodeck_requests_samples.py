@@ -124,7 +124,7 @@ def _example(schema: dict[str, Any]) -> Any:
     return {"boolean": True, "array": []}.get(str(kind), "scripted")
 
 
-def _claude_rules(found: dict[str, Any], response_format: Any) -> dict[str, Any]:
+def claude_rules(found: dict[str, Any], response_format: Any) -> dict[str, Any]:
     """The agent rule as the CLI is served: its question after the system reminders, its
     tools on the ``holodeck_tools`` MCP server; the CLI's title request answered first; with a
     response format, the ``StructuredOutput`` call the CLI's stop hook asks for."""
@@ -167,7 +167,7 @@ def rules(key: str, agent_file: Path) -> dict[str, Any]:
             # schema refuses it: the structured multi-turn agent answers JSON
             found["rules"][-1] = {**found["rules"][-1], "reply": '{"answer": "NaN"}'}
         if claude_path(agent_file):
-            found = _claude_rules(found, doc.get("response_format"))
+            found = claude_rules(found, doc.get("response_format"))
     return {**found, "rules": [HOLODECK_JUDGE, *found["rules"]]}
 
 
@@ -178,9 +178,6 @@ def prepare(agent_file: Path, dest: Path, server_url: str) -> Path:
     if agent_file.parent.parent.name == "examples":  # HoloDeck's agent.yaml alone
         (dest / f"{agent_file.stem}.pipelines.yaml").unlink(missing_ok=True)
     doc.pop("observability", None)
-    claude = doc.get("claude") or {}
-    if claude.get("permission_mode") == "acceptAll":  # both refuse it without the flag
-        claude["i_understand_this_is_unsafe"] = True
     tools = [t for t in doc.get("tools") or [] if t["type"] != "mcp"]
     for tool in tools:
         tool.pop("database", None)

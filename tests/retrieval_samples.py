@@ -100,6 +100,9 @@ def prepare_sample(agent_file: Path, dest: Path, server_url: str) -> tuple[Path,
         if block:
             openai = block["provider"] == "openai"
             block["endpoint"] = f"{server_url}/v1" if openai else server_url
+    claude = doc.get("claude") or {}
+    if claude.get("permission_mode") == "acceptAll":  # HoloDeck and we refuse it without
+        claude["i_understand_this_is_unsafe"] = True
     (dest / "agent.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return dest / "agent.yaml", [t["name"] for t in tools if t["type"] in RETRIEVAL_TYPES]
 

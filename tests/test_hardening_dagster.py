@@ -16,7 +16,7 @@ import pytest
 from holodeck_core.config.project import Project
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_hardening_embeddings import Embeddings, embeddings, provider
+from tests.test_hardening_embeddings import DIRECT, Embeddings, embeddings, provider
 from tests.test_pipelines import materialize, register
 from tests.test_retrieval import search_rule, tool_of, write_agent, write_docs
 
@@ -84,7 +84,12 @@ def test_poisoned_embeddings_fail_the_partition_and_are_never_cached(
         claude = {"provider": "anthropic", "name": "claude", "endpoint": server.url}
         defs = build_definitions(  # embedding_provider: read for an anthropic agent only
             project(
-                tmp_path, server, [tool], model=claude, embedding_provider=provider(embeddings.url)
+                tmp_path,
+                server,
+                [tool],
+                model=claude,
+                embedding_provider=provider(embeddings.url),
+                execution=DIRECT,
             )
         )
         write_docs(tmp_path / "agents" / "geo")

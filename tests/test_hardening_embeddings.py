@@ -77,6 +77,12 @@ def embeddings() -> Iterator[Embeddings]:
     server.server.server_close()
 
 
+DIRECT = {"anthropic_path": "direct"}
+"""These tests are about embeddings: the anthropic agent (whose embedding_provider is read)
+runs on the direct Messages path; the Claude path's tools are tested in
+tests/test_claude_sdk_path.py."""
+
+
 def provider(url: str) -> dict[str, Any]:
     """The embeddings endpoint: HoloDeck (and we) read ``embedding_provider`` for an
     anthropic agent only, and take the model from the tool, never from the block's name."""
@@ -90,6 +96,7 @@ def claude_agent(folder: Path, server: Any, embeddings_url: str) -> Path:
         [tool_of(source="docs/*.md", embedding_model="embed-m")],
         model={"provider": "anthropic", "name": "claude", "endpoint": server.url},
         embedding_provider=provider(embeddings_url),
+        execution=DIRECT,
     )
 
 

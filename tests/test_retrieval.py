@@ -458,7 +458,12 @@ def test_anthropic_agent_needs_an_embedding_provider(
             "api_version": "2024-10-21",
         }
         agent = write_agent(
-            tmp_path, server, [tool_of(source="docs")], model=claude, embedding_provider=embeddings
+            tmp_path,
+            server,
+            [tool_of(source="docs")],
+            model=claude,
+            embedding_provider=embeddings,
+            execution={"anthropic_path": "direct"},  # counts /v1/messages of our own loop
         )
         assert main(["test", str(agent)]) == 0, capsys.readouterr().err
         paths = server.stats()["by_path"]  # the provider's default model, never the block's name

@@ -17,6 +17,7 @@ import yaml
 from holodeck_core.cli.main import main
 from holodeck_core.testing import run_model_server
 from tests.conftest import corpus_path
+from tests.holodeck_requests_samples import claude_path, claude_rules
 from tests.retrieval_samples import (
     RETRIEVAL_TYPES,
     prepare_sample,
@@ -76,7 +77,10 @@ def test_sample_answers_from_its_own_documents(
     names = [t["name"] for t in doc["tools"] if t["type"] in RETRIEVAL_TYPES]
     metrics = (doc.get("evaluations") or {}).get("metrics") or []
     rag = {m["metric_type"] for m in metrics if m.get("type") == "rag"}
-    with run_model_server(rules_for(names)) as server:
+    rules = rules_for(names)
+    if claude_path(sample):  # the CLI's title request, its reminders, its tools' names
+        rules = claude_rules(rules, doc.get("response_format"))
+    with run_model_server(rules) as server:
         agent, _ = prepare_sample(sample, tmp_path / "sample", server.url)
         set_sample_env(agent, monkeypatch)
         code = main(["test", str(agent), "--limit", "2"])
