@@ -371,8 +371,13 @@ def _walk(value: Any, scrubber: _Scrubber, key: str | None) -> Any:
 
 
 def _mask_all(value: Any) -> Any:
+    """Every text under a secret-named key masked. Numbers and booleans are kept: a map keyed
+    by data (case ids, such as a case named ``secret``) holds counts and prices there, and a
+    masked number would no longer be the number its model requires."""
     if isinstance(value, dict):
         return {k: _mask_all(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask_all(v) for v in value]
-    return None if value is None else REDACTED
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return REDACTED

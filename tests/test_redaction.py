@@ -107,3 +107,12 @@ def test_short_values_are_not_registered_but_patterns_still_apply() -> None:
         "--name",
         "x",
     ]
+
+
+def test_a_map_keyed_by_a_secret_looking_id_keeps_its_numbers() -> None:
+    """A case named ``secret`` or ``token`` keys maps of counts and prices: its text is
+    masked, its numbers stay numbers (stage data and EvalRuns still validate)."""
+    data = {"cases": {"secret": {"calls": 3, "usd": 0.25, "ok": True, "note": "sk-live-123"}}}
+    assert redact(data) == {
+        "cases": {"secret": {"calls": 3, "usd": 0.25, "ok": True, "note": "***"}}
+    }
