@@ -169,7 +169,7 @@ def test_the_summary_lists_new_failures_flaky_cases_and_the_cost_change(tmp_path
         comparison = compare_runs(con, "baseline", "pull-req")
     summary = render_pr_summary(runs[-1], comparison, baseline="v1", passed_gate=False)
     assert summary.startswith("## ❌ support-bot · prompt v1: gate failed\n")
-    assert "- cost: $0.0200 (+0.0100 vs the baseline)" in summary
+    assert "- cost: $0.0200, $0.00667 per passing case (+$0.0100 vs the baseline)" in summary
     assert "- baseline: v1 run `baseline`, 4 shared cases" in summary
     sections = {
         block.split("\n", 1)[0]: block.split("\n\n", 1)[1].strip().splitlines()
