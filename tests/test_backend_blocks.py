@@ -191,11 +191,6 @@ test_cases: [{input: hi}]
         ("claude: {agents: {r: {description: d, promt: p}}}\n", "claude.agents.r.promt"),
         ("claude: {setting_sources: [all, user]}\n", "'all' cannot be combined"),
         ("claude: {subagents: {}}\n", "claude.subagents"),
-        ("claude: {permission_mode: acceptAll}\n", "claude.i_understand_this_is_unsafe: true"),
-        (
-            "claude: {permission_mode: acceptAll, i_understand_this_is_unsafe: false}\n",
-            "claude.permission_mode: acceptAll",
-        ),
     ],
 )
 def test_a_bad_claude_block_is_refused_as_holodeck_refuses_it(
@@ -218,8 +213,7 @@ def test_a_claude_block_holodeck_accepts_loads(tmp_path: Path) -> None:
     agent = tmp_path / "agent.yaml"
     agent.write_text(
         CLAUDE_AGENT
-        + "claude: {permission_mode: acceptAll, i_understand_this_is_unsafe: true,\n"
-        + "  max_turns: 4, web_search: true,\n"
+        + "claude: {permission_mode: acceptAll, max_turns: 4, web_search: true,\n"
         + "  bash: {enabled: true, excluded_commands: [rm]}, session_memory_estimate_mib: 500,\n"
         + "  agents: {r: {description: researcher, prompt: look it up, model: haiku}},\n"
         + "  setting_sources: [all], extended_thinking: {enabled: true, budget_tokens: 2000}}\n"

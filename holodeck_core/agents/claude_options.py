@@ -108,7 +108,12 @@ def _setting_sources(claude: ClaudeBlock | None) -> Any:
 def _permission_mode(claude: ClaudeBlock | None) -> Any:
     if claude is None:
         return None
-    if claude.permission_mode == "acceptAll":  # acknowledged: ClaudeBlock refuses it otherwise
+    if claude.permission_mode == "acceptAll":
+        if not claude.i_understand_this_is_unsafe:
+            raise ConfigError(
+                "claude.permission_mode: acceptAll turns off Claude Code's permissions; add "
+                "claude.i_understand_this_is_unsafe: true, or declare the tools the agent needs"
+            )
         return "bypassPermissions"
     return "acceptEdits" if claude.permission_mode == "acceptEdits" else "default"
 

@@ -145,14 +145,3 @@ class ClaudeBlock(StrictModel):
                 "or a subset of ['user', 'project', 'local']"
             )
         return self
-
-    @model_validator(mode="after")
-    def _unsafe_acknowledged(self) -> ClaudeBlock:
-        """HoloDeck refuses ``acceptAll`` without the flag as each case starts (every case an
-        error); here it is the file's error, before any index or model call."""
-        if self.permission_mode == "acceptAll" and not self.i_understand_this_is_unsafe:
-            raise ValueError(
-                "claude.permission_mode: acceptAll turns off Claude Code's permissions; add "
-                "claude.i_understand_this_is_unsafe: true, or declare the tools the agent needs"
-            )
-        return self
