@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -161,8 +162,13 @@ HOSTILE_NAMES = {
 
 
 def on_claude_backend(agent: Path) -> Path:
-    """The agent as an ``ollama`` one: HoloDeck runs it on its Claude Agent SDK backend."""
-    agent.write_text(agent.read_text().replace("provider: openai", "provider: ollama", 1))
+    """The agent as an ``ollama`` one (HoloDeck runs it on its Claude Agent SDK backend), on
+    our direct path: these tests are of our tool loop, which answers an unknown tool as the
+    Claude CLI does (the CLI's own answer: tests/test_claude_sdk_path.py)."""
+    doc = yaml.safe_load(agent.read_text())
+    doc["model"]["provider"] = "ollama"
+    doc["execution"] = {**(doc.get("execution") or {}), "anthropic_path": "direct"}
+    agent.write_text(yaml.safe_dump(doc, sort_keys=False))
     return agent
 
 
