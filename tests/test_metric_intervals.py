@@ -76,4 +76,4 @@ def test_latency_interval_is_halls_everywhere_and_stays_above_0(
         pytest.approx(latency.low, abs=1e-9),
         pytest.approx(latency.high, rel=1e-9),
     )
-    assert trend == ("t_hall_skewness", row[3], row[4])
+    assert trend == ("t_hall_skewness", pytest.approx(row[3]), pytest.approx(row[4]))
