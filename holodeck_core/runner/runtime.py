@@ -6,7 +6,8 @@ model (files, the report) never do."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from holodeck_core.agents.loop import AgentRunner, Conversation
 from holodeck_core.agents.targets import make_target
@@ -15,6 +16,10 @@ from holodeck_core.calls.ledger import Ledger
 from holodeck_core.calls.prices import load_price_table
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
 from holodeck_core.calls.shared_budget import Allowance
+from holodeck_core.config.loader import LoadedAgent
+from holodeck_core.config.project import Project
+from holodeck_core.config.prompts import Prompt
+from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
     Agent,
@@ -24,23 +29,50 @@ from holodeck_core.models import (
     Tool,
     VectorstoreTool,
 )
+from holodeck_core.models.cost import CallCosts
 from holodeck_core.providers.factory import make_client
 from holodeck_core.providers.table import provider_spec
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor
+from holodeck_core.runner.options import SuiteOptions
 from holodeck_core.tools.retrieval.settings import shared_embedding_model
 from holodeck_core.tools.runtime import ToolContext
 from holodeck_core.tools.toolbox import ToolBox
 
 if TYPE_CHECKING:
     from holodeck_core.providers.base import ModelClient
-    from holodeck_core.runner.suite import Suite
+
+
+class RuntimePlan(Protocol):
+    """What a runtime reads of its suite's plan (:class:`~holodeck_core.runner.suite.Suite` is
+    one), so the plan imports the runtime and never the other way round."""
+
+    @property
+    def loaded(self) -> LoadedAgent: ...
+    @property
+    def options(self) -> SuiteOptions: ...
+    @property
+    def project(self) -> Project: ...
+    @property
+    def prompt(self) -> Prompt: ...
+    @property
+    def prompt_key(self) -> str: ...
+    @property
+    def parallel(self) -> int: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def file_cache_dir(self) -> Path | None: ...
+    @property
+    def file_limits(self) -> FileLimits: ...
+    @property
+    def costs_before(self) -> CallCosts | None: ...
 
 
 class SuiteRuntime:
     """The live half of a suite: built from its plan, closed once with :meth:`aclose`."""
 
-    def __init__(self, suite: Suite) -> None:
+    def __init__(self, suite: RuntimePlan) -> None:
         loaded, agent = suite.loaded, suite.loaded.agent
         self._keys = suite.options.api_keys
         client = self.client_for
@@ -87,7 +119,7 @@ class SuiteRuntime:
         self._tools_open = False
 
     @staticmethod
-    def _shared_budgets(suite: Suite) -> list[Allowance]:
+    def _shared_budgets(suite: RuntimePlan) -> list[Allowance]:
         """This runtime's allowances of the budgets shared with other runs, in chunks of the
         worst case of as many calls as the suite runs at once."""
         factory = suite.options.shared_budgets
@@ -100,7 +132,7 @@ class SuiteRuntime:
         )
         return [Allowance(pool, suite.parallel) for pool in factory(suite.project, label)]
 
-    def _in_process(self, suite: Suite) -> Conversation:
+    def _in_process(self, suite: RuntimePlan) -> Conversation:
         """The agent run here from ``agent.yaml``: its SDK client, tool box and tool loop."""
         loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
         client = self.client_for
