@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from holodeck_core.metrics.rag import _faithfulness_reasoning, ranked_precision
+from holodeck_core.metrics.rag import faithfulness_reasoning, ranked_precision
 from holodeck_core.models.evaluation import StandardMetric
 from holodeck_core.testing import run_model_server
 from tests.judge_helpers import (
@@ -144,4 +144,4 @@ def test_faithfulness_reasoning_reads_as_a_sentence(
     claims: int, contradicted: list[tuple[str, str]], reads: str
 ) -> None:
     """Not "0 of 1 claims are not contradicted ...; contradicted: ..." (docs/dashboard.md)."""
-    assert _faithfulness_reasoning(claims, contradicted).startswith(reads)
+    assert faithfulness_reasoning(claims, contradicted).startswith(reads)

@@ -22,7 +22,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun, Status
 from holodeck_core.stats.intervals import wilson_cc
 from holodeck_core.testing import request_key, run_model_server
-from holodeck_core.testing.server.planning import _uniform
+from holodeck_core.testing.server.planning import uniform_draw
 from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.pools import apply_pools
 
@@ -51,7 +51,7 @@ def seed_with(passes: int, of: int, p: float, text: str, rule: int = 0) -> int:
     """A server seed whose first ``of`` draws for ``text`` give exactly ``passes`` hits."""
     key = request_key("responses", text)
     for seed in range(1000):
-        hits = sum(_uniform(seed, f"rule{rule}|replies", key, n) < p for n in range(1, of + 1))
+        hits = sum(uniform_draw(seed, f"rule{rule}|replies", key, n) < p for n in range(1, of + 1))
         if hits == passes:
             return seed
     raise AssertionError("no such seed")

@@ -143,7 +143,7 @@ class DuckLake:
                 remote.require_s3_credentials(f"history lake {self}", keys_only=True)
                 for setting in remote.duckdb_settings():
                     con.execute(setting)
-                _s3_secret(con)
+                s3_secret(con)
             self._attach(con, read_only=read_only, moved=moved)
             con.execute(f"USE {ALIAS}")
         except BaseException:
@@ -203,7 +203,7 @@ def _folder(path: str) -> str:
     return path.rstrip("/") + "/"
 
 
-def _s3_secret(con: duckdb.DuckDBPyConnection) -> None:
+def s3_secret(con: duckdb.DuckDBPyConnection) -> None:
     """A temporary S3 secret from the standard AWS variables (nothing is written anywhere)."""
     fields = {
         "KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID"),

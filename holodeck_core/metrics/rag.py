@@ -118,7 +118,7 @@ async def faithfulness(metric: RAGMetric, inputs: MetricInput, ctx: EvalContext)
         if verdict_of(v) == "no"
     ]
     supported = len(claims) - len(contradicted)
-    reasoning = _faithfulness_reasoning(len(claims), contradicted)
+    reasoning = faithfulness_reasoning(len(claims), contradicted)
     details = {
         "claims": claims,
         "verdicts": [
@@ -129,7 +129,7 @@ async def faithfulness(metric: RAGMetric, inputs: MetricInput, ctx: EvalContext)
     return _finish(session, metric, supported / len(claims), reasoning, details)
 
 
-def _faithfulness_reasoning(claims: int, contradicted: list[tuple[str, str]]) -> str:
+def faithfulness_reasoning(claims: int, contradicted: list[tuple[str, str]]) -> str:
     """ "the claim is contradicted by the retrieval context: …", "2 of 5 claims are …",
     "none of the 5 claims is contradicted …": the count that matters first, then examples."""
     where = "contradicted by the retrieval context"

@@ -37,7 +37,7 @@ from holodeck_core.stats.intervals import (
 from holodeck_core.stats.trials import Reducer, is_flaky
 
 
-def _scipy_stats() -> Any:
+def scipy_stats() -> Any:
     """scipy.stats, imported on first use (~0.7 s): loading agent.yaml and scoring a run at
     95% must not pay for it (:func:`t975`); paired tests and power analysis do."""
     from scipy import stats
@@ -64,10 +64,12 @@ def t_quantile(confidence: float, df: int) -> float:
     """The two-sided ``confidence`` quantile of Student's t: at 95% without scipy."""
     if confidence == CONFIDENCE:
         return t975(df)
-    return float(_scipy_stats().t.ppf(0.5 + confidence / 2, df))
+    return float(scipy_stats().t.ppf(0.5 + confidence / 2, df))
 
 
-class _Frozen(BaseModel):
+class FrozenModel(BaseModel):
+    """The base of the statistics' values: immutable, no unknown fields."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -84,7 +86,7 @@ IntervalMethod = Literal[
 read from runs recorded before it."""
 
 
-class Estimate(_Frozen):
+class Estimate(FrozenModel):
     """A mean with its standard error and confidence interval (None without observations, or
     for a mean in a unit with fewer than two: no spread can be measured)."""
 
@@ -125,7 +127,7 @@ class Estimate(_Frozen):
         return text
 
 
-class RunStatistics(_Frozen):
+class RunStatistics(FrozenModel):
     """The statistics stored with a run (docs/cli.md) (additively: the counts stay where they
     were)."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from holodeck_core.stats.estimates import _scipy_stats
+from holodeck_core.stats.estimates import scipy_stats
 
 
 class Adjustment(StrEnum):
@@ -35,7 +35,7 @@ def adjust_pvalues(pvalues: Sequence[float], method: Adjustment = Adjustment.BH)
     if m == 0 or method is Adjustment.NONE:
         return list(pvalues)
     if method is Adjustment.BH:
-        return [float(p) for p in _scipy_stats().false_discovery_control(list(pvalues))]
+        return [float(p) for p in scipy_stats().false_discovery_control(list(pvalues))]
     order = sorted(range(m), key=lambda i: pvalues[i])
     adjusted = [0.0] * m
     running = 0.0

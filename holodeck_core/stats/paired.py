@@ -21,9 +21,9 @@ from typing import Literal
 from holodeck_core.defaults import ALPHA, CONFIDENCE
 from holodeck_core.stats.display import number, p_value, points
 from holodeck_core.stats.estimates import (
-    _Frozen,
-    _scipy_stats,
+    FrozenModel,
     clustered_se,
+    scipy_stats,
     t_quantile,
 )
 from holodeck_core.stats.multiple import ADJUSTMENT_NAMES, Adjustment, adjust_pvalues
@@ -47,7 +47,7 @@ class Verdict(StrEnum):
     NO_CHANGE = "no significant change"
 
 
-class PairedComparison(_Frozen):
+class PairedComparison(FrozenModel):
     n: int
     mean_a: float | None
     mean_b: float | None
@@ -142,7 +142,7 @@ def paired_comparison(
     elif se is not None:
         test = "paired_t"
         # se = 0: every case moved by exactly the same amount (t is 0 or infinite)
-        p = float(_scipy_stats().ttest_rel(xb, xa).pvalue) if se else float(mean == 0.0)
+        p = float(scipy_stats().ttest_rel(xb, xa).pvalue) if se else float(mean == 0.0)
     return PairedComparison(
         n=n,
         mean_a=sum(xa) / n,

@@ -12,14 +12,14 @@ import math
 from collections.abc import Sequence
 
 from holodeck_core.defaults import ALPHA, ASSUMED_PASS_RATE
-from holodeck_core.stats.estimates import _Frozen, _scipy_stats
+from holodeck_core.stats.estimates import FrozenModel, scipy_stats
 
 POWER = 0.8
 TRIAL_OPTIONS = (1, 3, 5, 10)
 MAX_CASES = 1_000_000
 
 
-class PowerRow(_Frozen):
+class PowerRow(FrozenModel):
     trials: int
     sd_diff: float
     cases_needed: int | None
@@ -27,7 +27,7 @@ class PowerRow(_Frozen):
     """The power with the run's own number of cases."""
 
 
-class PowerPlan(_Frozen):
+class PowerPlan(FrozenModel):
     detect: float
     alpha: float
     power: float
@@ -48,15 +48,15 @@ def paired_power(n: int, sd_diff: float, detect: float, alpha: float = ALPHA) ->
     if sd_diff == 0.0:
         return 1.0
     df = n - 1
-    critical = float(_scipy_stats().t.ppf(1 - alpha / 2, df))
-    return float(_scipy_stats().nct.cdf(-critical, df, -detect * math.sqrt(n) / sd_diff))
+    critical = float(scipy_stats().t.ppf(1 - alpha / 2, df))
+    return float(scipy_stats().nct.cdf(-critical, df, -detect * math.sqrt(n) / sd_diff))
 
 
 def cases_needed(sd_diff: float, detect: float, alpha: float, power: float) -> int | None:
     """The smallest n reaching ``power`` (None beyond :data:`MAX_CASES`)."""
     if sd_diff == 0.0:
         return 2
-    z = float(_scipy_stats().norm.ppf(1 - alpha / 2) + _scipy_stats().norm.ppf(power))
+    z = float(scipy_stats().norm.ppf(1 - alpha / 2) + scipy_stats().norm.ppf(power))
     n = max(2, math.ceil((z * sd_diff / detect) ** 2))  # the normal approximation: a start
     while n <= MAX_CASES and paired_power(n, sd_diff, detect, alpha) < power:
         n += max(1, n // 100)

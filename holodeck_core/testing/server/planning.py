@@ -83,7 +83,8 @@ def _match_rule(rule: Rule, conv: Conversation, call_no: int) -> tuple[str | Non
     return ()
 
 
-def _uniform(seed: int, scope: str, key: str, call_no: int) -> float:
+def uniform_draw(seed: int, scope: str, key: str, call_no: int) -> float:
+    """A draw in [0, 1) fixed by the seed, the scope, the request key and the call's number."""
     digest = hashlib.sha256(f"{seed}|{scope}|{key}|{call_no}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
@@ -97,7 +98,7 @@ def _decide_fault(
         if f.first is not None:
             hit = call_no <= f.first
         elif f.rate is not None:
-            hit = _uniform(g.seed, scope, key, call_no) < f.rate
+            hit = uniform_draw(g.seed, scope, key, call_no) < f.rate
         else:
             hit = True
         if hit:
@@ -114,7 +115,7 @@ def _decide_fault(
         if call_no <= upto:
             return Fault(kind, g.retry_after, g.slow_seconds, g.cut_after_events)
     if g.rate:
-        u = _uniform(g.seed, "global", key, call_no)
+        u = uniform_draw(g.seed, "global", key, call_no)
         acc = 0.0
         for kind, p in g.rate.items():
             acc += p
@@ -176,7 +177,7 @@ def plan_call(
             break
     governing: Action = rules.default if index is None else rules.rules[index]
     scope = "default" if index is None else f"rule{index}"
-    u = _uniform(rules.seed, f"{scope}|replies", key, call_no)
+    u = uniform_draw(rules.seed, f"{scope}|replies", key, call_no)
     answer = _answer(governing, groups, conv, u) or _answer(rules.default, groups, conv, u)
     content, calls = answer if answer is not None else ("", [])
     return Plan(

@@ -1,0 +1,49 @@
+"""Rules of the house that a reader relies on (docs/architecture.md): a name starting with
+``_`` stays in its module, every default lives in ``holodeck_core/defaults.py`` and a class
+name means one class."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("holodeck_core", "holodeck_pipelines")
+
+
+def python_files(*folders: str) -> Iterator[Path]:
+    for folder in folders:
+        yield from sorted((REPO / folder).rglob("*.py"))
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_imports(path: Path) -> list[str]:
+    """``from holodeck_core… import _name`` lines of ``path``, as ``file:line: name``."""
+    tree = ast.parse(path.read_text())
+    return [
+        f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{node.lineno}: "
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.level or (node.module or "").split(".")[0] in PACKAGES)
+        for alias in node.names
+        if private(alias.name)
+    ]
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A helper two modules share is public where it lives (tests and benchmarks included)."""
+    offenders = [
+        line for path in python_files(*PACKAGES, "tests", "bench") for line in private_imports(path)
+    ]
+    assert offenders == []
+
+
+def test_the_private_import_check_sees_a_multi_line_import(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("from holodeck_core.stats.estimates import (\n    t975,\n    _hidden,\n)\n")
+    assert private_imports(path) == [f"{path}:1: holodeck_core.stats.estimates._hidden"]
