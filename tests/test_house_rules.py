@@ -43,6 +43,24 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     assert offenders == []
 
 
+def classes(paths: Iterator[Path]) -> dict[str, list[str]]:
+    """Class name → where each class of that name is defined (``file:line``)."""
+    found: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(f"{path.relative_to(REPO)}:{node.lineno}")
+    return found
+
+
+def test_one_class_per_name() -> None:
+    """A class name in a traceback, a docstring or a grep finds one class."""
+    twice = {
+        name: where for name, where in classes(python_files(*PACKAGES)).items() if len(where) > 1
+    }
+    assert twice == {}
+
+
 def test_the_private_import_check_sees_a_multi_line_import(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text("from holodeck_core.stats.estimates import (\n    t975,\n    _hidden,\n)\n")

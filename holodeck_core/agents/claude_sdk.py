@@ -114,8 +114,8 @@ def _reply(texts: list[str], result: sdk.ResultMessage | None, elapsed_ms: int) 
 
 @dataclass
 class ClaudeAgentRunner:
-    """A :class:`~holodeck_core.agents.loop.Conversation` on the Claude Agent SDK; shared by all
-    cases of a suite. A case's later turns resume its session, as HoloDeck's do."""
+    """A :class:`~holodeck_core.agents.loop.ConversationRunner` on the Claude Agent SDK; shared
+    by all cases of a suite. A case's later turns resume its session, as HoloDeck's do."""
 
     model: LLMProvider
     scheduler: CallScheduler

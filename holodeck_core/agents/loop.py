@@ -42,7 +42,7 @@ class TurnOutcome:
     """What was made valid in the text from outside (:mod:`holodeck_core.models.outside`)."""
 
 
-class Conversation(Protocol):
+class ConversationRunner(Protocol):
     """Runs a case's turns in one conversation: the in-process :class:`AgentRunner` or a
     target (:mod:`holodeck_core.agents.targets`)."""
 

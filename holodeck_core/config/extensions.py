@@ -214,7 +214,7 @@ def _unknown_keys(value: Any, path: YamlPath, level: str) -> list[tuple[YamlPath
 
 
 @dataclass
-class Merged:
+class MergedAgentDocument:
     """An agent document with a sidecar merged in; ``origins`` maps a path of the merged
     document to the sidecar's path it came from (errors then name the sidecar's line)."""
 
@@ -229,10 +229,10 @@ class Merged:
         return None
 
 
-def apply_sidecar(data: dict[str, Any], sidecar: dict[str, Any]) -> Merged:
+def apply_sidecar(data: dict[str, Any], sidecar: dict[str, Any]) -> MergedAgentDocument:
     """``data`` with the (validated) sidecar's additions; a field set in both, or a case or
     tool the agent does not have, is a problem at the sidecar's path."""
-    out = Merged(data={**data})
+    out = MergedAgentDocument(data={**data})
     for block in ("instructions", "evaluations", "execution"):
         if isinstance(sidecar.get(block), dict):
             out.data[block] = _merge_block(data.get(block), sidecar[block], (block,), out)
@@ -244,7 +244,7 @@ def apply_sidecar(data: dict[str, Any], sidecar: dict[str, Any]) -> Merged:
 
 
 def _merge_block(
-    current: Any, additions: dict[str, Any], path: YamlPath, out: Merged
+    current: Any, additions: dict[str, Any], path: YamlPath, out: MergedAgentDocument
 ) -> dict[str, Any]:
     merged = dict(current) if isinstance(current, dict) else {}
     for key, value in additions.items():
@@ -266,7 +266,9 @@ def _merge_block(
     return merged
 
 
-def _merge_turns(current: Any, additions: list[Any], path: YamlPath, out: Merged) -> Any:
+def _merge_turns(
+    current: Any, additions: list[Any], path: YamlPath, out: MergedAgentDocument
+) -> Any:
     turns = list(current) if isinstance(current, list) else []
     if len(additions) > len(turns):
         out.problems.append(
@@ -280,7 +282,7 @@ def _merge_turns(current: Any, additions: list[Any], path: YamlPath, out: Merged
 
 
 def _merge_named(
-    out: Merged,
+    out: MergedAgentDocument,
     key: str,
     name: str,
     additions: dict[str, Any],

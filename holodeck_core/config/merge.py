@@ -82,7 +82,7 @@ class ConfigFile:
 
 
 @dataclass
-class Merged:
+class MergedConfig:
     data: dict[str, Any]
     origins: dict[str, str] = field(default_factory=dict)
     files: list[ConfigFile] = field(default_factory=list)
@@ -103,7 +103,7 @@ def user_config_dir() -> Path:
     return Path.home() / ".holodeck"
 
 
-def _read(level: str, path: Path, env: Mapping[str, str], out: Merged) -> ConfigFile | None:
+def _read(level: str, path: Path, env: Mapping[str, str], out: MergedConfig) -> ConfigFile | None:
     doc = read_yaml(path, str(path))
     result = substitute(doc, env)
     out.problems += result.problems
@@ -171,7 +171,7 @@ def _provider_entry(providers: dict[str, Any], provider: str) -> tuple[str, dict
 
 
 def _fill_model(
-    model: dict[str, Any], where: str, merged: dict[str, Any], label: str, out: Merged
+    model: dict[str, Any], where: str, merged: dict[str, Any], label: str, out: MergedConfig
 ) -> None:
     providers = merged.get("providers") or {}
     provider = model.get("provider")
@@ -187,7 +187,7 @@ def _fill_model(
             out.origins[f"{where}.{key}"] = f"{label} providers.{name}"
 
 
-def _databases(tools: list[Any], merged: dict[str, Any], label: str, out: Merged) -> None:
+def _databases(tools: list[Any], merged: dict[str, Any], label: str, out: MergedConfig) -> None:
     stores = merged.get("vectorstores") or {}
     if not stores:
         return
@@ -218,7 +218,7 @@ def _databases(tools: list[Any], merged: dict[str, Any], label: str, out: Merged
 
 
 def _execution(
-    data: dict[str, Any], files: list[ConfigFile], env: Mapping[str, str], out: Merged
+    data: dict[str, Any], files: list[ConfigFile], env: Mapping[str, str], out: MergedConfig
 ) -> None:
     execution = dict(data.get("execution") or {})
     for key in execution:
@@ -252,10 +252,10 @@ def _execution(
 
 def merge_config_files(
     data: dict[str, Any], agent_file: Path, env: Mapping[str, str] | None = None
-) -> Merged:
+) -> MergedConfig:
     """``data`` (the agent document, ``${VAR}`` resolved) with the config files merged in."""
     env = os.environ if env is None else env
-    out = Merged(data=copy.deepcopy(data))
+    out = MergedConfig(data=copy.deepcopy(data))
     for level, folder in (("user", user_config_dir()), ("project", agent_file.parent)):
         path = config_file_in(folder)
         if path is not None:

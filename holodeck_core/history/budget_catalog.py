@@ -52,7 +52,7 @@ ON CONFLICT (scope, scope_key, holder) DO UPDATE SET
 """
 
 
-class Ledger(Protocol):
+class LedgerTable(Protocol):
     """Where a claim reads the other holders' sums (``sql`` names the table ``{table}``)
     and writes its holder's row."""
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from holodeck_core.calls.shared_budget import SHARED_LEASE_S, Amount, PoolRefused
 from holodeck_core.errors import ExecutionError
-from holodeck_core.history.budget_catalog import Ledger, locked_ledger, postgres_conninfo
+from holodeck_core.history.budget_catalog import LedgerTable, locked_ledger, postgres_conninfo
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.history.store import History, writer
 from holodeck_core.models.cost import Budget, SharedBudgets, SharedScope
@@ -101,7 +101,7 @@ class HistoryPool:
         return extra
 
     def _claim(
-        self, ledger: Ledger, spent: Amount, held: Amount, want: Amount, need: Amount
+        self, ledger: LedgerTable, spent: Amount, held: Amount, want: Amount, need: Amount
     ) -> Amount:
         now = datetime.now(UTC).replace(tzinfo=None)
         row = ledger.read(_OTHERS, [now, now, self.scope, self.key, self.holder])

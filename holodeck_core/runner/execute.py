@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from holodeck_core.agents.loop import Conversation, TurnInput, TurnOutcome
+from holodeck_core.agents.loop import ConversationRunner, TurnInput, TurnOutcome
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.calls.ledger import BudgetStop
 from holodeck_core.files import FileLimits, aprocess_files, load_image
@@ -22,7 +22,7 @@ def now_iso() -> str:
 
 @dataclass(frozen=True)
 class CaseExecutor:
-    agent: Conversation
+    agent: ConversationRunner
     base_dir: Path
     cache_dir: Path | None
     limits: FileLimits

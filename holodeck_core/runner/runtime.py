@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from holodeck_core.agents.loop import AgentRunner, Conversation
+from holodeck_core.agents.loop import AgentRunner, ConversationRunner
 from holodeck_core.agents.targets import make_target
 from holodeck_core.agents.targets.base import TargetClient
 from holodeck_core.calls.ledger import Ledger
@@ -91,7 +91,7 @@ class SuiteRuntime:
         self.toolbox: ToolBox | None = None
         self.client: ModelClient | None = None
         self.target: TargetClient | None = None
-        conversation: Conversation
+        conversation: ConversationRunner
         if loaded.target is not None:  # the agent runs elsewhere, with its own tools
             conversation, self.target = make_target(
                 loaded.target, loaded, self.scheduler, timeout=suite.timeout
@@ -132,7 +132,7 @@ class SuiteRuntime:
         )
         return [Allowance(pool, suite.parallel) for pool in factory(suite.project, label)]
 
-    def _in_process(self, suite: RuntimePlan) -> Conversation:
+    def _in_process(self, suite: RuntimePlan) -> ConversationRunner:
         """The agent run here from ``agent.yaml``: its SDK client, tool box and tool loop."""
         loaded, agent, execution = suite.loaded, suite.loaded.agent, suite.loaded.agent.execution
         client = self.client_for

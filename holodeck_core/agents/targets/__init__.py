@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from holodeck_core.agents.targets.base import TargetClient, TargetRunner
 from holodeck_core.agents.targets.python import PythonClient
-from holodeck_core.agents.targets.web import HolodeckServeClient, HttpClient, OpenAIChatClient
+from holodeck_core.agents.targets.web import HolodeckServeClient, HttpClient, OpenAIChatTargetClient
 from holodeck_core.calls.scheduler import CallScheduler
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.models.target import (
@@ -30,7 +30,7 @@ def make_target(
     elif isinstance(spec, HttpTarget):
         client = HttpClient(spec, loaded.resolve)
     elif isinstance(spec, OpenAIChatTarget):
-        client = OpenAIChatClient(spec)
+        client = OpenAIChatTargetClient(spec)
     else:
         assert isinstance(spec, HolodeckServeTarget)
         client = HolodeckServeClient(spec, loaded.agent.name, loaded.resolve)

@@ -78,7 +78,7 @@ class TargetClient(Protocol):
 
 @dataclass(frozen=True)
 class TargetRunner:
-    """A :class:`~holodeck_core.agents.loop.Conversation` over a target."""
+    """A :class:`~holodeck_core.agents.loop.ConversationRunner` over a target."""
 
     target: Target
     client: TargetClient

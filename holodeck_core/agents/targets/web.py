@@ -302,7 +302,7 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-class OpenAIChatClient:
+class OpenAIChatTargetClient:
     """The conversation so far as ``messages`` (the agent behind the endpoint has its own
     system prompt and tools); the reply's ``tool_calls`` are the agent's invocations."""
 

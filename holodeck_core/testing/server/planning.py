@@ -13,7 +13,7 @@ from holodeck_core.testing.server.requests import Conversation
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class PlannedToolCall:
     name: str
     arguments: str
     input: Any  # for Anthropic's tool_use.input
@@ -32,7 +32,7 @@ class Fault:
 class Plan:
     rule_index: int | None
     content: str | None
-    tool_calls: list[ToolCall]
+    tool_calls: list[PlannedToolCall]
     logprobs: bool | dict[str, float]
     latency: float
     fault: Fault | None
@@ -126,8 +126,8 @@ def _decide_fault(
 
 def _tool_calls(
     action: Action, groups: tuple[str | None, ...], conv: Conversation
-) -> list[ToolCall]:
-    calls: list[ToolCall] = []
+) -> list[PlannedToolCall]:
+    calls: list[PlannedToolCall] = []
     for spec in action.tool_calls:
         if spec.arguments_raw is not None:
             raw = spec.arguments_raw
@@ -135,10 +135,12 @@ def _tool_calls(
                 parsed: Any = json.loads(raw)
             except ValueError:
                 parsed = None
-            calls.append(ToolCall(spec.name, raw, parsed if isinstance(parsed, dict) else raw))
+            calls.append(
+                PlannedToolCall(spec.name, raw, parsed if isinstance(parsed, dict) else raw)
+            )
         else:
             args = _render_json(spec.arguments or {}, groups, conv)
-            calls.append(ToolCall(spec.name, json.dumps(args, ensure_ascii=False), args))
+            calls.append(PlannedToolCall(spec.name, json.dumps(args, ensure_ascii=False), args))
     return calls
 
 
@@ -154,7 +156,7 @@ def _reply(action: Action, u: float) -> str | None:
 
 def _answer(
     action: Action, groups: tuple[str | None, ...], conv: Conversation, u: float
-) -> tuple[str | None, list[ToolCall]] | None:
+) -> tuple[str | None, list[PlannedToolCall]] | None:
     if action.tool_calls and (not conv.tool_result or not action.has_reply):
         return None, _tool_calls(action, groups, conv)
     if action.has_json:
