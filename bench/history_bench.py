@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from holodeck_core.defaults import HISTORY_INGEST_BATCH  # noqa: E402
 from holodeck_core.history import ingest, queries, store  # noqa: E402
 from holodeck_core.history.ducklake import DuckLake  # noqa: E402
 from holodeck_core.models import (  # noqa: E402
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--cases", type=int, default=100)
-    parser.add_argument("--batch", type=int, default=ingest.DEFAULT_BATCH)
+    parser.add_argument("--batch", type=int, default=HISTORY_INGEST_BATCH)
     parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary database")
     parser.add_argument("--no-lake", action="store_true", help="skip the DuckLake")

@@ -35,6 +35,38 @@ DOWNLOAD_TIMEOUT_S = 30.0
 """Seconds per remote file download (``execution.download_timeout``)."""
 MAX_FILE_BYTES = 50 * 1024 * 1024
 """The largest attachment accepted (``execution.max_file_mb``)."""
+FILE_WORKER_STARTUP_TIMEOUT_S = 120.0
+"""Seconds a file conversion worker may take to start and import markitdown."""
+FILE_WORKER_MEMORY_BYTES = 4 * 1024**3
+"""Address space a worker may use (``RLIMIT_AS``; ~0.6 GB once markitdown is imported): a
+file that would need more fails as a file error (``MemoryError``) instead of swapping the
+machine. ``HOLODECK_FILE_WORKER_MEMORY_MB`` overrides it."""
+FILE_WORKER_MAX_JOBS = 200
+"""Conversions one worker process runs before it is replaced by a fresh one."""
+CALL_ENDPOINT = "default"
+"""The call scheduler's endpoint of a call that names none."""
+ANTHROPIC_MAX_TOKENS = 1024
+"""``max_tokens`` of an Anthropic Messages call when the agent's model sets none (the API
+requires one)."""
+TOOL_TIMEOUT_S = 30.0
+"""Seconds per tool call when ``execution.tool_timeout`` is unset."""
+MCP_CONNECT_TIMEOUT_S = 60.0
+"""Seconds an MCP server's start (connect, handshake, tool list) may take when its ``timeout``
+is unset: room for ``npx -y`` to fetch a server package on its first run."""
+MCP_SSE_READ_TIMEOUT_S = 300.0
+"""Seconds an MCP server's SSE stream may stay silent when ``sse_read_timeout`` is unset."""
+RETRIEVAL_CHUNK_SIZE = 512
+"""Tokens per chunk of a vectorstore tool's documents when ``chunk_size`` is unset."""
+
+# --------------------------------------------------------------------- metrics (agent.yaml)
+
+JUDGED_METRIC_THRESHOLD = 0.5
+"""The threshold of a ``geval``, ``rag``, ``code`` or legacy judge metric that sets none
+(:data:`holodeck_core.models.evaluation.METRIC_THRESHOLDS`)."""
+LEGACY_METRIC_SCALE = 5
+"""The top of a legacy judge metric's scale (groundedness, relevance, …) when it sets none."""
+ROUGE_VARIANT = "rougeL"
+"""The ROUGE score of a ``rouge`` metric that names no variant."""
 
 MAX_BUDGET_USD = 1_000_000.0
 """The largest budget in US dollars (``execution.budget.usd``, ``holodeck.yaml`` ``budget.*``):
@@ -163,8 +195,20 @@ unless the rules say (``faults.cut_after_events``, a fault's ``after_events``; d
 MODEL_SERVER_STREAM_PIECE_CHARS = 16
 """The most non-blank characters of one streamed delta of the loopback model server: a reply
 is cut at its words, and a longer word (or a tool call's arguments) every this many."""
+MODEL_SERVER_EMBEDDING_DIMENSIONS = 1536
+"""The length of the loopback model server's embeddings for a model it does not know (and no
+``dimensions`` asked)."""
 
 # --------------------------------------------------------------------- the history (DuckLake)
+
+HISTORY_INGEST_BATCH = 200
+"""Runs per writer connection: bulk inserts pay, and the file lock is held well under 1 s."""
+HISTORY_LOCK_TIMEOUT_S = 30.0
+"""Seconds a writer waits for the history file's lock (``HOLODECK_HISTORY_LOCK_TIMEOUT``)."""
+HISTORY_SQL_MAX_ROWS = 10_000
+"""Rows ``holodeck history sql`` fetches at most (``--max-rows``)."""
+HISTORY_SQL_TIMEOUT_S = 60.0
+"""Seconds ``holodeck history sql`` lets a query run (``--timeout``)."""
 
 MAINTAIN_GRACE_S = 3600.0
 """``history maintain --grace``: a lake's snapshots and unreferenced files younger than this
@@ -190,6 +234,14 @@ MAX_LABELS_FIELD_CHARS = 16 * 1024 * 1024
 limit, 131,072, is below a long response in the dashboard's labelling sheet); longer is exit 2
 naming the file, line and field. The sheet cuts a longer text to this, marked, so it always
 reads back (docs/history.md)."""
+
+# --------------------------------------------------------------------- the project and its pages
+
+PROJECT_HOME_DIR = ".holodeck"
+"""The project's state folder beside ``holodeck.yaml`` (prompts, journals, caches, the history)
+when ``HOLODECK_HOME`` is unset."""
+DASHBOARD_PORT = 8501
+"""The port of ``holodeck dashboard`` (``--port``)."""
 
 # --------------------------------------------------------------------- Dagster pages
 

@@ -18,12 +18,12 @@ import pytest
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import (
-    DEFAULT_CONCURRENCY,
     MAX_RETRY_AFTER,
     CallScheduler,
     RetryPolicy,
     endpoint_key,
 )
+from holodeck_core.defaults import PARALLEL_TEST_CASES
 from holodeck_core.models import EvalRun, LLMProvider, ProviderEnum, Status
 from holodeck_core.providers.factory import make_client
 from holodeck_core.providers.messages import Message
@@ -206,13 +206,13 @@ def test_a_provider_asking_to_wait_forever_ends_the_run_with_transient_errors(
 
 
 def test_the_default_start_runs_many_cases_at_once(tmp_path: Path) -> None:
-    """Without --parallel, the suite starts at DEFAULT_CONCURRENCY calls in flight."""
-    cases = "".join(f"  - {{name: c{i}, input: q{i}}}\n" for i in range(DEFAULT_CONCURRENCY + 8))
+    """Without --parallel, the suite starts at PARALLEL_TEST_CASES calls in flight."""
+    cases = "".join(f"  - {{name: c{i}, input: q{i}}}\n" for i in range(PARALLEL_TEST_CASES + 8))
     with run_model_server({"default": "Paris"}, latency=0.3) as server:
         code, run, _ = run_suite(tmp_path, server.openai_base_url, cases)
         peak = server.stats()["peak_concurrency"]
-    assert code == 0 and DEFAULT_CONCURRENCY >= 32 and peak == DEFAULT_CONCURRENCY
-    assert run.report.environment["parallel"] == DEFAULT_CONCURRENCY
+    assert code == 0 and PARALLEL_TEST_CASES >= 32 and peak == PARALLEL_TEST_CASES
+    assert run.report.environment["parallel"] == PARALLEL_TEST_CASES
 
 
 def test_a_cancellation_as_the_call_completes_stops_the_caller() -> None:

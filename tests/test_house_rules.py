@@ -43,6 +43,43 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     assert offenders == []
 
 
+def defaults_outside(path: Path) -> list[str]:
+    """Module-level ``DEFAULT_*`` names ``path`` defines (assigned, annotated or imported as)."""
+    tree = ast.parse(path.read_text())
+    names: list[tuple[int, str]] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names += [(node.lineno, t.id) for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append((node.lineno, node.target.id))
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names += [(node.lineno, a.asname) for a in node.names if a.asname]
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    return [f"{where}:{line}: {name}" for line, name in names if name.startswith("DEFAULT_")]
+
+
+def test_every_default_lives_in_defaults_py() -> None:
+    """A default is named once, in holodeck_core/defaults.py (without ``DEFAULT_``: the module
+    says it), and read from there; no module keeps its own or an alias of one."""
+    offenders = [
+        line
+        for path in python_files(*PACKAGES)
+        if path != REPO / "holodeck_core" / "defaults.py"
+        for line in defaults_outside(path)
+    ]
+    assert offenders == []
+
+
+def test_the_defaults_check_sees_a_constant_and_an_alias(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from holodeck_core.defaults import TRIALS as DEFAULT_TRIALS\n"
+        "DEFAULT_PORT: int = 8501\n"
+        "def f() -> None:\n    DEFAULT_LOCAL = 1\n"
+    )
+    assert defaults_outside(path) == [f"{path}:1: DEFAULT_TRIALS", f"{path}:2: DEFAULT_PORT"]
+
+
 def classes(paths: Iterator[Path]) -> dict[str, list[str]]:
     """Class name → where each class of that name is defined (``file:line``)."""
     found: dict[str, list[str]] = {}

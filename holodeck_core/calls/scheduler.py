@@ -4,7 +4,7 @@ whatever else asks a model (embeddings, prompt tools, rerankers).
 * **Limits per provider endpoint** (:func:`endpoint_key`): an agent on one provider and its
   judge on another never share a limit, a pause or a 429 wave.
 * **Adaptive concurrency**: each endpoint's limit starts at ``max_concurrency`` (default
-  :data:`DEFAULT_CONCURRENCY`), halves on a wave of 429s and grows back by one after a run of
+  :data:`PARALLEL_TEST_CASES`), halves on a wave of 429s and grows back by one after a run of
   successes as long as the limit itself.
 * **Retry-After** is honoured for every caller of the endpoint, not just the one that got the
   429: no call starts on that endpoint before the pause is over. One pause lasts at most
@@ -46,17 +46,13 @@ from typing import Generic, TypeVar
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.ledger import Charge, Ledger
-from holodeck_core.defaults import PARALLEL_TEST_CASES
+from holodeck_core.defaults import CALL_ENDPOINT, PARALLEL_TEST_CASES
 from holodeck_core.models import LLMProvider
 
 T = TypeVar("T")
 
-DEFAULT_CONCURRENCY = PARALLEL_TEST_CASES
-"""Calls in flight per endpoint when neither ``--parallel`` nor ``execution.parallel_test_cases``
-says otherwise: high enough to be fast, safe because the limit halves on 429."""
 MAX_RETRY_AFTER = 60.0
 """The longest one ``Retry-After`` pause may last (seconds), whatever the provider asks."""
-DEFAULT_ENDPOINT = "default"
 
 
 def endpoint_key(model: LLMProvider) -> str:
@@ -135,7 +131,7 @@ class _Lane:
 class CallScheduler:
     def __init__(
         self,
-        max_concurrency: int = DEFAULT_CONCURRENCY,
+        max_concurrency: int = PARALLEL_TEST_CASES,
         policy: RetryPolicy | None = None,
         *,
         seed: int | None = None,
@@ -148,7 +144,7 @@ class CallScheduler:
         self._lanes: dict[str, _Lane] = {}
         self._random = random.Random(seed)
 
-    def limit(self, endpoint: str = DEFAULT_ENDPOINT) -> int:
+    def limit(self, endpoint: str = CALL_ENDPOINT) -> int:
         """The endpoint's current concurrency limit."""
         return self._lane(endpoint).limit
 
@@ -168,7 +164,7 @@ class CallScheduler:
         self,
         fn: Callable[[], Awaitable[T]],
         *,
-        endpoint: str = DEFAULT_ENDPOINT,
+        endpoint: str = CALL_ENDPOINT,
         timeout: float | None = None,
         attempts: int | None = None,
         charge: Charge | None = None,
@@ -184,7 +180,7 @@ class CallScheduler:
         self,
         fn: Callable[[], Awaitable[T]],
         *,
-        endpoint: str = DEFAULT_ENDPOINT,
+        endpoint: str = CALL_ENDPOINT,
         timeout: float | None = None,
         attempts: int | None = None,
         charge: Charge | None = None,

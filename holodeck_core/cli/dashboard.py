@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.dashboard.scratch import scratch_folder
+from holodeck_core.defaults import DASHBOARD_PORT
 from holodeck_core.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from holodeck_core.history.store import History
 
-DEFAULT_PORT = 8501
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acme-support"
 
 
@@ -33,7 +33,9 @@ def add_dashboard_parser(commands: argparse._SubParsersAction) -> None:  # type:
     )  # fmt: skip
     add_history_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 8501)")
+    parser.add_argument(
+        "--port", type=int, default=DASHBOARD_PORT, help=f"port (default {DASHBOARD_PORT})"
+    )
     parser.add_argument(
         "--seed", action="store_true",
         help="fill a temporary history with the example's runs (v1 and v2) and show it",

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 from holodeck_core import defaults
 from holodeck_core.cli.argtypes import non_negative_seconds, positive_int, positive_seconds
 from holodeck_core.cli.history_option import add_history_arguments, history_from
-from holodeck_core.defaults import ALPHA
+from holodeck_core.defaults import ALPHA, HISTORY_SQL_MAX_ROWS, HISTORY_SQL_TIMEOUT_S
 from holodeck_core.errors import (
     ConfigError,
     ExecutionError,
     ExitCode,
 )
 from holodeck_core.history.health import INCLUDE_FAILED_HELP
-from holodeck_core.history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S
 from holodeck_core.stats.multiple import Adjustment
 from holodeck_core.terminal import plain
 
@@ -389,16 +388,16 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     sql.add_argument(
         "--max-rows",
         type=positive_int,
-        default=DEFAULT_MAX_ROWS,
+        default=HISTORY_SQL_MAX_ROWS,
         metavar="N",
-        help=f"fetch at most N rows (default {DEFAULT_MAX_ROWS:,})",
+        help=f"fetch at most N rows (default {HISTORY_SQL_MAX_ROWS:,})",
     )
     sql.add_argument(
         "--timeout",
         type=positive_seconds,
-        default=DEFAULT_TIMEOUT_S,
+        default=HISTORY_SQL_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"stop the query after SECONDS (default {DEFAULT_TIMEOUT_S:g})",
+        help=f"stop the query after SECONDS (default {HISTORY_SQL_TIMEOUT_S:g})",
     )
 
     sync = add(

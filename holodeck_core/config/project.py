@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from pydantic import Field
 
 from holodeck_core.config import remote
+from holodeck_core.defaults import PROJECT_HOME_DIR
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.cost import SharedBudgets
 
@@ -27,7 +28,6 @@ RESULTS_URL_ENV = "HOLODECK_RESULTS_URL"
 ARTIFACTS_URL_ENV = "HOLODECK_ARTIFACTS_URL"
 
 PROJECT_FILE = "holodeck.yaml"
-DEFAULT_HOME = ".holodeck"
 
 
 LAKE_ENV = "HOLODECK_HISTORY_URL"  # a history lake instead of the DuckDB file (docs/history.md)
@@ -134,7 +134,7 @@ class Project:
         configured = os.environ.get("HOLODECK_HOME")
         if configured:
             return Path(configured).expanduser().resolve()
-        return self.root / DEFAULT_HOME
+        return self.root / PROJECT_HOME_DIR
 
     @property
     def history_db(self) -> Path:

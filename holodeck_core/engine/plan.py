@@ -348,12 +348,12 @@ def _results_tokens(tools: Sequence[object], expected: Sequence[object], base: P
 def _tool_result_tokens(tool: object, base: Path) -> int:
     """A tool's result: a retrieval tool's ``top_k`` chunks of ``chunk_size``, at most its
     whole source (its files' sizes, no file read); another tool's, a typical one."""
+    from holodeck_core.defaults import RETRIEVAL_CHUNK_SIZE
     from holodeck_core.models.tools import VectorstoreTool
-    from holodeck_core.tools.retrieval.vectorstore import DEFAULT_CHUNK_SIZE
 
     if not isinstance(tool, VectorstoreTool):
         return TOOL_RESULT_TOKENS
-    chunks = tool.top_k * (tool.chunk_size or DEFAULT_CHUNK_SIZE)
+    chunks = tool.top_k * (tool.chunk_size or RETRIEVAL_CHUNK_SIZE)
     size = _source_bytes(base / tool.source)
     return chunks if not size else min(chunks, -(-size // 4))
 

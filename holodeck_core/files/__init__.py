@@ -13,19 +13,11 @@ from holodeck_core.files.cache import FORMAT_VERSION, cache_key, converter_versi
 from holodeck_core.files.convert import NO_TEXT
 from holodeck_core.files.errors import FileProcessingError
 from holodeck_core.files.images import ImageInput, load_image
-from holodeck_core.files.limits import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_FILE_TIMEOUT_S,
-    DEFAULT_MAX_BYTES,
-    FileLimits,
-)
+from holodeck_core.files.limits import FileLimits
 from holodeck_core.files.process import aprocess_files, process_file, process_files
 from holodeck_core.files.worker import PoolStats, WorkerPool, default_pool
 
 __all__ = [
-    "DEFAULT_DOWNLOAD_TIMEOUT_S",
-    "DEFAULT_FILE_TIMEOUT_S",
-    "DEFAULT_MAX_BYTES",
     "FORMAT_VERSION",
     "NO_TEXT",
     "FileLimits",

@@ -9,8 +9,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from holodeck_core.defaults import DOWNLOAD_TIMEOUT_S, MAX_FILE_BYTES
 from holodeck_core.files.errors import FileProcessingError
-from holodeck_core.files.limits import DEFAULT_DOWNLOAD_TIMEOUT_S, DEFAULT_MAX_BYTES, size_error
+from holodeck_core.files.limits import size_error
 from holodeck_core.models.results import ProcessedFileInput
 
 ACCEPTED = "PNG, JPEG, GIF or WebP"
@@ -55,8 +56,8 @@ def load_image(
     processed: ProcessedFileInput,
     *,
     base_dir: Path,
-    download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT_S,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    download_timeout: float = DOWNLOAD_TIMEOUT_S,
+    max_bytes: int = MAX_FILE_BYTES,
 ) -> ImageInput:
     """The bytes of a processed image: from the local file, the cached download, or (cache
     off) a fresh download. Raises :class:`FileProcessingError` if it is not a usable image."""

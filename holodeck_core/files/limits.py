@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from holodeck_core import defaults
+from holodeck_core.defaults import DOWNLOAD_TIMEOUT_S, FILE_TIMEOUT_S, MAX_FILE_BYTES
 from holodeck_core.models.agent import ExecutionConfig
 from holodeck_core.models.base import StrictModel
 
-DEFAULT_FILE_TIMEOUT_S = defaults.FILE_TIMEOUT_S
-DEFAULT_DOWNLOAD_TIMEOUT_S = defaults.DOWNLOAD_TIMEOUT_S
-DEFAULT_MAX_BYTES = defaults.MAX_FILE_BYTES
 UNPACKED_RATIO = 10
 """An Office (ZIP) file may unpack to at most this many times the file-size limit: a 1 MB
 ``.docx`` bomb that inflates to 1 GB is refused before any parser sees it."""
@@ -23,9 +20,9 @@ DOWNLOAD_BACKOFF_S = 0.5
 class FileLimits(StrictModel):
     """The limits ``process_file`` takes as keyword arguments (``**limits.model_dump()``)."""
 
-    file_timeout: float = Field(DEFAULT_FILE_TIMEOUT_S, gt=0, description="Seconds per conversion.")
-    download_timeout: float = Field(DEFAULT_DOWNLOAD_TIMEOUT_S, gt=0, description="Seconds.")
-    max_bytes: int = Field(DEFAULT_MAX_BYTES, gt=0, description="Largest file accepted.")
+    file_timeout: float = Field(FILE_TIMEOUT_S, gt=0, description="Seconds per conversion.")
+    download_timeout: float = Field(DOWNLOAD_TIMEOUT_S, gt=0, description="Seconds.")
+    max_bytes: int = Field(MAX_FILE_BYTES, gt=0, description="Largest file accepted.")
 
     @classmethod
     def from_execution(cls, execution: ExecutionConfig | None) -> FileLimits:
@@ -33,12 +30,12 @@ class FileLimits(StrictModel):
         if execution is None:
             return cls()
         return cls(
-            file_timeout=execution.file_timeout or DEFAULT_FILE_TIMEOUT_S,
-            download_timeout=execution.download_timeout or DEFAULT_DOWNLOAD_TIMEOUT_S,
+            file_timeout=execution.file_timeout or FILE_TIMEOUT_S,
+            download_timeout=execution.download_timeout or DOWNLOAD_TIMEOUT_S,
             max_bytes=(
                 int(execution.max_file_mb * 1024 * 1024)
                 if execution.max_file_mb
-                else DEFAULT_MAX_BYTES
+                else MAX_FILE_BYTES
             ),
         )
 

@@ -17,18 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from holodeck_core.defaults import DOWNLOAD_TIMEOUT_S, FILE_TIMEOUT_S, MAX_FILE_BYTES
 from holodeck_core.files.cache import ResultCache, cache_key, converter_version, normalized_pages
 from holodeck_core.files.download import cached_download, download
 from holodeck_core.files.errors import FileProcessingError
 from holodeck_core.files.images import image_type_of
 from holodeck_core.files.jobs import ConversionJob
-from holodeck_core.files.limits import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_FILE_TIMEOUT_S,
-    DEFAULT_MAX_BYTES,
-    UNPACKED_RATIO,
-    size_error,
-)
+from holodeck_core.files.limits import UNPACKED_RATIO, size_error
 from holodeck_core.files.worker import WorkerPool, default_pool
 from holodeck_core.models.results import ProcessedFileInput
 from holodeck_core.models.test_case import FileInput, FileType
@@ -234,9 +229,9 @@ def process_file(
     *,
     base_dir: Path,
     cache_dir: Path | None = None,
-    file_timeout: float = DEFAULT_FILE_TIMEOUT_S,
-    download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT_S,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    file_timeout: float = FILE_TIMEOUT_S,
+    download_timeout: float = DOWNLOAD_TIMEOUT_S,
+    max_bytes: int = MAX_FILE_BYTES,
     pool: WorkerPool | None = None,
 ) -> ProcessedFileInput:
     """Convert one attachment to Markdown; never raises.
@@ -281,9 +276,9 @@ def process_files(
     *,
     base_dir: Path,
     cache_dir: Path | None = None,
-    file_timeout: float = DEFAULT_FILE_TIMEOUT_S,
-    download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT_S,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    file_timeout: float = FILE_TIMEOUT_S,
+    download_timeout: float = DOWNLOAD_TIMEOUT_S,
+    max_bytes: int = MAX_FILE_BYTES,
     pool: WorkerPool | None = None,
 ) -> list[ProcessedFileInput]:
     """:func:`process_file` for several files at once, in input order, through one worker
@@ -318,9 +313,9 @@ async def aprocess_files(
     *,
     base_dir: Path,
     cache_dir: Path | None = None,
-    file_timeout: float = DEFAULT_FILE_TIMEOUT_S,
-    download_timeout: float = DEFAULT_DOWNLOAD_TIMEOUT_S,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    file_timeout: float = FILE_TIMEOUT_S,
+    download_timeout: float = DOWNLOAD_TIMEOUT_S,
+    max_bytes: int = MAX_FILE_BYTES,
     pool: WorkerPool | None = None,
 ) -> list[ProcessedFileInput]:
     """:func:`process_files` for async callers (the runner): runs in a thread."""

@@ -24,22 +24,21 @@ from multiprocessing.context import SpawnProcess
 
 from pydantic import Field
 
+from holodeck_core.defaults import (
+    FILE_WORKER_MAX_JOBS,
+    FILE_WORKER_MEMORY_BYTES,
+    FILE_WORKER_STARTUP_TIMEOUT_S,
+)
 from holodeck_core.files.jobs import ConversionJob, ConversionOutput
 from holodeck_core.models.base import StrictModel
 
-DEFAULT_STARTUP_TIMEOUT_S = 120.0
-DEFAULT_MEMORY_LIMIT_BYTES = 4 * 1024**3
-"""Address space a worker may use (``RLIMIT_AS``; ~0.6 GB once markitdown is imported): a
-file that would need more fails as a file error (``MemoryError``) instead of swapping the
-machine. ``HOLODECK_FILE_WORKER_MEMORY_MB`` overrides it."""
 MEMORY_LIMIT_ENV = "HOLODECK_FILE_WORKER_MEMORY_MB"
-DEFAULT_MAX_JOBS_PER_WORKER = 200
 _READY = "ready"
 
 
 def memory_limit_bytes() -> int:
     configured = os.environ.get(MEMORY_LIMIT_ENV, "")
-    return int(configured) * 1024 * 1024 if configured.isdigit() else DEFAULT_MEMORY_LIMIT_BYTES
+    return int(configured) * 1024 * 1024 if configured.isdigit() else FILE_WORKER_MEMORY_BYTES
 
 
 def _cap_memory(limit: int) -> None:
@@ -159,8 +158,8 @@ class WorkerPool:
         self,
         size: int | None = None,
         *,
-        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S,
-        max_jobs_per_worker: int = DEFAULT_MAX_JOBS_PER_WORKER,
+        startup_timeout: float = FILE_WORKER_STARTUP_TIMEOUT_S,
+        max_jobs_per_worker: int = FILE_WORKER_MAX_JOBS,
         memory_limit: int | None = None,
     ) -> None:
         self.size = size or max(1, min(4, os.cpu_count() or 1))

@@ -19,6 +19,7 @@ import duckdb
 
 from holodeck_core.config import remote
 from holodeck_core.config.project import superset_of
+from holodeck_core.defaults import HISTORY_INGEST_BATCH
 from holodeck_core.errors import ConfigError, Problem
 from holodeck_core.history import schema, store, tabular
 from holodeck_core.history.cost_rows import cost_tables
@@ -37,9 +38,6 @@ from holodeck_core.models import EvalRun
 
 if TYPE_CHECKING:
     from holodeck_core.config.project import Location
-
-DEFAULT_BATCH = 200
-"""Runs per writer connection: bulk inserts pay, and the file lock is held well under 1 s."""
 
 REFUSED = (
     duckdb.ConversionException,
@@ -384,7 +382,7 @@ def ingest_paths(
     *,
     prompts_dir: Path | None = None,
     lock_timeout: float | None = None,
-    batch_size: int = DEFAULT_BATCH,
+    batch_size: int = HISTORY_INGEST_BATCH,
 ) -> IngestReport:
     """Ingest EvalRun files and folders of them (``import`` and ``sync``).
 

@@ -21,15 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.defaults import HISTORY_SQL_MAX_ROWS, HISTORY_SQL_TIMEOUT_S
 from holodeck_core.errors import ConfigError
 
 if TYPE_CHECKING:
     import duckdb
 
     from holodeck_core.history.store import History
-
-DEFAULT_MAX_ROWS = 10_000
-DEFAULT_TIMEOUT_S = 60.0
 
 HISTORY_TABLE_MACROS = frozenset(
     {"flaky_cases", "holodeck_run_comparisons", "holodeck_run_comparisons_raw"}
@@ -248,8 +246,8 @@ def run_select(
     sql: str,
     *,
     lock_timeout: float | None = None,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_rows: int = HISTORY_SQL_MAX_ROWS,
+    timeout_s: float = HISTORY_SQL_TIMEOUT_S,
 ) -> QueryResult:
     """Run one checked SELECT on a read-only connection with external access disabled,
     bounded in rows and time (see :mod:`holodeck_core.history.sql`)."""

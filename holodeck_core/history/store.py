@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.defaults import HISTORY_LOCK_TIMEOUT_S
 from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
 from holodeck_core.history import schema
 from holodeck_core.history.ducklake import DuckLake
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 History = Path | DuckLake
 """Where a history lives: a DuckDB file (the embedded default) or a DuckLake (docs/history.md)."""
 
-DEFAULT_LOCK_TIMEOUT_S = 30.0
 LOCK_TIMEOUT_ENV = "HOLODECK_HISTORY_LOCK_TIMEOUT"
 _FIRST_DELAY_S = 0.02
 _MAX_DELAY_S = 1.0
@@ -87,7 +87,7 @@ def lock_timeout(value: float | None = None) -> float:
             raise ConfigError(
                 f"{LOCK_TIMEOUT_ENV}={configured!r} is not a number of seconds"
             ) from None
-    return DEFAULT_LOCK_TIMEOUT_S
+    return HISTORY_LOCK_TIMEOUT_S
 
 
 def lock_message(path: Path, holder: LockHolder, waited_s: float, *, read_only: bool) -> str:

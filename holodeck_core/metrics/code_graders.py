@@ -39,7 +39,7 @@ from typing import Any
 from holodeck_core.config.graders import find_grader_file, parse_grader_reference
 from holodeck_core.metrics.base import EvalContext, MetricError, MetricInput, Score
 from holodeck_core.metrics.registry import REGISTRY, ThresholdPolicy
-from holodeck_core.models.evaluation import DEFAULT_THRESHOLDS, CodeMetric
+from holodeck_core.models.evaluation import METRIC_THRESHOLDS, CodeMetric
 from holodeck_core.models.results import ToolInvocation
 
 _HOLODECK_SHIM = "holodeck.lib.test_runner.code_grader"
@@ -231,7 +231,7 @@ def grader_context(inputs: MetricInput) -> GraderContext:
     kind="code",
     requires=("actual_output",),
     policy=ThresholdPolicy.DEFAULT,
-    default_threshold=DEFAULT_THRESHOLDS["code"],
+    default_threshold=METRIC_THRESHOLDS["code"],
 )
 def code_grader(metric: CodeMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """Run the user's grader; passes by its ``passed`` or at ``threshold`` (default 0.5)."""

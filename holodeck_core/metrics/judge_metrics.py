@@ -22,7 +22,7 @@ from holodeck_core.metrics.registry import (
     MetricSpec,
     ThresholdPolicy,
 )
-from holodeck_core.models.evaluation import DEFAULT_THRESHOLDS
+from holodeck_core.models.evaluation import METRIC_THRESHOLDS
 from holodeck_core.models.results import MetricKind
 
 
@@ -35,7 +35,7 @@ def _spec(
         fn=fn,
         requires=frozenset(requires),
         policy=ThresholdPolicy.DEFAULT,
-        default_threshold=DEFAULT_THRESHOLDS[kind if kind != "standard" else name],
+        default_threshold=METRIC_THRESHOLDS[kind if kind != "standard" else name],
         description=doc,
     )
 

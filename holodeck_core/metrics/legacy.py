@@ -15,6 +15,7 @@ none of them). An empty response gets the lowest score without a judge call.
 
 from __future__ import annotations
 
+from holodeck_core.defaults import LEGACY_METRIC_SCALE
 from holodeck_core.metrics.base import EvalContext, InputField, MetricError, MetricInput, Score
 from holodeck_core.metrics.judge_parse import check_score, score_number
 from holodeck_core.metrics.judge_prompts import (
@@ -28,7 +29,6 @@ from holodeck_core.metrics.judge_prompts import (
 from holodeck_core.metrics.judge_session import JudgeSession
 from holodeck_core.models.evaluation import StandardMetric
 
-DEFAULT_SCALE = 5
 LEGACY_REQUIRES: dict[str, tuple[InputField, ...]] = {
     "groundedness": ("actual_output",),
     "relevance": ("input", "actual_output"),
@@ -69,7 +69,7 @@ def legacy_prompt(metric: StandardMetric, inputs: MetricInput, top: int) -> Rend
 
 async def legacy_judge(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """A 1..scale judge rating, normalized to 0-1 before the threshold."""
-    top = metric.scale or DEFAULT_SCALE
+    top = metric.scale or LEGACY_METRIC_SCALE
     if top < 2:
         raise MetricError(f"metric {metric.display_name!r}: scale must be at least 2 (1..scale)")
     prompt = legacy_prompt(metric, inputs, top)

@@ -30,11 +30,11 @@ import re
 import sys
 from typing import Any
 
+from holodeck_core.defaults import ROUGE_VARIANT
 from holodeck_core.metrics.base import EvalContext, MetricError, MetricInput, Score
 from holodeck_core.metrics.registry import REGISTRY, ThresholdPolicy
 from holodeck_core.models.evaluation import StandardMetric
 
-DEFAULT_ROUGE_VARIANT = "rougeL"
 METEOR_WORDNET = "meteor-wordnet"
 METEOR_EXACT_STEM = "meteor-exact-stem"
 TOKENIZER_NAME = "holodeck-unicode-v1"
@@ -131,7 +131,7 @@ def rouge(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Scor
     ``rougeLsum`` treats newlines as sentence boundaries (rouge-score's behaviour without
     ``split_summaries``, which would need nltk's punkt data)."""
     response, reference = _reference(inputs)
-    variant = metric.variant or DEFAULT_ROUGE_VARIANT
+    variant = metric.variant or ROUGE_VARIANT
     scored = _rouge_scorer(variant).score(reference, response)[variant]
     return Score(
         score=float(scored.fmeasure),

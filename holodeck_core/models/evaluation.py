@@ -49,12 +49,9 @@ HOLODECK_STANDARD_METRICS = frozenset(
 )
 """The standard metrics HoloDeck 0.7.1 knows (the others above are ours)."""
 
-DEFAULT_THRESHOLDS: Mapping[str, float] = {
-    "geval": 0.5,
-    "rag": 0.5,
-    "code": 0.5,
-    **dict.fromkeys(LEGACY_JUDGE_METRICS, 0.5),
-}
+METRIC_THRESHOLDS: Mapping[str, float] = dict.fromkeys(
+    ("geval", "rag", "code", *LEGACY_JUDGE_METRICS), defaults.JUDGED_METRIC_THRESHOLD
+)
 """The one table of default thresholds: metric type (or standard metric name) -> the threshold
 applied when a metric sets none. Standard metrics absent from it pass only at 1.0 (exact
 checks) or record their score (bleu, rouge, meteor); ``latency`` and ``cost`` need one (a
@@ -198,7 +195,7 @@ RAGMetricType = Literal[
 class RAGMetric(_MetricBase):
     type: Literal["rag"] = "rag"
     metric_type: RAGMetricType
-    threshold: float | None = DEFAULT_THRESHOLDS["rag"]
+    threshold: float | None = METRIC_THRESHOLDS["rag"]
     include_reason: bool = True
     name: str | None = None
 

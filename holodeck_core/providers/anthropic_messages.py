@@ -8,12 +8,11 @@ from typing import Any
 import anthropic
 
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.defaults import ANTHROPIC_MAX_TOKENS
 from holodeck_core.models import LLMProvider, TokenUsage
 from holodeck_core.models.outside import checked_counts
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply
-
-DEFAULT_MAX_TOKENS = 1024
 
 
 class AnthropicClient(SDKClient):
@@ -39,7 +38,7 @@ class AnthropicClient(SDKClient):
             "model": self.model.name,
             "system": system,
             "messages": _to_anthropic(call.messages),
-            "max_tokens": self.model.max_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens": self.model.max_tokens or ANTHROPIC_MAX_TOKENS,
         }
         sampling = {
             option: getattr(self.model, option)

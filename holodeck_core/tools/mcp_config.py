@@ -19,16 +19,12 @@ from typing import Any
 
 from dotenv import dotenv_values
 
+from holodeck_core.defaults import MCP_CONNECT_TIMEOUT_S, MCP_SSE_READ_TIMEOUT_S
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import MCPTool
 from holodeck_core.models.tools import TransportType
 from holodeck_core.redaction import redact_text, register_secret
 from holodeck_core.tools.runtime import ToolContext
-
-DEFAULT_CONNECT_TIMEOUT = 60.0
-"""Seconds the start (connect, handshake, tool list) may take when ``timeout`` is unset: room
-for ``npx -y`` to fetch a server package on its first run."""
-DEFAULT_SSE_READ_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -92,8 +88,8 @@ def server_params(tool: MCPTool, context: ToolContext, *, where: str) -> ServerP
         encoding=tool.encoding or "utf-8",
         url=tool.url,
         headers=dict(tool.headers or {}),
-        connect_timeout=tool.timeout or DEFAULT_CONNECT_TIMEOUT,
-        sse_read_timeout=tool.sse_read_timeout or DEFAULT_SSE_READ_TIMEOUT,
+        connect_timeout=tool.timeout or MCP_CONNECT_TIMEOUT_S,
+        sse_read_timeout=tool.sse_read_timeout or MCP_SSE_READ_TIMEOUT_S,
         terminate_on_close=tool.terminate_on_close is not False,
         request_timeout=float(tool.request_timeout),
         allowed_tools=frozenset(map(str, allowed)) if allowed else None,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from holodeck_core.defaults import TOOL_TIMEOUT_S
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import FunctionTool, Tool, ToolInvocation
 from holodeck_core.models.outside import repaired_note
@@ -25,7 +26,6 @@ from holodeck_core.tools.output import scrub_standard_streams
 from holodeck_core.tools.registry import runtime_for
 from holodeck_core.tools.runtime import ToolContext, ToolOutput, ToolRuntime
 
-DEFAULT_TOOL_TIMEOUT = 30.0
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
@@ -86,7 +86,7 @@ class ToolBox:
         timeout: float | None = None,
         context: ToolContext | None = None,
     ) -> None:
-        self.timeout = timeout or DEFAULT_TOOL_TIMEOUT
+        self.timeout = timeout or TOOL_TIMEOUT_S
         self._tools = {tool.name: tool for tool in tools}
         self._functions: dict[str, Callable[..., Any]] = {}
         self._runtimes: list[ToolRuntime] = []

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from holodeck_core.defaults import MODEL_SERVER_EMBEDDING_DIMENSIONS
 from holodeck_core.testing.server.requests import BadRequest, Conversation
 
 BASELINE = 0.7
-DEFAULT_DIMENSIONS = 1536
 MODEL_DIMENSIONS = {
     "text-embedding-3-large": 3072,
     "nomic-embed-text": 768,
@@ -138,7 +138,7 @@ def embeddings_body(body: Mapping[str, Any], conv: Conversation) -> dict[str, An
     dimensions = body.get("dimensions")
     if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 2):
         raise BadRequest("'dimensions' must be an integer of at least 2")
-    size = dimensions or MODEL_DIMENSIONS.get(conv.model, DEFAULT_DIMENSIONS)
+    size = dimensions or MODEL_DIMENSIONS.get(conv.model, MODEL_SERVER_EMBEDDING_DIMENSIONS)
     as_base64 = body.get("encoding_format") == "base64"
     data = []
     for index, text in enumerate(conv.prompt_texts):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from holodeck_core.defaults import RETRIEVAL_CHUNK_SIZE
 from holodeck_core.models import TokenUsage, VectorstoreTool
 from holodeck_core.tools.retrieval.chunking import paragraph_chunks
 from holodeck_core.tools.retrieval.embeddings import Vectors
@@ -16,8 +17,6 @@ from holodeck_core.tools.retrieval.index import Chunk, Index
 from holodeck_core.tools.retrieval.runtime import RetrievalRuntime
 from holodeck_core.tools.retrieval.search import semantic
 from holodeck_core.tools.retrieval.sources import SourceFile, read_records
-
-DEFAULT_CHUNK_SIZE = 512
 
 
 class VectorstoreRuntime(RetrievalRuntime):
@@ -47,7 +46,7 @@ class VectorstoreRuntime(RetrievalRuntime):
         # ``chunk_overlap`` is accepted and not applied, as in HoloDeck 0.7.1 (its paragraph
         # splitter takes no overlap): the agent's retrieval is HoloDeck's
         # (docs/holodeck-fidelity.md)
-        return {"chunk_size": t.chunk_size or DEFAULT_CHUNK_SIZE}
+        return {"chunk_size": t.chunk_size or RETRIEVAL_CHUNK_SIZE}
 
     async def make_chunks(self, files: list[SourceFile]) -> list[Chunk]:
         t = self.tool
