@@ -11,7 +11,6 @@ from holodeck_core.defaults import MAX_BUDGET_TOKENS, MAX_BUDGET_USD
 from holodeck_core.models.base import StrictModel
 
 Heading = Literal["agent", "judge", "prompt_tool", "embedding", "reranker"]
-HEADINGS: tuple[Heading, ...] = ("agent", "judge", "prompt_tool", "embedding", "reranker")
 SharedScope = Literal["daily", "backfill"]
 BudgetLimit = Literal[
     "usd",

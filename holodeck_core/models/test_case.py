@@ -58,10 +58,6 @@ class RegexMatcher(StrictModel):
         return value
 
 
-ArgMatcher = FuzzyMatcher | RegexMatcher | Any
-"""An expected argument: ``{fuzzy: s}``, ``{regex: r}``, or any literal JSON value."""
-
-
 class ExpectedTool(StrictModel):
     name: str = Field(min_length=1, description="Case-sensitive substring of the tool name.")
     args: dict[str, Any] | None = None
@@ -81,7 +77,8 @@ class ExpectedTool(StrictModel):
         return value
 
     def matcher(self, arg: str) -> FuzzyMatcher | RegexMatcher | Any:
-        """The typed matcher for one expected argument."""
+        """The typed matcher for one expected argument: ``{fuzzy: s}``, ``{regex: r}``, or any
+        literal JSON value."""
         raw = (self.args or {})[arg]
         if isinstance(raw, dict) and raw.keys() == {"fuzzy"}:
             return FuzzyMatcher(**raw)

@@ -200,4 +200,3 @@ Tool = Annotated[
     FunctionTool | MCPTool | VectorstoreTool | PromptTool | HierarchicalDocumentTool,
     Field(discriminator="type"),
 ]
-TOOL_TYPES = ("function", "mcp", "vectorstore", "prompt", "hierarchical_document")

@@ -73,18 +73,6 @@ def statistics_properties(stats: RunStatistics) -> dict[str, float | int]:
     return out
 
 
-def statistics_methods(stats: RunStatistics) -> dict[str, str]:
-    """How each interval was computed, beside its numbers: ``pass_rate.interval`` = ``n = 12,
-    interval method: …`` (the Dagster metadata shows it; plots take only the numbers)."""
-    estimates = {"pass_rate": stats.pass_rate} | {
-        f"metric.{k}": e for k, e in stats.metrics.items()
-    }
-    return {
-        f"{prefix}.interval": f"n = {e.n}, interval method: {e.method_name}"
-        for prefix, e in estimates.items()
-    }
-
-
 def _estimate(prefix: str, estimate: Estimate) -> dict[str, float | int]:
     out: dict[str, float | int] = {f"{prefix}.mean": estimate.mean, f"{prefix}.n": estimate.n}
     for key, value in (

@@ -67,11 +67,6 @@ class PairedComparison(FrozenModel):
     family_size: int = 1
     verdict: Verdict = Verdict.NO_CHANGE
 
-    @property
-    def p_decisive(self) -> float | None:
-        """The p-value the verdict compares with alpha."""
-        return self.p_value if self.p_adjusted is None else self.p_adjusted
-
     def render(self, *, percent: bool = True, unit: str = "") -> str:
         """``Δ +32.0 pp (95% CI +12.3 to +51.7 pp), p = 0.0026 (paired t, n = 25)…``:
         ``percent``, a difference of pass fractions; else of a metric's means in ``unit``."""
