@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.extensions import (
+    LoadedSidecar,
+    MergedAgentDocument,
     apply_sidecar,
     find_extensions,
     load_sidecar,
@@ -20,7 +22,7 @@ from holodeck_core.config.extensions import (
     sidecar_file,
 )
 from holodeck_core.config.graders import check_grader_reference
-from holodeck_core.config.merge import merge_config_files
+from holodeck_core.config.merge import MergedConfig, merge_config_files
 from holodeck_core.config.prompts import Prompt, file_prompt, inline_prompt
 from holodeck_core.config.slugs import check_unique_slug
 from holodeck_core.config.targets import option_target, project_target
@@ -72,9 +74,73 @@ class LoadedAgent:
         return [self.prompt, *self.variants]
 
 
+@dataclass
+class _Sources:
+    """The agent document as read: ``${VAR}``s resolved, the config files, the cases file and
+    the sidecar merged in, with the files each part came from (for errors' lines)."""
+
+    doc: YamlDocument
+    data: dict[str, Any]
+    secrets: set[str]
+    merged: MergedConfig | None = None
+    cases_doc: YamlDocument | None = None
+    sidecar: LoadedSidecar | None = None
+    added: MergedAgentDocument | None = None
+    relocations: list[str] = field(default_factory=list)
+
+    def locate(self, yaml_path: YamlPath, message: str) -> Problem:
+        """A problem at ``yaml_path`` of the merged document, in the file it came from."""
+        origin = self.added.origin(yaml_path) if self.added else None
+        if self.sidecar and origin is not None:
+            return self.sidecar.doc.problem(origin, message)
+        if (
+            self.cases_doc is not None
+            and len(yaml_path) >= 2
+            and yaml_path[0] == "test_cases"
+            and isinstance(yaml_path[1], int)
+        ):
+            return self.cases_doc.problem(yaml_path[1:], message)
+        return self.doc.problem(yaml_path, message)
+
+
 def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
     """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares."""
     display = str(path)
+    file = _agent_file(path, display)
+    env = environment_for(file)
+    sources = _read_sources(file, display, env)
+    _merge_sidecar(sources, file, display, env)
+    try:
+        agent = Agent.model_validate(sources.data)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc, Agent, sources.data, sources.locate)) from None
+    merged = sources.merged
+    loaded = LoadedAgent(
+        agent=agent,
+        file=file,
+        display=display,
+        prompt=inline_prompt(agent.instructions.inline or ""),
+        warnings=[*agent.warnings, *(merged.warnings if merged else [])],
+        secrets=frozenset(sources.secrets),
+        origins=merged.origins if merged else {},
+        config_files=[f.path for f in merged.files] if merged else [],
+        relocations=sources.relocations,
+        sidecar=sources.sidecar.doc.file if sources.sidecar else None,
+    )
+    _check_references(loaded, sources)
+    check_unique_slug(agent.name, file)
+    _load_prompt_files(loaded, sources.doc)
+    loaded.response_schema = _response_schema(loaded, sources.doc)
+    declared = project_target(file) if target is None else option_target(target, file)
+    if declared is not None:
+        loaded.target, target_secrets = declared
+        loaded.secrets |= target_secrets
+    if not agent.cases:
+        loaded.warnings.append("the agent has no test cases")
+    return loaded
+
+
+def _agent_file(path: str | Path, display: str) -> Path:
     file = Path(path).expanduser().resolve()
     if not file.is_file():
         raise ConfigError(
@@ -83,21 +149,24 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
             else "this is a folder; pass the agent.yaml file",
             file=display,
         )
-    env = environment_for(file)
+    return file
+
+
+def _read_sources(file: Path, display: str, env: dict[str, str]) -> _Sources:
+    """agent.yaml with its ``${VAR}``s, HoloDeck's config.yaml files
+    (docs/holodeck-fidelity.md) and its ``test_cases_file``; every problem at once."""
     doc = read_yaml(file, display)
     if not isinstance(doc.data, dict):
         raise ConfigError([doc.problem((), "the file must hold a YAML mapping (key: value)")])
     main = substitute(doc, env)
-    data: dict[str, Any] = main.data
+    sources = _Sources(doc=doc, data=main.data, secrets=set(main.secrets))
     problems = list(main.problems)
-    secrets = set(main.secrets)
-    merged = merge_config_files(data, file, env) if not problems else None
-    if merged is not None:  # the config.yaml files HoloDeck merges in (docs/holodeck-fidelity.md)
-        data, problems, secrets = merged.data, merged.problems, secrets | merged.secrets
-
-    cases_doc: YamlDocument | None = None
-    cases_file = data.get("test_cases_file")
-    if cases_file is not None and data.get("test_cases") is not None:
+    if not problems:
+        sources.merged = merge_config_files(sources.data, file, env)
+        sources.data, problems = sources.merged.data, sources.merged.problems
+        sources.secrets |= sources.merged.secrets
+    cases_file = sources.data.get("test_cases_file")
+    if cases_file is not None and sources.data.get("test_cases") is not None:
         raise ConfigError(
             [
                 doc.problem(
@@ -108,83 +177,61 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
             ]
         )
     if isinstance(cases_file, str) and not main.problems:
-        cases_doc, cases, cases_problems, cases_secrets = _load_cases_file(
+        sources.cases_doc, cases, cases_problems, cases_secrets = _load_cases_file(
             file.parent, cases_file, doc, env
         )
         problems += cases_problems
-        secrets |= cases_secrets
+        sources.secrets |= cases_secrets
         if cases is not None:
-            data = {**data, "test_cases": cases}
+            sources.data = {**sources.data, "test_cases": cases}
     if problems:
         raise ConfigError(problems)
+    return sources
+
+
+def _merge_sidecar(sources: _Sources, file: Path, display: str, env: dict[str, str]) -> None:
+    """Our additions from the sidecar merged in (docs/agent-yaml.md), and a warning for each
+    of ours still in agent.yaml."""
     sidecar = load_sidecar(file, env)
-    relocations = relocation_warnings(find_extensions(data), display, sidecar_file(file, None).name)
-    added = apply_sidecar(data, sidecar.data) if sidecar else None
+    sources.relocations = relocation_warnings(
+        find_extensions(sources.data), display, sidecar_file(file, None).name
+    )
+    added = apply_sidecar(sources.data, sidecar.data) if sidecar else None
     if sidecar and added:
-        data, secrets = added.data, secrets | sidecar.secrets
+        sources.sidecar, sources.added = sidecar, added
+        sources.data, sources.secrets = added.data, sources.secrets | sidecar.secrets
         if added.problems:
             raise ConfigError([sidecar.doc.problem(p, m) for p, m in added.problems])
 
-    def locate(yaml_path: YamlPath, message: str) -> Problem:
-        origin = added.origin(yaml_path) if added else None
-        if sidecar and origin is not None:
-            return sidecar.doc.problem(origin, message)
-        if (
-            cases_doc is not None
-            and len(yaml_path) >= 2
-            and yaml_path[0] == "test_cases"
-            and isinstance(yaml_path[1], int)
-        ):
-            return cases_doc.problem(yaml_path[1:], message)
-        return doc.problem(yaml_path, message)
 
-    try:
-        agent = Agent.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(validation_problems(exc, Agent, data, locate)) from None
-
-    loaded = LoadedAgent(
-        agent=agent,
-        file=file,
-        display=display,
-        prompt=inline_prompt(agent.instructions.inline or ""),
-        warnings=[*agent.warnings, *(merged.warnings if merged else [])],
-        secrets=frozenset(secrets),
-        origins=merged.origins if merged else {},
-        config_files=[f.path for f in merged.files] if merged else [],
-        relocations=relocations,
-        sidecar=sidecar.doc.file if sidecar else None,
-    )
+def _check_references(loaded: LoadedAgent, sources: _Sources) -> None:
+    """Secrets by name, the files, graders and templates the agent refers to."""
+    locate = sources.locate
     problems = _secret_names(loaded, locate)
-    problems += _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)
+    problems += _missing_files(loaded, sources.doc, locate) + _bad_graders(loaded, locate)
     problems += _bad_templates(loaded, locate) if not problems else []
     if problems:
         raise ConfigError(problems)
-    check_unique_slug(agent.name, file)
-    if agent.instructions.file is not None:
-        loaded.prompt = file_prompt(
-            loaded.resolve(agent.instructions.file), agent.instructions.file
+
+
+def _load_prompt_files(loaded: LoadedAgent, doc: YamlDocument) -> None:
+    """The instructions file and its variants, each a distinct prompt version."""
+    instructions = loaded.agent.instructions
+    if instructions.file is None:
+        return
+    loaded.prompt = file_prompt(loaded.resolve(instructions.file), instructions.file)
+    loaded.variants = [file_prompt(loaded.resolve(v), v) for v in instructions.variants]
+    labels = [p.version.version for p in loaded.active_prompts]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(
+            [
+                doc.problem(
+                    ("instructions", "variants"),
+                    f"prompt versions must differ between the file and its variants; "
+                    f"got {', '.join(labels)} (set 'version' in each file's frontmatter)",
+                )
+            ]
         )
-        loaded.variants = [file_prompt(loaded.resolve(v), v) for v in agent.instructions.variants]
-        labels = [p.version.version for p in loaded.active_prompts]
-        if len(set(labels)) != len(labels):
-            raise ConfigError(
-                [
-                    doc.problem(
-                        ("instructions", "variants"),
-                        f"prompt versions must differ between the file and its variants; "
-                        f"got {', '.join(labels)} (set 'version' in each file's frontmatter)",
-                    )
-                ]
-            )
-    loaded.response_schema = _response_schema(loaded, doc)
-    declared = project_target(file) if target is None else option_target(target, file)
-    if declared is not None:
-        loaded.target, target_secrets = declared
-        loaded.secrets |= target_secrets
-    if not agent.cases:
-        loaded.warnings.append("the agent has no test cases")
-    return loaded
 
 
 def _load_cases_file(
