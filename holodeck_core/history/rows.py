@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -235,62 +235,86 @@ def _case_rows(
     return test, metrics, tools, cost
 
 
+@dataclass
+class _CaseTables:
+    """The rows of a run's cases, with what the run row sums from them."""
+
+    tests: list[tuple[Any, ...]] = field(default_factory=list)
+    metrics: list[tuple[Any, ...]] = field(default_factory=list)
+    tools: list[tuple[Any, ...]] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+    tokens: list[int] | None = None
+    """(prompt, completion, total) summed over the cases that report tokens; None if none do."""
+
+
+def _case_tables(run_id: str, results: list[TestResult]) -> _CaseTables:
+    out = _CaseTables()
+    for index, (case_id, result) in enumerate(zip(derived_case_ids(results), results, strict=True)):
+        tokens = _case_tokens(result)
+        if tokens[2] is not None:
+            out.tokens = [
+                total + (n or 0) for total, n in zip(out.tokens or [0, 0, 0], tokens, strict=True)
+            ]
+        test, case_metrics, case_tools, cost = _case_rows(run_id, index, case_id, result, tokens)
+        out.tests.append(test)
+        out.metrics += case_metrics
+        out.tools += case_tools
+        if cost is not None:
+            out.costs.append(cost)
+    return out
+
+
 def build_tables(
     run: EvalRun, source: RunSource, prompt: PromptInfo, *, now: datetime | None = None
 ) -> dict[str, TableRows]:
     """The rows of one run for every history table."""
-    report, meta = run.report, run.metadata
-    run_id = source.run_id
-    agent = meta.agent_config
-    slug = slugify(report.agent_name)
-    results = report.results
-    case_ids = derived_case_ids(results)
+    cases = _case_tables(source.run_id, run.report.results)
     ingested_at = (now or datetime.now(UTC)).replace(tzinfo=None)
+    run_row = _run_row(run, source, prompt, cases, ingested_at)
+    return {
+        "eval_runs": TableRows.of_dicts("eval_runs", [run_row]),
+        "test_results": TableRows("test_results", TEST_COLUMNS, cases.tests),
+        "metric_results": TableRows("metric_results", METRIC_COLUMNS, cases.metrics),
+        "tool_invocations": TableRows("tool_invocations", TOOL_COLUMNS, cases.tools),
+        "prompt_versions": TableRows.of_dicts(
+            "prompt_versions", [_prompt_row(run, source, prompt)]
+        ),
+    }
 
-    tests: list[tuple[Any, ...]] = []
-    metrics: list[tuple[Any, ...]] = []
-    tools: list[tuple[Any, ...]] = []
-    case_costs: list[float] = []
-    token_sums = [0, 0, 0]
-    any_tokens = False
-    for index, (case_id, result) in enumerate(zip(case_ids, results, strict=True)):
-        tokens = _case_tokens(result)
-        if tokens[2] is not None:
-            any_tokens = True
-            token_sums = [total + (n or 0) for total, n in zip(token_sums, tokens, strict=True)]
-        test, case_metrics, case_tools, cost = _case_rows(run_id, index, case_id, result, tokens)
-        tests.append(test)
-        metrics += case_metrics
-        tools += case_tools
-        if cost is not None:
-            case_costs.append(cost)
+
+def _run_row(
+    run: EvalRun, source: RunSource, prompt: PromptInfo, cases: _CaseTables, ingested_at: datetime
+) -> dict[str, Any]:
+    """The run's ``eval_runs`` row: counts and rates from the results'
+    statuses, tokens and cost from the summary, else summed over the cases."""
+    report, meta = run.report, run.metadata
+    results, summary = report.results, report.summary
     statuses = Counter(r.status for r in results)
     total = len(results)
     weight_total = sum(r.weight for r in results)
     weight_passed = sum(r.weight for r in results if r.status is Status.PASS)
-    summary = report.summary
     usage = summary.token_usage
     run_tokens: list[int] | list[None] = [None, None, None]
     if usage is not None:
         run_tokens = [usage.prompt_tokens, usage.completion_tokens, usage.total_tokens]
-    elif any_tokens:
-        run_tokens = token_sums
+    elif cases.tokens is not None:
+        run_tokens = cases.tokens
     prompt_tokens, completion_tokens, total_tokens = run_tokens
     cost_usd = summary.cost_usd
-    if cost_usd is None and case_costs:
-        cost_usd = sum(case_costs)
+    if cost_usd is None and cases.costs:
+        cost_usd = sum(cases.costs)
     started_at = utc_naive(meta.started_at)
     finished_at = utc_naive(report.timestamp)
-    run_row = {
-        "run_id": run_id,
+    return {
+        "run_id": source.run_id,
         "agent_name": report.agent_name,
-        "agent_slug": slug,
+        "agent_slug": slugify(report.agent_name),
         "prompt_version": prompt.key,
         "prompt_label": meta.prompt_version.version,
         "prompt_body_hash": meta.prompt_version.body_hash,
         "prompt_source": meta.prompt_version.source,
-        "model_provider": agent.model.provider.value,
-        "model_name": agent.model.name,
+        "model_provider": meta.agent_config.model.provider.value,
+        "model_name": meta.agent_config.model.name,
         "judge_model": _judge_model(run),
         "trigger": meta.trigger.value if meta.trigger is not None else None,
         "dagster_run_id": meta.dagster_run_id,
@@ -322,9 +346,13 @@ def build_tables(
         "ingested_at": ingested_at,
         "max_error_share": meta.agent_config.max_error_share,
     }
-    pv = meta.prompt_version
-    prompt_row = {
-        "agent_slug": slug,
+
+
+def _prompt_row(run: EvalRun, source: RunSource, prompt: PromptInfo) -> dict[str, Any]:
+    """The ``prompt_versions`` row of the run's prompt (kept from its first run)."""
+    pv = run.metadata.prompt_version
+    return {
+        "agent_slug": slugify(run.report.agent_name),
         "prompt_version": prompt.key,
         "label": pv.version,
         "body_hash": pv.body_hash,
@@ -337,13 +365,6 @@ def build_tables(
         "body": prompt.body,
         "snapshot_path": prompt.snapshot_path,
         "registered_at": utc_naive(prompt.registered_at),
-        "first_run_id": run_id,
-        "first_seen_at": finished_at,
-    }
-    return {
-        "eval_runs": TableRows.of_dicts("eval_runs", [run_row]),
-        "test_results": TableRows("test_results", TEST_COLUMNS, tests),
-        "metric_results": TableRows("metric_results", METRIC_COLUMNS, metrics),
-        "tool_invocations": TableRows("tool_invocations", TOOL_COLUMNS, tools),
-        "prompt_versions": TableRows.of_dicts("prompt_versions", [prompt_row]),
+        "first_run_id": source.run_id,
+        "first_seen_at": utc_naive(run.report.timestamp),
     }
