@@ -320,6 +320,40 @@ def compare_runs(
     failure on either side is refused unless ``include_failed`` (docs/cli.md)."""
     if not include_failed:
         refuse_failed(con, run_a, run_b)
+    a, b = _run_pair(con, run_a, run_b)
+    cases = _case_pairs(con, run_a, run_b)
+    common = [c for c in cases if c[2] is not None and c[3] is not None]
+    only_a = [c[0] for c in cases if c[3] is None]
+    only_b = [c[0] for c in cases if c[2] is None]
+    tokens_a = [c[4] for c in common if c[4] is not None]
+    tokens_b = [c[5] for c in common if c[5] is not None]
+    return Comparison(
+        a=a,
+        b=b,
+        max_drop=max_drop,
+        common_cases=len(common),
+        only_in_a=only_a,
+        only_in_b=only_b,
+        passed_a=sum(1 for c in common if c[2] == "PASS"),
+        passed_b=sum(1 for c in common if c[3] == "PASS"),
+        flips=[
+            CaseFlip(case_id=c[0], test_name=c[1], status_a=c[2], status_b=c[3])
+            for c in common
+            if c[2] != c[3]
+        ],
+        metrics=_metric_deltas(con, run_a, run_b),
+        tokens_common_a=sum(tokens_a) if tokens_a else None,
+        tokens_common_b=sum(tokens_b) if tokens_b else None,
+        warnings=_pair_warnings(a, b, len(common), len(only_a), len(only_b)),
+        paired=compare_paired(con, run_a, run_b, alpha=alpha, adjustment=adjustment),
+        strict=strict,
+    )
+
+
+def _run_pair(
+    con: duckdb.DuckDBPyConnection, run_a: str, run_b: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``eval_runs`` rows of A and B."""
     sides = {
         row["run_id"]: row
         for row in _dicts(
@@ -329,8 +363,13 @@ def compare_runs(
             )
         )
     }
-    a, b = sides[run_a], sides[run_b]
-    cases = con.execute(
+    return sides[run_a], sides[run_b]
+
+
+def _case_pairs(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> list[tuple[Any, ...]]:
+    """Every case of either run: (case_id, test_name, status A, status B, tokens A, tokens B),
+    a side's status None where the case is not in that run."""
+    return con.execute(
         """
         SELECT coalesce(ta.case_id, tb.case_id) AS case_id,
                coalesce(tb.test_name, ta.test_name) AS test_name,
@@ -341,26 +380,27 @@ def compare_runs(
         """,
         [run_a, run_b],
     ).fetchall()
-    common = [c for c in cases if c[2] is not None and c[3] is not None]
-    only_a = [c[0] for c in cases if c[3] is None]
-    only_b = [c[0] for c in cases if c[2] is None]
+
+
+def _pair_warnings(
+    a: dict[str, Any], b: dict[str, Any], common: int, only_a: int, only_b: int
+) -> list[str]:
+    """What makes the two runs less comparable: other test sets, other agents."""
     warnings = []
     if a["dataset_hash"] != b["dataset_hash"] or only_a or only_b:
         warnings.append(
             "the runs have different test sets (dataset hash "
             f"{str(a['dataset_hash'])[:12]} vs {str(b['dataset_hash'])[:12]}): comparing the "
-            f"{len(common)} common case(s); {len(only_a)} only in A, {len(only_b)} only in B"
+            f"{common} common case(s); {only_a} only in A, {only_b} only in B"
         )
     if a["agent_slug"] != b["agent_slug"]:
         warnings.append(f"comparing different agents: {a['agent_slug']} vs {b['agent_slug']}")
-    flips = [
-        CaseFlip(case_id=c[0], test_name=c[1], status_a=c[2], status_b=c[3])
-        for c in common
-        if c[2] != c[3]
-    ]
-    tokens_a = [c[4] for c in common if c[4] is not None]
-    tokens_b = [c[5] for c in common if c[5] is not None]
-    metric_rows = con.execute(
+    return warnings
+
+
+def _metric_deltas(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> list[MetricDelta]:
+    """Each metric's count, mean and pass rate in A and B over the cases both runs have."""
+    rows = con.execute(
         """
         WITH common AS (
             SELECT case_id FROM test_results WHERE run_id = $a
@@ -381,7 +421,7 @@ def compare_runs(
         """,
         {"a": run_a, "b": run_b},
     ).fetchall()
-    metrics = [
+    return [
         MetricDelta(
             metric_name=r[0],
             unit=r[1],
@@ -393,22 +433,5 @@ def compare_runs(
             pass_rate_a=r[7],
             pass_rate_b=r[8],
         )
-        for r in metric_rows
+        for r in rows
     ]
-    return Comparison(
-        a=a,
-        b=b,
-        max_drop=max_drop,
-        common_cases=len(common),
-        only_in_a=only_a,
-        only_in_b=only_b,
-        passed_a=sum(1 for c in common if c[2] == "PASS"),
-        passed_b=sum(1 for c in common if c[3] == "PASS"),
-        flips=flips,
-        metrics=metrics,
-        tokens_common_a=sum(tokens_a) if tokens_a else None,
-        tokens_common_b=sum(tokens_b) if tokens_b else None,
-        warnings=warnings,
-        paired=compare_paired(con, run_a, run_b, alpha=alpha, adjustment=adjustment),
-        strict=strict,
-    )
