@@ -198,6 +198,17 @@ is cut at its words, and a longer word (or a tool call's arguments) every this m
 MODEL_SERVER_EMBEDDING_DIMENSIONS = 1536
 """The length of the loopback model server's embeddings for a model it does not know (and no
 ``dimensions`` asked)."""
+MODEL_SERVER_BATCH_COMPLETE_AFTER_S = 0.0
+"""Seconds from a batch's submission until the loopback model server has answered all of its
+requests (``batches.complete_after`` in its rules; the requests finish evenly over it)."""
+MODEL_SERVER_BATCH_WINDOW_S = 24 * 3600
+"""A batch's completion window, as both providers give it (its ``expires_at``): 24 hours."""
+MODEL_SERVER_BATCH_MAX_REQUESTS = 50_000
+"""The most requests of one batch (OpenAI's limit; Anthropic allows more)."""
+MODEL_SERVER_BATCH_LIST_LIMIT = 20
+"""Batches per page of ``GET /v1/batches`` and ``/v1/messages/batches`` without ``limit``."""
+MODEL_SERVER_BATCH_FAIL_STATUS = 500
+"""The HTTP status of a request the rules' ``batches.fail`` makes fail, unless it says."""
 
 # --------------------------------------------------------------------- the history (DuckLake)
 
