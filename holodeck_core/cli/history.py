@@ -2,8 +2,9 @@
 
 :func:`add_history_parser` plugs the commands into the top-level CLI; each sets ``handler``
 (``Callable[[argparse.Namespace], int]``) on the parsed namespace. Handlers return an exit code
-(docs/cli.md) or raise a :class:`~holodeck_core.errors.HolodeckError`. This module imports only
-the standard library at load time: DuckDB, pandas, pyarrow and rich load inside handlers, so
+(docs/cli.md) or raise a :class:`~holodeck_core.errors.HolodeckError`; the history itself is
+read and written through :mod:`holodeck_core.engine.history`. This module imports only the
+standard library at load time: DuckDB, pandas, pyarrow and rich load inside handlers, so
 ``holodeck --help`` stays fast.
 """
 
@@ -12,24 +13,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from holodeck_core import defaults
 from holodeck_core.cli.argtypes import non_negative_seconds, positive_int, positive_seconds
 from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.defaults import ALPHA, HISTORY_SQL_MAX_ROWS, HISTORY_SQL_TIMEOUT_S
+from holodeck_core.engine import history as engine
 from holodeck_core.errors import (
     ConfigError,
     ExecutionError,
     ExitCode,
 )
-from holodeck_core.history.health import INCLUDE_FAILED_HELP
-from holodeck_core.stats.multiple import Adjustment
 from holodeck_core.terminal import plain
-
-if TYPE_CHECKING:
-    from holodeck_core.history.store import History
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -42,20 +40,10 @@ LOCK_HELP = (
 # --------------------------------------------------------------------------- helpers
 
 
-def _db(args: argparse.Namespace) -> History:
-    """The history to use: ``--lake``, else ``--db``, else the project's (docs/architecture.md)."""
-    return history_from(args)
-
-
 def _location(value: str) -> Any:
     """A results folder or file: a path, or a URL (``s3://bucket/prefix``)."""
-    from holodeck_core.config.project import location
-    from holodeck_core.config.remote import on_s3, require_s3_credentials
-
     try:
-        if on_s3(value):
-            require_s3_credentials(value)
-        return location(value)
+        return engine.results_location(value)
     except ConfigError as exc:  # an s3:// URL with no credentials set: a usage error (exit 2)
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -73,35 +61,30 @@ def _prompts_dir(args: argparse.Namespace) -> Path:
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history import queries, store
 
-    with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
-        runs = queries.list_runs(
-            con, agent=args.agent, prompt_version=args.prompt_version, limit=args.limit
-        )
-        # a failed run has no agent recorded, only its job: --agent shows runs with an EvalRun
-        shown = args.format == "table" and not args.hide_failed and args.agent is None
-        failed = (
-            queries.list_failed_runs(con, prompt_version=args.prompt_version, limit=args.limit)
-            if shown
-            else []
-        )
+    # a failed run has no agent recorded, only its job: --agent shows runs with an EvalRun
+    listed = engine.list_runs(
+        history_from(args),
+        agent=args.agent,
+        prompt_version=args.prompt_version,
+        limit=args.limit,
+        with_failed=args.format == "table" and not args.hide_failed and args.agent is None,
+        lock_timeout=args.lock_timeout,
+    )
     if args.format != "table":
-        columns = list(queries.RUN_COLUMNS)
-        render.print_rows(columns, [[r[c] for c in columns] for r in runs], args.format)
+        columns = list(listed.columns)
+        render.print_rows(columns, [[r[c] for c in columns] for r in listed.runs], args.format)
         return ExitCode.OK
-    render.print_runs(runs)
-    if failed:
-        render.print_failed_runs(failed)
+    render.print_runs(listed.runs)
+    if listed.failed:
+        render.print_failed_runs(listed.failed)
     return ExitCode.OK
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history import queries, store
 
-    with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
-        detail = queries.run_detail(con, queries.resolve_run(con, args.run))
+    detail = engine.show_run(history_from(args), args.run, lock_timeout=args.lock_timeout)
     if args.format == "json":
         import json
 
@@ -121,25 +104,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history import queries, store
 
     if not 0.0 <= args.max_drop <= 1.0:
         raise ConfigError("--max-drop is a fraction between 0 and 1 (0.05 = 5 points)")
     if not 0.0 < args.alpha < 1.0:
         raise ConfigError(f"--alpha is a significance level between 0 and 1 (default {ALPHA})")
-    with store.reader(_db(args), timeout_s=args.lock_timeout) as con:
-        run_a = queries.resolve_run(con, args.run_a)
-        run_b = queries.resolve_run(con, args.run_b)
-        result = queries.compare_runs(
-            con,
-            run_a,
-            run_b,
-            max_drop=args.max_drop,
-            strict=args.strict,
-            alpha=args.alpha,
-            include_failed=args.include_failed,
-            adjustment=Adjustment(args.adjust),
-        )
+    result = engine.compare_runs(
+        history_from(args),
+        args.run_a,
+        args.run_b,
+        max_drop=args.max_drop,
+        strict=args.strict,
+        alpha=args.alpha,
+        include_failed=args.include_failed,
+        adjustment=args.adjust,
+        lock_timeout=args.lock_timeout,
+    )
     for warning in result.warnings:
         render.err().print(Text.assemble(plain("warning:", "yellow"), plain(f" {warning}")))
     if args.format == "json":
@@ -153,10 +133,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_sql(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history import sql
 
-    result = sql.run_select(
-        _db(args),
+    result = engine.run_query(
+        history_from(args),
         args.query,
         lock_timeout=args.lock_timeout,
         max_rows=args.max_rows,
@@ -192,8 +171,6 @@ def _report_ingest(verb: str, report: Any, *, looked_in: object = None) -> int:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
-    from holodeck_core.history import ingest
-
     if args.to_lake is not None or args.from_lake is not None:
         return _copy(args)
     if args.results_dir is None:
@@ -201,8 +178,8 @@ def _cmd_sync(args: argparse.Namespace) -> int:
             "history sync needs RESULTS_DIR (a folder of EvalRuns), or --to WHERE / "
             "--from WHERE to copy a history between the DuckDB file and a DuckLake"
         )
-    report = ingest.sync(
-        _db(args),
+    report = engine.sync_results(
+        history_from(args),
         args.results_dir,
         prompts_dir=_prompts_dir(args),
         lock_timeout=args.lock_timeout,
@@ -213,36 +190,31 @@ def _cmd_sync(args: argparse.Namespace) -> int:
 def _copy(args: argparse.Namespace) -> int:
     """``sync --to WHERE``: this history (``--db``/``--lake``/the project's) into another;
     ``--from WHERE``: another into this one. ``WHERE`` is a ``.duckdb`` file or a lake URL."""
-    from holodeck_core.history.backend import history_at
-    from holodeck_core.history.transfer import copy_history
-
     if args.to_lake is not None and args.from_lake is not None:
         raise ConfigError("history sync: give --to or --from, not both")
     if args.results_dir is not None:
         raise ConfigError(
             "history sync --to/--from copies between two histories; RESULTS_DIR does not apply"
         )
-    this = _db(args)
+    this = history_from(args)
     if args.to_lake is not None:
-        report = copy_history(this, history_at(args.to_lake), lock_timeout=args.lock_timeout)
-        return _report_ingest(f"copied to {history_at(args.to_lake)}:", report)
-    other = history_at(args.from_lake)
-    report = copy_history(other, this, lock_timeout=args.lock_timeout)
-    return _report_ingest(f"copied from {other}:", report)
+        copied = engine.copy_to(this, args.to_lake, lock_timeout=args.lock_timeout)
+        return _report_ingest(f"copied to {copied.other}:", copied.report)
+    copied = engine.copy_from(this, args.from_lake, lock_timeout=args.lock_timeout)
+    return _report_ingest(f"copied from {copied.other}:", copied.report)
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.config.project import Project
-    from holodeck_core.history.rebuild import project_results, rebuild
 
-    folders = args.results_dirs or project_results(Project.discover())
-    report = rebuild(
-        _db(args), folders, prompts_dir=_prompts_dir(args), lock_timeout=args.lock_timeout
+    folders = engine.results_folders(args.results_dirs)
+    history = history_from(args)
+    report = engine.rebuild_history(
+        history, folders, prompts_dir=_prompts_dir(args), lock_timeout=args.lock_timeout
     )
     carried = ", ".join(f"{rows} {table}" for table, rows in report.carried.items()) or "none"
     render.err().print(
-        f"rebuilt {_db(args)}: the old history is kept at {report.aside}; "
+        f"rebuilt {history}: the old history is kept at {report.aside}; "
         f"{len(report.ingest.ingested)} run(s) from {len(folders)} results folder(s), "
         f"{len(report.kept_runs)} run(s) with no EvalRun file copied from the old history; "
         f"carried over: {carried}",
@@ -255,18 +227,17 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
 
 def _cmd_maintain(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history.backend import maintain
 
-    done = maintain(_db(args), lock_timeout=args.lock_timeout, grace_s=args.grace)
+    done = engine.maintain_history(
+        history_from(args), lock_timeout=args.lock_timeout, grace_s=args.grace
+    )
     render.err().print(f"maintained {done}", markup=False)
     return ExitCode.OK
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from holodeck_core.history import ingest
-
-    report = ingest.ingest_paths(
-        _db(args),
+    report = engine.import_runs(
+        history_from(args),
         [_location(p) for p in args.paths],
         prompts_dir=_prompts_dir(args),
         lock_timeout=args.lock_timeout,
@@ -276,10 +247,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
-    from holodeck_core.history import export
 
-    report = export.export_runs(
-        _db(args),
+    report = engine.export_runs(
+        history_from(args),
         Path(args.out),
         args.format,
         runs=args.run,
@@ -296,15 +266,29 @@ def _cmd_export(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``history`` and its subcommands to a top-level CLI's subparsers."""
-    history = subparsers.add_parser(
-        "history",
-        help="query the run history (DuckDB): runs, compare, sql, import, export",
-        description="The run history: every EvalRun, in a DuckDB file you can query with SQL "
-        "(tables and views: docs/history.md).",
-    )
-    commands = history.add_subparsers(dest="history_command", metavar="COMMAND", required=True)
+@dataclass(frozen=True)
+class Commands:
+    """The ``history`` subcommands being added, and the options they share: ``common``
+    (which history, how long to wait for its lock) for all, ``prompts`` for the ingesting
+    ones."""
+
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+    common: argparse.ArgumentParser
+    prompts: argparse.ArgumentParser
+
+    def add(
+        self, name: str, handler: Handler, help_text: str, *, prompts: bool = False
+    ) -> argparse.ArgumentParser:
+        parents = [self.common, self.prompts] if prompts else [self.common]
+        parser = self.subparsers.add_parser(
+            name, help=help_text, description=help_text, parents=parents
+        )
+        parser.set_defaults(handler=handler)
+        return parser
+
+
+def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The parent parsers of :class:`Commands`: ``common`` and ``prompts``."""
     common = argparse.ArgumentParser(add_help=False)
     add_history_arguments(common)
     common.add_argument(
@@ -317,17 +301,11 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="DIR",
         help="prompt snapshot store to copy bodies from (default: HOLODECK_HOME/prompts)",
     )
+    return common, prompts
 
-    def add(
-        name: str, handler: Handler, help_text: str, *parents: argparse.ArgumentParser
-    ) -> argparse.ArgumentParser:
-        parser = commands.add_parser(
-            name, help=help_text, description=help_text, parents=[common, *parents]
-        )
-        parser.set_defaults(handler=handler)
-        return parser
 
-    runs = add("runs", _cmd_runs, "list runs, newest first")
+def _add_runs(commands: Commands) -> None:
+    runs = commands.add("runs", _cmd_runs, "list runs, newest first")
     runs.add_argument("--agent", help="agent name or slug")
     runs.add_argument("--prompt-version", help="prompt version (key)")
     runs.add_argument("--limit", type=positive_int, default=20)
@@ -338,12 +316,16 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help="leave out the orchestrated runs that failed before writing an EvalRun",
     )
 
-    show = add("show", _cmd_show, "one run: summary, cases, metrics, errors")
+
+def _add_show(commands: Commands) -> None:
+    show = commands.add("show", _cmd_show, "one run: summary, cases, metrics, errors")
     show.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")
     show.add_argument("--failures", action="store_true", help="list only FAIL and ERROR cases")
     show.add_argument("--format", choices=("table", "json"), default="table")
 
-    compare = add(
+
+def _add_compare(commands: Commands) -> None:
+    compare = commands.add(
         "compare",
         _cmd_compare,
         "compare run B against run A: case flips, metric deltas, pass rate, tokens, cost, "
@@ -366,10 +348,10 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     compare.add_argument(
         "--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})"
     )
-    compare.add_argument("--include-failed", action="store_true", help=INCLUDE_FAILED_HELP)
+    compare.add_argument("--include-failed", action="store_true", help=engine.INCLUDE_FAILED_HELP)
     compare.add_argument(
         "--adjust",
-        choices=[a.value for a in Adjustment],
+        choices=list(engine.ADJUSTMENTS),
         default=defaults.ADJUSTMENT,
         help="adjust the p-values of the pass fraction and the metrics together: bh "
         "(Benjamini-Hochberg, the false discovery rate; default), holm (the family-wise "
@@ -377,7 +359,9 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     )
     compare.add_argument("--format", choices=("table", "json"), default="table")
 
-    sql = add(
+
+def _add_sql(commands: Commands) -> None:
+    sql = commands.add(
         "sql",
         _cmd_sql,
         "run one read-only SELECT (or WITH ... SELECT) on the history; anything else is "
@@ -400,12 +384,14 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         help=f"stop the query after SECONDS (default {HISTORY_SQL_TIMEOUT_S:g})",
     )
 
-    sync = add(
+
+def _add_sync(commands: Commands) -> None:
+    sync = commands.add(
         "sync",
         _cmd_sync,
         "ingest every EvalRun under RESULTS_DIR (a folder or a URL) not yet in the history; "
         "or copy the history to or from a lake",
-        prompts,
+        prompts=True,
     )
     sync.add_argument("results_dir", metavar="RESULTS_DIR", nargs="?", type=_location)
     sync.add_argument(
@@ -422,13 +408,16 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="WHERE",
         help="copy another history's runs (a .duckdb file or a lake URL) into this one",
     )
-    rebuilt = add(
+
+
+def _add_rebuild(commands: Commands) -> None:
+    rebuilt = commands.add(
         "rebuild",
         _cmd_rebuild,
         "rebuild the history (an earlier release's, or this one's) from the EvalRun files: "
         "the old one is kept aside, and the runs with no file, the human labels, failed runs "
         "and budget ledger come over from it",
-        prompts,
+        prompts=True,
     )
     rebuilt.add_argument(
         "results_dirs",
@@ -437,7 +426,10 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         type=_location,
         help="folders of EvalRuns (default: the project's agents' results folders)",
     )
-    maintained = add(
+
+
+def _add_maintain(commands: Commands) -> None:
+    maintained = commands.add(
         "maintain",
         _cmd_maintain,
         "compact the history and remove what nothing references: a DuckLake's small files "
@@ -454,12 +446,19 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "nothing else uses the lake)",
     )
 
-    imp = add(
-        "import", _cmd_import, "ingest HoloDeck 0.7.1 (or our) EvalRun files or folders", prompts
+
+def _add_import(commands: Commands) -> None:
+    imp = commands.add(
+        "import",
+        _cmd_import,
+        "ingest HoloDeck 0.7.1 (or our) EvalRun files or folders",
+        prompts=True,
     )
     imp.add_argument("paths", metavar="PATH", nargs="+")
 
-    exp = add(
+
+def _add_export(commands: Commands) -> None:
+    exp = commands.add(
         "export",
         _cmd_export,
         "write runs as HoloDeck 0.7.1 files, our EvalRun JSON, or Parquet tables",
@@ -469,3 +468,35 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     exp.add_argument("--run", action="append", metavar="RUN", help="a run to export (repeat)")
     exp.add_argument("--agent", help="only this agent (name or slug)")
     exp.add_argument("--prompt-version", help="only this prompt version")
+
+
+SUBCOMMANDS: tuple[Callable[[Commands], None], ...] = (
+    _add_runs,
+    _add_show,
+    _add_compare,
+    _add_sql,
+    _add_sync,
+    _add_rebuild,
+    _add_maintain,
+    _add_import,
+    _add_export,
+)
+"""Each adds one ``history`` subcommand, in the order ``holodeck history --help`` lists them."""
+
+
+def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``history`` and its subcommands to a top-level CLI's subparsers."""
+    history = subparsers.add_parser(
+        "history",
+        help="query the run history (DuckDB): runs, compare, sql, import, export",
+        description="The run history: every EvalRun, in a DuckDB file you can query with SQL "
+        "(tables and views: docs/history.md).",
+    )
+    common, prompts = _shared_options()
+    commands = Commands(
+        history.add_subparsers(dest="history_command", metavar="COMMAND", required=True),
+        common,
+        prompts,
+    )
+    for add_subcommand in SUBCOMMANDS:
+        add_subcommand(commands)

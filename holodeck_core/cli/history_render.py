@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from holodeck_core.stats.display import money, number
+from holodeck_core.engine.history import money, number
 from holodeck_core.terminal import one_line, plain
 
 if TYPE_CHECKING:
-    from holodeck_core.history.queries import Comparison, RunDetail
+    from holodeck_core.engine.history import CaseFlip, Comparison, RunDetail
 
 
 def out() -> Console:
@@ -55,7 +55,7 @@ def _short(run_id: str) -> str:
 
 def print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
     if fmt == "csv":
-        from holodeck_core.history.csv_cells import csv_text
+        from holodeck_core.engine.history import csv_text
         from holodeck_core.terminal import printable
 
         # on a terminal, stored escape sequences are shown, not obeyed; a pipe gets the data
@@ -179,8 +179,25 @@ def render_detail(detail: RunDetail, only_failures: bool) -> None:
     console.print(cases)
 
 
+FLAKY_SHOWN = 20
+"""Flaky cases named before the rest are left to ``…``."""
+
+
 def render_comparison(result: Comparison) -> None:
     console = out()
+    print_sides(console, result)
+    if result.flips:
+        console.print(flips_table(result))
+    else:
+        console.print("no case changed status")
+    if result.metrics:
+        console.print(metrics_table(result))
+    print_totals(console, result)
+    print_verdict(console, result)
+
+
+def print_sides(console: Console, result: Comparison) -> None:
+    """One line per run: A, then B."""
     for side, run in (("A", result.a), ("B", result.b)):
         line = (
             f" {_short(run['run_id'])}  {run['agent_slug']}  prompt "
@@ -189,50 +206,59 @@ def render_comparison(result: Comparison) -> None:
             f"{_num(run['total_tokens'])}  cost {_usd(run['cost_usd'])}"
         )
         console.print(Text.assemble(plain(side, "bold"), plain(line)))
-    if result.flips:
-        flips = Table(title=f"case flips ({len(result.flips)})")
-        for column in ("case", "name", "A", "B", "change"):
-            flips.add_column(column, overflow="fold")
-        regressed = {flip.case_id for flip in result.regressions}
-        for flip in result.flips:
-            change = (
-                plain("REGRESSION", "red")
-                if flip.case_id in regressed
-                else plain("flaky", "yellow")
-                if flip.case_id in result.flaky
-                else plain("fixed", "green")
-                if flip.status_b == "PASS"
-                else plain("changed")
-            )
-            flips.add_row(
-                *map(plain, (flip.case_id, flip.test_name or "", flip.status_a, flip.status_b)),
-                change,
-            )
-        console.print(flips)
-    else:
-        console.print("no case changed status")
-    if result.metrics:
-        metrics = Table(title="metrics on common cases")
-        for column in ("metric", "unit", "n A/B", "mean A", "mean B", "delta", "pass A", "pass B"):
-            metrics.add_column(column)
-        for m in result.metrics:
-            delta = "-" if m.delta is None else number(m.delta, sign=True)
-            metrics.add_row(
-                *map(
-                    plain,
-                    (
-                        m.metric_name,
-                        m.unit or "0-1",
-                        f"{m.n_a}/{m.n_b}",
-                        "-" if m.mean_a is None else number(m.mean_a),
-                        "-" if m.mean_b is None else number(m.mean_b),
-                    ),
+
+
+def _change(result: Comparison, flip: CaseFlip, regressed: set[str]) -> Text:
+    if flip.case_id in regressed:
+        return plain("REGRESSION", "red")
+    if flip.case_id in result.flaky:
+        return plain("flaky", "yellow")
+    if flip.status_b == "PASS":
+        return plain("fixed", "green")
+    return plain("changed")
+
+
+def flips_table(result: Comparison) -> Table:
+    """The cases whose status changed, each marked as a regression, flaky, fixed or changed."""
+    flips = Table(title=f"case flips ({len(result.flips)})")
+    for column in ("case", "name", "A", "B", "change"):
+        flips.add_column(column, overflow="fold")
+    regressed = {flip.case_id for flip in result.regressions}
+    for flip in result.flips:
+        flips.add_row(
+            *map(plain, (flip.case_id, flip.test_name or "", flip.status_a, flip.status_b)),
+            _change(result, flip, regressed),
+        )
+    return flips
+
+
+def metrics_table(result: Comparison) -> Table:
+    """Each metric's mean and pass rate on the cases both runs have, a worse delta in red."""
+    metrics = Table(title="metrics on common cases")
+    for column in ("metric", "unit", "n A/B", "mean A", "mean B", "delta", "pass A", "pass B"):
+        metrics.add_column(column)
+    for m in result.metrics:
+        delta = "-" if m.delta is None else number(m.delta, sign=True)
+        metrics.add_row(
+            *map(
+                plain,
+                (
+                    m.metric_name,
+                    m.unit or "0-1",
+                    f"{m.n_a}/{m.n_b}",
+                    "-" if m.mean_a is None else number(m.mean_a),
+                    "-" if m.mean_b is None else number(m.mean_b),
                 ),
-                plain(delta, "red" if m.worse else ""),
-                plain(_pct(m.pass_rate_a)),
-                plain(_pct(m.pass_rate_b)),
-            )
-        console.print(metrics)
+            ),
+            plain(delta, "red" if m.worse else ""),
+            plain(_pct(m.pass_rate_a)),
+            plain(_pct(m.pass_rate_b)),
+        )
+    return metrics
+
+
+def print_totals(console: Console, result: Comparison) -> None:
+    """Pass rates, tokens and cost, then the paired test of each shared measure."""
     tokens = "-" if result.tokens_delta is None else f"{result.tokens_delta:+,}"
     cost = "-" if result.cost_delta is None else f"{money(result.cost_delta, sign=True)} USD"
     console.print(
@@ -248,11 +274,15 @@ def render_comparison(result: Comparison) -> None:
         )
         for line in result.paired_metric_lines():
             console.print(f"  {line}", highlight=False)
+
+
+def print_verdict(console: Console, result: Comparison) -> None:
+    """The flaky cases (not counted), then REGRESSION with its reasons, or no regression."""
     if result.flaky:
         console.print(
             f"flaky ({len(result.flaky)}, not counted as regressions): "
-            + ", ".join(result.flaky[:20])
-            + (" …" if len(result.flaky) > 20 else ""),
+            + ", ".join(result.flaky[:FLAKY_SHOWN])
+            + (" …" if len(result.flaky) > FLAKY_SHOWN else ""),
             highlight=False,
         )
     if result.is_regression:

@@ -1,6 +1,6 @@
 """``holodeck labels import FILE.csv|FILE.jsonl``: people's verdicts on a run's responses into
-the history's ``human_labels`` (:mod:`holodeck_core.history.labels`), then how far each judge
-agrees with them (``v_judge_agreement``)."""
+the history's ``human_labels`` (:func:`holodeck_core.engine.history.import_labels`), then how
+far each judge agrees with them (``v_judge_agreement``)."""
 
 from __future__ import annotations
 
@@ -33,19 +33,12 @@ def add_labels_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 
 def run_import_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.history_option import history_from
-    from holodeck_core.history import store
-    from holodeck_core.history.labels import (
-        AGREEMENT_UNIT,
-        agreement,
-        import_labels,
-        render_agreement,
-    )
+    from holodeck_core.engine.history import import_labels
     from holodeck_core.terminal import printable
 
     history = history_from(args)
-    with store.writer(history) as con:
-        done = import_labels(con, args.file, labeler=args.labeler)
-        rows = agreement(con)
+    imported = import_labels(history, args.file, labeler=args.labeler)
+    done = imported.done
     print(
         f"imported {done.labels} label(s) of {done.cases} case(s) in {done.runs} run(s) into "
         f"{history}" + (f"; {done.skipped} row(s) left blank were skipped" if done.skipped else "")
@@ -53,10 +46,10 @@ def run_import_command(args: argparse.Namespace) -> int:
     if done.duplicates:
         print(f"{len(done.duplicates)} row(s) repeating an earlier one word for word counted "
               f"once: line(s) {shown_lines(done.duplicates)}")  # fmt: skip
-    if rows:
-        print(AGREEMENT_UNIT)
-    for row in rows:
-        print(f"  {printable(row['agent_slug'])}: {printable(render_agreement(row))}")
+    if imported.agreement:
+        print(imported.unit)
+    for agent_slug, agreement in imported.agreement:
+        print(f"  {printable(agent_slug)}: {printable(agreement)}")
     return 0
 
 
