@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from holodeck_core.config.candidates import Candidate, Candidates, project_candidates
 from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.extensions import (
     apply_sidecar,
@@ -56,6 +57,9 @@ class LoadedAgent:
     """Our fields still in agent.yaml, one line per field (``holodeck validate``)."""
     sidecar: Path | None = None
     """The sidecar of our additions that was merged in (docs/agent-yaml.md)."""
+    candidate: Candidate = field(default_factory=lambda: Candidates().own)
+    """The model candidate loaded (``--model``; ``holodeck.yaml``'s ``models:``)."""
+    candidates: Candidates = field(default_factory=Candidates)
 
     @property
     def base_dir(self) -> Path:
@@ -72,8 +76,11 @@ class LoadedAgent:
         return [self.prompt, *self.variants]
 
 
-def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
-    """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares."""
+def load_agent(
+    path: str | Path, *, target: str | None = None, model: str | None = None
+) -> LoadedAgent:
+    """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares;
+    ``model``: a model candidate's name (``--model``; default: the agent's own model)."""
     display = str(path)
     file = Path(path).expanduser().resolve()
     if not file.is_file():
@@ -88,9 +95,11 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
     if not isinstance(doc.data, dict):
         raise ConfigError([doc.problem((), "the file must hold a YAML mapping (key: value)")])
     main = substitute(doc, env)
-    data: dict[str, Any] = main.data
+    candidates = project_candidates(file)
+    candidate = candidates.pick(model, display)
+    data: dict[str, Any] = candidate.apply(main.data)
     problems = list(main.problems)
-    secrets = set(main.secrets)
+    secrets = set(main.secrets) | candidates.secrets
     merged = merge_config_files(data, file, env) if not problems else None
     if merged is not None:  # the config.yaml files HoloDeck merges in (docs/holodeck-fidelity.md)
         data, problems, secrets = merged.data, merged.problems, secrets | merged.secrets
@@ -126,6 +135,9 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
             raise ConfigError([sidecar.doc.problem(p, m) for p, m in added.problems])
 
     def locate(yaml_path: YamlPath, message: str) -> Problem:
+        chosen = candidate.locate(yaml_path, message)
+        if chosen is not None:
+            return chosen
         origin = added.origin(yaml_path) if added else None
         if sidecar and origin is not None:
             return sidecar.doc.problem(origin, message)
@@ -150,10 +162,12 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
         prompt=inline_prompt(agent.instructions.inline or ""),
         warnings=[*agent.warnings, *(merged.warnings if merged else [])],
         secrets=frozenset(secrets),
-        origins=merged.origins if merged else {},
+        origins={**(merged.origins if merged else {}), **candidate.origins()},
         config_files=[f.path for f in merged.files] if merged else [],
         relocations=relocations,
         sidecar=sidecar.doc.file if sidecar else None,
+        candidate=candidate,
+        candidates=candidates,
     )
     problems = _secret_names(loaded, locate)
     problems += _missing_files(loaded, doc, locate) + _bad_graders(loaded, locate)

@@ -1,7 +1,8 @@
 """Fingerprints that decide what a journal or cache entry may be reused for (docs/architecture.md).
 
 suite = instructions sent + model config (no endpoint, no key) + the agent's loop settings
-        (``openai:``/``claude:`` blocks) + test-set hash (+ the target);
+        (``openai:``/``claude:`` blocks) + test-set hash (+ the target, + a model candidate's
+        name other than ``default``);
 case  = suite + the case's input or turns + file content hashes + tool code and mock results
         + response_format."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from holodeck_core.config.loader import LoadedAgent
+from holodeck_core.defaults import OWN_MODEL_CANDIDATE
 from holodeck_core.models import FunctionTool, TestCaseModel
 from holodeck_core.models.base import digest
 from holodeck_core.redaction import redact
@@ -51,7 +53,15 @@ def suite_fingerprint(loaded: LoadedAgent, instructions: str, cases: list[TestCa
     }
     if loaded.target is not None:  # another target answers differently: its own journal
         identity["target"] = loaded.target.identity()
+    if loaded.candidate.name != OWN_MODEL_CANDIDATE:  # two candidates never share a journal
+        identity["candidate"] = loaded.candidate.name
     return digest(identity)[:24]
+
+
+def model_fingerprint(loaded: LoadedAgent) -> str:
+    """The resolved model's identity, whichever candidate named it: the model config without
+    endpoint or key, and the loop settings of HoloDeck's backend block."""
+    return digest({"model": loaded.agent.model.fingerprint_fields(), "loop": _loop(loaded)})[:24]
 
 
 def _loop(loaded: LoadedAgent) -> dict[str, Any]:
