@@ -195,10 +195,25 @@ def test_validate_shows_the_candidates_and_where_each_setting_came_from(
     assert f"  setting:  model.api_key = *** ({where})\n" in out
     assert "  setting:  model.temperature = 0.0 (agent.yaml)\n" in out
     assert SECRET not in out
-    assert main(["validate", str(agent)]) == 0
-    out = capsys.readouterr().out
-    assert "  model:    openai gpt-4o-mini\n" in out
-    assert "  candidate: small (loaded): the agent's own model\n" in out
+    for own in ([], ["--model", "default"]):  # `default` names the own model, whatever its name
+        assert main(["validate", str(agent), *own]) == 0
+        out = capsys.readouterr().out
+        assert "  model:    openai gpt-4o-mini\n" in out
+        assert "  candidate: small (loaded): the agent's own model\n" in out
+
+
+def test_a_rescore_keeps_the_candidate_of_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with run_model_server(RULES) as server:
+        agent = write_project(tmp_path, server.openai_base_url, "large: {name: gpt-4o}\n")
+        assert main(["test", str(agent), "--model", "large"]) == 0
+        [(superset, _)] = _runs(tmp_path)
+        assert main(["rescore", str(superset), "--agent", str(agent)]) == 0
+    runs = [EvalRun.model_validate_json(s.read_text()).metadata for s, _ in _runs(tmp_path)]
+    assert [(m.model_candidate, m.agent_config.model.name) for m in runs] == [
+        ("large", "gpt-4o")
+    ] * 2
 
 
 def test_model_names_a_declared_candidate_else_exit_2_listing_them(
@@ -214,3 +229,18 @@ def test_model_names_a_declared_candidate_else_exit_2_listing_them(
     err = capsys.readouterr().err
     assert "choose one of: default (holodeck.yaml declares none)" in err and "Traceback" not in err
     assert main(["validate", str(agent), "--model", "default"]) == 0
+
+
+def test_a_candidate_that_breaks_the_merged_agent_is_named_by_validate_and_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Valid alone, the candidate's ``openai.max_turns`` contradicts the agent's own turn limit:
+    ``holodeck validate`` checks every candidate's merged agent, and says which candidate."""
+    agent = write_project(tmp_path, "http://127.0.0.1:9/v1", "large:\n  openai: {max_turns: 8}\n")
+    agent.write_text(agent.read_text() + "execution: {max_tool_turns: 5}\n")
+    for command in (["validate", str(agent)], ["test", str(agent), "--model", "large"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "execution.max_tool_turns (5) and openai.max_turns (8)" in err, err
+        assert f"(with model candidate 'large', {tmp_path / 'holodeck.yaml'} agents[0]" in err
+    assert main(["validate", str(agent), "--model", "default"]) == 2

@@ -21,6 +21,23 @@ def add_model_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_other_candidates(agent: str, target: str | None, loaded: LoadedAgent) -> None:
+    """``holodeck validate``: every other candidate loads too (its merged agent validated),
+    else a :class:`~holodeck_core.errors.ConfigError` with all their problems."""
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.errors import ConfigError
+
+    problems = []
+    for name in loaded.candidates.names:
+        if name != loaded.candidate.name:
+            try:
+                load_agent(agent, target=target, model=name)
+            except ConfigError as exc:
+                problems += exc.problems
+    if problems:
+        raise ConfigError(problems)
+
+
 def candidate_lines(loaded: LoadedAgent) -> list[str]:
     """``holodeck validate``'s line per candidate: what it changes and where it is declared,
     the one loaded marked (its settings' sources are the ``setting:`` lines)."""

@@ -8,7 +8,11 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from holodeck_core.cli.model_option import add_model_option, candidate_lines
+from holodeck_core.cli.model_option import (
+    add_model_option,
+    candidate_lines,
+    check_other_candidates,
+)
 from holodeck_core.cli.target_option import add_target_option, describe_target
 from holodeck_core.errors import ExitCode
 
@@ -43,6 +47,7 @@ def _validate(args: argparse.Namespace) -> int:
     if args.fix:
         _fix(args.agent)
     loaded = load_agent(args.agent, target=args.target, model=args.model)
+    check_other_candidates(args.agent, args.target, loaded)
     agent = loaded.agent
     metrics = suite_metrics(agent.evaluations.metrics if agent.evaluations else None, agent.cases)
     by_kind = Counter[str](metric.type for metric in metrics)

@@ -85,6 +85,11 @@ class Candidate:
                 out[key] = merged
         return out
 
+    @property
+    def suffix(self) -> str:
+        """Said after a problem of the merged agent that this candidate may have caused."""
+        return f" (with model candidate {self.name!r}, {self.where})" if self.block else ""
+
     def origins(self) -> dict[str, str]:
         """``model.<field>`` -> where this candidate set it (``holodeck validate``)."""
         return {f"model.{k}": self.where for k in self.block if k not in BLOCK_KEYS}
@@ -119,8 +124,9 @@ class Candidates:
         return declared if self.own.name in declared else [self.own.name, *declared]
 
     def pick(self, name: str | None, agent_display: str) -> Candidate:
-        """The candidate ``--model`` names (None: the agent's own model)."""
-        if name is None or name == self.own.name:
+        """The candidate ``--model`` names (None, or ``default`` whatever the own model's
+        name: the agent's own model)."""
+        if name is None or name in (self.own.name, OWN_MODEL_CANDIDATE):
             return self.own
         for candidate in self.declared:
             if candidate.name == name:

@@ -138,6 +138,7 @@ def load_agent(
         chosen = candidate.locate(yaml_path, message)
         if chosen is not None:
             return chosen
+        message += candidate.suffix
         origin = added.origin(yaml_path) if added else None
         if sidecar and origin is not None:
             return sidecar.doc.problem(origin, message)
