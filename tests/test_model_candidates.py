@@ -168,12 +168,16 @@ def test_a_candidate_runs_records_itself_and_keeps_its_own_journal(
     assert len({s.journal_key for s in suites.values()}) == 3  # never one journal for two
     fingerprints = {name: fp.model_fingerprint(s.loaded) for name, s in suites.items()}
     assert fingerprints["twin"] == fingerprints["mini"] != fingerprints["large"]
+    own_key = Suite(load_agent(agent, model="default")).journal_key
+    assert own_key == suites["mini"].journal_key
 
     printed = capsys.readouterr()
     assert SECRET not in printed.out + printed.err
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+    (tmp_path / "holodeck.yaml").unlink()  # declaring candidates kept the own model's journal
+    assert Suite(load_agent(agent)).journal_key == own_key
 
 
 def test_validate_shows_the_candidates_and_where_each_setting_came_from(

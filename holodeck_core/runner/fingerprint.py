@@ -1,8 +1,8 @@
 """Fingerprints that decide what a journal or cache entry may be reused for (docs/architecture.md).
 
 suite = instructions sent + model config (no endpoint, no key) + the agent's loop settings
-        (``openai:``/``claude:`` blocks) + test-set hash (+ the target, + a model candidate's
-        name other than ``default``);
+        (``openai:``/``claude:`` blocks) + test-set hash (+ the target, + the name of a model
+        candidate other than the agent's own model);
 case  = suite + the case's input or turns + file content hashes + tool code and mock results
         + response_format."""
 
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from holodeck_core.config.loader import LoadedAgent
-from holodeck_core.defaults import OWN_MODEL_CANDIDATE
 from holodeck_core.models import FunctionTool, TestCaseModel
 from holodeck_core.models.base import digest
 from holodeck_core.redaction import redact
@@ -53,8 +52,8 @@ def suite_fingerprint(loaded: LoadedAgent, instructions: str, cases: list[TestCa
     }
     if loaded.target is not None:  # another target answers differently: its own journal
         identity["target"] = loaded.target.identity()
-    if loaded.candidate.name != OWN_MODEL_CANDIDATE:  # two candidates never share a journal
-        identity["candidate"] = loaded.candidate.name
+    if loaded.candidate.name != loaded.candidates.own.name:  # one journal per candidate; the
+        identity["candidate"] = loaded.candidate.name  # agent's own model keeps the one it had
     return digest(identity)[:24]
 
 
