@@ -78,6 +78,13 @@ MAX_CHARS_PER_TOKEN = 16
 below its request's or reply's characters over this is charged at an estimate from the text
 (docs/cost.md)."""
 
+# ------------------------------------------ model candidates (holodeck.yaml, docs/agent-yaml.md)
+
+OWN_MODEL_CANDIDATE = "default"
+"""The candidate name of the agent's own model when no empty ``models:`` entry names it."""
+MAX_CANDIDATE_NAME_LENGTH = 32
+"""The longest candidate name: it becomes a Dagster partition key and a journal's identity."""
+
 # --------------------------------------------------------------------- trials (docs/cli.md)
 
 TRIALS = 1

@@ -39,7 +39,10 @@ def run_rescore_command(args: argparse.Namespace) -> int:
 
     source = eval_run_file(args.run, history_from(args))
     original = load_stored_run(source)
-    loaded = load_agent(args.agent or agent_file(source, original, Project.discover()))
+    loaded = load_agent(
+        args.agent or agent_file(source, original, Project.discover()),
+        model=original.metadata.model_candidate,  # the run's model candidate, as it was run
+    )
     project = Project.discover(loaded.base_dir)
     run = asyncio.run(rescore_run(original, loaded, project))
     path = write_eval_run(run, loaded.file)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int, positive_seconds
 from holodeck_core.cli.gate import add_gate_arguments, apply_gate
+from holodeck_core.cli.model_option import add_model_option
 from holodeck_core.cli.target_option import add_target_option
 from holodeck_core.defaults import PARALLEL_TEST_CASES, TRIALS, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.errors import ExitCode
@@ -37,6 +38,7 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
     test.add_argument("--prompt-version", dest="prompt_key", help="a registered prompt version")
     test.add_argument("--fresh", action="store_true", help="ignore an open resume journal")
     add_target_option(test)
+    add_model_option(test)
     test.add_argument(
         "--trials",
         type=int,
@@ -62,7 +64,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
         print(f"error: --trials must be between {TRIALS_MIN} and {TRIALS_MAX}", file=sys.stderr)
         return ExitCode.CONFIG
-    loaded = load_agent(args.agent, target=args.target)
+    loaded = load_agent(args.agent, target=args.target, model=args.model)
     for warning in loaded.warnings:  # the ones `holodeck validate` prints (derived-id collisions)
         print(f"warning: {warning}", file=sys.stderr)
     options = SuiteOptions(

@@ -8,6 +8,11 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from holodeck_core.cli.model_option import (
+    add_model_option,
+    candidate_lines,
+    check_other_candidates,
+)
 from holodeck_core.cli.target_option import add_target_option, describe_target
 from holodeck_core.errors import ExitCode
 
@@ -25,6 +30,7 @@ def add_validate_parser(commands: argparse._SubParsersAction) -> None:  # type: 
         "into its sidecar <stem>.pipelines.yaml, keeping agent.yaml's comments, then validate",
     )
     add_target_option(validate)
+    add_model_option(validate)
     validate.set_defaults(handler=_validate)
 
 
@@ -40,7 +46,8 @@ def _validate(args: argparse.Namespace) -> int:
 
     if args.fix:
         _fix(args.agent)
-    loaded = load_agent(args.agent, target=args.target)
+    loaded = load_agent(args.agent, target=args.target, model=args.model)
+    check_other_candidates(args.agent, args.target, loaded)
     agent = loaded.agent
     metrics = suite_metrics(agent.evaluations.metrics if agent.evaluations else None, agent.cases)
     by_kind = Counter[str](metric.type for metric in metrics)
@@ -48,6 +55,8 @@ def _validate(args: argparse.Namespace) -> int:
     _show(f"{loaded.display}: valid")
     _show(f"  agent:    {agent.name}")
     _show(f"  model:    {agent.model.provider.value} {agent.model.name}")
+    for line in candidate_lines(loaded):
+        _show(f"  candidate: {line}")
     if loaded.target is not None:
         _show(f"  target:   {describe_target(loaded.target)}")
     if loaded.sidecar is not None:

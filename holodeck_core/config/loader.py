@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from holodeck_core.config.candidates import Candidate, Candidates, project_candidates
 from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.extensions import (
     LoadedSidecar,
@@ -58,6 +59,9 @@ class LoadedAgent:
     """Our fields still in agent.yaml, one line per field (``holodeck validate``)."""
     sidecar: Path | None = None
     """The sidecar of our additions that was merged in (docs/agent-yaml.md)."""
+    candidate: Candidate = field(default_factory=lambda: Candidates().own)
+    """The model candidate loaded (``--model``; ``holodeck.yaml``'s ``models:``)."""
+    candidates: Candidates = field(default_factory=Candidates)
 
     @property
     def base_dir(self) -> Path:
@@ -82,6 +86,7 @@ class _Sources:
     doc: YamlDocument
     data: dict[str, Any]
     secrets: set[str]
+    candidate: Candidate
     merged: MergedConfig | None = None
     cases_doc: YamlDocument | None = None
     sidecar: LoadedSidecar | None = None
@@ -90,6 +95,10 @@ class _Sources:
 
     def locate(self, yaml_path: YamlPath, message: str) -> Problem:
         """A problem at ``yaml_path`` of the merged document, in the file it came from."""
+        chosen = self.candidate.locate(yaml_path, message)
+        if chosen is not None:
+            return chosen
+        message += self.candidate.suffix
         origin = self.added.origin(yaml_path) if self.added else None
         if self.sidecar and origin is not None:
             return self.sidecar.doc.problem(origin, message)
@@ -103,12 +112,17 @@ class _Sources:
         return self.doc.problem(yaml_path, message)
 
 
-def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
-    """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares."""
+def load_agent(
+    path: str | Path, *, target: str | None = None, model: str | None = None
+) -> LoadedAgent:
+    """``target``: a ``--target`` value, which wins over the one ``holodeck.yaml`` declares;
+    ``model``: a model candidate's name (``--model``; default: the agent's own model)."""
     display = str(path)
     file = _agent_file(path, display)
     env = environment_for(file)
-    sources = _read_sources(file, display, env)
+    candidates = project_candidates(file)
+    sources = _read_sources(file, display, env, candidates.pick(model, display))
+    sources.secrets |= candidates.secrets
     _merge_sidecar(sources, file, display, env)
     try:
         agent = Agent.model_validate(sources.data)
@@ -122,10 +136,12 @@ def load_agent(path: str | Path, *, target: str | None = None) -> LoadedAgent:
         prompt=inline_prompt(agent.instructions.inline or ""),
         warnings=[*agent.warnings, *(merged.warnings if merged else [])],
         secrets=frozenset(sources.secrets),
-        origins=merged.origins if merged else {},
+        origins={**(merged.origins if merged else {}), **sources.candidate.origins()},
         config_files=[f.path for f in merged.files] if merged else [],
         relocations=sources.relocations,
         sidecar=sources.sidecar.doc.file if sources.sidecar else None,
+        candidate=sources.candidate,
+        candidates=candidates,
     )
     _check_references(loaded, sources)
     check_unique_slug(agent.name, file)
@@ -152,14 +168,19 @@ def _agent_file(path: str | Path, display: str) -> Path:
     return file
 
 
-def _read_sources(file: Path, display: str, env: dict[str, str]) -> _Sources:
-    """agent.yaml with its ``${VAR}``s, HoloDeck's config.yaml files
-    (docs/holodeck-fidelity.md) and its ``test_cases_file``; every problem at once."""
+def _read_sources(
+    file: Path, display: str, env: dict[str, str], candidate: Candidate
+) -> _Sources:
+    """agent.yaml with its ``${VAR}``s and the model candidate's settings written in,
+    HoloDeck's config.yaml files (docs/holodeck-fidelity.md) and its ``test_cases_file``;
+    every problem at once."""
     doc = read_yaml(file, display)
     if not isinstance(doc.data, dict):
         raise ConfigError([doc.problem((), "the file must hold a YAML mapping (key: value)")])
     main = substitute(doc, env)
-    sources = _Sources(doc=doc, data=main.data, secrets=set(main.secrets))
+    sources = _Sources(
+        doc=doc, data=candidate.apply(main.data), secrets=set(main.secrets), candidate=candidate
+    )
     problems = list(main.problems)
     if not problems:
         sources.merged = merge_config_files(sources.data, file, env)

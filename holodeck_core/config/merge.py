@@ -156,10 +156,11 @@ def _full(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> None:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> None:
+    """``override`` into ``base`` in place, mapping by mapping (HoloDeck's deep merge)."""
     for key, value in override.items():
         if isinstance(base.get(key), dict) and isinstance(value, dict):
-            _deep_merge(base[key], value)
+            deep_merge(base[key], value)
         else:
             base[key] = value
 
@@ -266,7 +267,7 @@ def merge_config_files(
         return out
     if len(out.files) == 2:  # HoloDeck deep-merges the two full dumps, project over user
         merged = _full(out.files[0].data)
-        _deep_merge(merged, _full(out.files[1].data))
+        deep_merge(merged, _full(out.files[1].data))
         label = f"{out.files[1].path} + {out.files[0].path}"
     elif out.files:
         merged, label = out.files[0].data, str(out.files[0].path)
@@ -289,7 +290,7 @@ def merge_config_files(
     if merged.get("deployment"):
         deployment = copy.deepcopy(merged["deployment"])
         if isinstance(agent.get("deployment"), dict):
-            _deep_merge(deployment, agent["deployment"])
+            deep_merge(deployment, agent["deployment"])
         agent["deployment"] = deployment
     _execution(agent, out.files, env, out)
     return out

@@ -45,6 +45,12 @@ class AgentEntry(StrictModel):
         description="The sidecar file of our additions to agent.yaml, relative to its folder "
         "(default <stem>.pipelines.yaml; docs/agent-yaml.md).",
     )
+    models: dict[Any, Any] | None = Field(
+        None,
+        description="Model candidates: name -> a partial model block (provider, name, "
+        "endpoint, api_key, ..., openai:, claude:) merged over the agent's model "
+        "(docs/agent-yaml.md); checked with its ${VAR}s when the agent loads.",
+    )
 
 
 class ProjectSettings(StrictModel):
@@ -206,11 +212,14 @@ class Project:
     def agent_entry(self, agent_file: Path) -> tuple[int, AgentEntry] | None:
         """The ``agents:`` entry (its index and itself) that declares a target for
         ``agent_file``, if any."""
+        found = self.entry_of(agent_file)
+        return found if found is not None and found[1].target is not None else None
+
+    def entry_of(self, agent_file: Path) -> tuple[int, AgentEntry] | None:
+        """The first ``agents:`` mapping entry (its index and itself) of ``agent_file``."""
         wanted = agent_file.resolve()
         for index, entry in enumerate(self.settings.agents):
-            if not isinstance(entry, AgentEntry) or entry.target is None:
-                continue
-            if self._path(entry.path).resolve() == wanted:
+            if isinstance(entry, AgentEntry) and self._path(entry.path).resolve() == wanted:
                 return index, entry
         return None
 

@@ -4,7 +4,6 @@ registered as a secret. Problems name the file, the field and the line."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +13,16 @@ from holodeck_core.config.env import environment_for, substitute
 from holodeck_core.config.graders import check_grader_reference
 from holodeck_core.config.project import PROJECT_FILE, Project
 from holodeck_core.config.validation_errors import validation_problems
-from holodeck_core.config.yaml_source import YamlDocument, YamlPath, parse_yaml, read_yaml
-from holodeck_core.errors import ConfigError, Problem
+from holodeck_core.config.yaml_source import (
+    ScopedDocument,
+    YamlDocument,
+    YamlPath,
+    parse_yaml,
+    read_yaml,
+)
+from holodeck_core.errors import ConfigError
 from holodeck_core.models.target import HttpTarget, OpenAIChatTarget, PythonTarget, Target
 from holodeck_core.redaction import register_secret
-
-
-@dataclass
-class _Scoped(YamlDocument):
-    """A subtree of a document whose problems still name their full path."""
-
-    prefix: YamlPath = ()
-
-    def problem(self, path: YamlPath, message: str) -> Problem:
-        return super().problem((*self.prefix, *path), message)
 
 
 def project_target(agent_file: Path) -> tuple[Target, frozenset[str]] | None:
@@ -40,7 +35,7 @@ def project_target(agent_file: Path) -> tuple[Target, frozenset[str]] | None:
     settings_file = project.root / PROJECT_FILE
     doc = read_yaml(settings_file, str(settings_file))
     prefix: YamlPath = ("agents", index, "target")
-    scoped = _Scoped(doc.file, doc.data["agents"][index]["target"], doc.lines, doc.display, prefix)
+    scoped = ScopedDocument.of(doc, doc.data["agents"][index]["target"], prefix)
     env = {**environment_for(settings_file), **environment_for(agent_file)}
     return _validated(scoped, env, agent_file.parent)
 
@@ -54,7 +49,7 @@ def option_target(value: str, agent_file: Path) -> tuple[Target, frozenset[str]]
         doc = read_yaml(path, value)
     else:
         doc = parse_yaml(value, Path("--target"), "--target")
-    scoped = _Scoped(doc.file, doc.data, doc.lines, doc.display)
+    scoped = ScopedDocument.of(doc, doc.data, ())
     return _validated(scoped, environment_for(agent_file), agent_file.parent)
 
 

@@ -64,6 +64,21 @@ class YamlDocument:
         )
 
 
+@dataclass
+class ScopedDocument(YamlDocument):
+    """A subtree of a document (``data`` is the subtree) whose problems still name their full
+    path and line (a target or a model candidate of ``holodeck.yaml``)."""
+
+    prefix: YamlPath = ()
+
+    def problem(self, path: YamlPath, message: str) -> Problem:
+        return super().problem((*self.prefix, *path), message)
+
+    @classmethod
+    def of(cls, doc: YamlDocument, data: Any, prefix: YamlPath) -> ScopedDocument:
+        return cls(doc.file, data, doc.lines, doc.display, prefix)
+
+
 def read_yaml(file: Path, display: str | None = None) -> YamlDocument:
     """Parse ``file``. Syntax errors and duplicate keys become a :class:`ConfigError` with
     file:line:column and the offending line."""

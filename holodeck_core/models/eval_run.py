@@ -55,6 +55,14 @@ class EvalRunMetadata(StrictModel):
     started_at: str | None = None
     dagster_run_id: str | None = None
     partition_key: str | None = None
+    model_candidate: str | None = Field(
+        None, description="The model candidate run (holodeck.yaml models:, docs/agent-yaml.md)."
+    )
+    model_fingerprint: str | None = Field(
+        None,
+        description="The resolved model's identity: its config without endpoint or key, and "
+        "the backend block (holodeck_core/runner/fingerprint.py).",
+    )
     provenance: dict[str, Any] = Field(
         default_factory=dict,
         description="Versions that make scores comparable: price table, judge prompts, "

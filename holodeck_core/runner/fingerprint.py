@@ -1,7 +1,8 @@
 """Fingerprints that decide what a journal or cache entry may be reused for (docs/architecture.md).
 
 suite = instructions sent + model config (no endpoint, no key) + the agent's loop settings
-        (``openai:``/``claude:`` blocks) + test-set hash (+ the target);
+        (``openai:``/``claude:`` blocks) + test-set hash (+ the target, + the name of a model
+        candidate other than the agent's own model);
 case  = suite + the case's input or turns + file content hashes + tool code and mock results
         + response_format."""
 
@@ -51,7 +52,15 @@ def suite_fingerprint(loaded: LoadedAgent, instructions: str, cases: list[TestCa
     }
     if loaded.target is not None:  # another target answers differently: its own journal
         identity["target"] = loaded.target.identity()
+    if loaded.candidate.name != loaded.candidates.own.name:  # one journal per candidate; the
+        identity["candidate"] = loaded.candidate.name  # agent's own model keeps the one it had
     return digest(identity)[:24]
+
+
+def model_fingerprint(loaded: LoadedAgent) -> str:
+    """The resolved model's identity, whichever candidate named it: the model config without
+    endpoint or key, and the loop settings of HoloDeck's backend block."""
+    return digest({"model": loaded.agent.model.fingerprint_fields(), "loop": _loop(loaded)})[:24]
 
 
 def _loop(loaded: LoadedAgent) -> dict[str, Any]:

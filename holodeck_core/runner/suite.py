@@ -367,6 +367,8 @@ class Suite:
             started_at=started_at or self.started_at,
             dagster_run_id=self.options.dagster_run_id,
             partition_key=self.options.partition_key,
+            model_candidate=self.loaded.candidate.name,
+            model_fingerprint=fp.model_fingerprint(self.loaded),
             provenance={
                 "prompt_key": self.prompt_key,
                 "suite_fingerprint": self.suite_fingerprint,
