@@ -168,9 +168,7 @@ def _agent_file(path: str | Path, display: str) -> Path:
     return file
 
 
-def _read_sources(
-    file: Path, display: str, env: dict[str, str], candidate: Candidate
-) -> _Sources:
+def _read_sources(file: Path, display: str, env: dict[str, str], candidate: Candidate) -> _Sources:
     """agent.yaml with its ``${VAR}``s and the model candidate's settings written in,
     HoloDeck's config.yaml files (docs/holodeck-fidelity.md) and its ``test_cases_file``;
     every problem at once."""
