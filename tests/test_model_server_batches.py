@@ -183,14 +183,15 @@ def test_openai_partial_failures_land_in_the_error_file() -> None:
             _chat_line("b", user("capital of Chile")),
             _chat_line("c", user("overloaded now")),
             {"custom_id": "d", "method": "POST", "url": "/v1/chat/completions", "body": {}},
+            _chat_line("e", [{"role": "user", "content": "x", "tool_calls": 5}]),
         ]
         batch = _ended(client, _submit(client, lines))
         assert batch.status == "completed" and batch.request_counts is not None
-        assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 3)
+        assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 4)
         out, errors = _lines(client, batch.output_file_id), _lines(client, batch.error_file_id)
-    assert set(out) == {"a"} and set(errors) == {"b", "c", "d"}
+    assert set(out) == {"a"} and set(errors) == {"b", "c", "d", "e"}
     statuses = {cid: line["response"]["status_code"] for cid, line in errors.items()}
-    assert statuses == {"b": 429, "c": 503, "d": 400}
+    assert statuses == {"b": 429, "c": 503, "d": 400, "e": 400}
     assert errors["b"]["response"]["body"]["error"]["message"] == "slow"
     assert "messages" in errors["d"]["response"]["body"]["error"]["message"]
 
@@ -308,6 +309,12 @@ def test_openai_bad_batch_requests_get_openai_errors() -> None:
         assert mismatched.errors.data and mismatched.errors.data[0].line == 1
         raw = httpx.post(f"{server.openai_base_url}/batches", content=b"[")
         assert raw.status_code == 400 and "error" in raw.json()
+        broken = httpx.post(
+            f"{server.openai_base_url}/files",
+            content=b"--x\r\nbroken",
+            headers={"Content-Type": "multipart/form-data; boundary=x"},
+        )
+        assert broken.status_code == 400 and "multipart" in broken.json()["error"]["message"]
 
 
 def _params(messages: list[dict[str, Any]]) -> dict[str, Any]:
