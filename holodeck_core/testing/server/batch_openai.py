@@ -19,9 +19,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from holodeck_core.defaults import (
-    MODEL_SERVER_BATCH_LIST_LIMIT,
     MODEL_SERVER_BATCH_MAX_REQUESTS,
     MODEL_SERVER_BATCH_WINDOW_S,
+    MODEL_SERVER_OPENAI_BATCH_LIST_MOST,
 )
 from holodeck_core.testing.rules import RouteName
 from holodeck_core.testing.server.batch_model import Batch, BatchItem, InputLine, StoredFile
@@ -47,7 +47,6 @@ ENDPOINTS: dict[str, RouteName] = {
 }
 """The batch endpoints the server answers, and the route answering each."""
 _COMPLETION_WINDOW = "24h"
-_LIST_MOST = 100
 _UNRUN_ERRORS = {
     "expired": (
         "batch_expired",
@@ -337,7 +336,7 @@ async def _cancel_batch(request: web.Request) -> web.StreamResponse:
 @_errors
 async def _list_batches(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
-    limit = list_limit(request.query, MODEL_SERVER_BATCH_LIST_LIMIT, _LIST_MOST)
+    limit = list_limit(request.query, MODEL_SERVER_OPENAI_BATCH_LIST_MOST)
     mine = [b for b in state.batches.values() if "endpoint" in b.extra]
     shown, more = page(mine, limit, request.query.get("after"))
     data = [batch_object(b) for b in shown]

@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeAlias
 
 from aiohttp import web
 
+from holodeck_core.defaults import MODEL_SERVER_BATCH_LIST_LIMIT
 from holodeck_core.testing.server.batch_model import Batch, BatchItem, Outcome
 from holodeck_core.testing.server.calls import answer_payload, fault_error, plan_request
 from holodeck_core.testing.server.requests import BadRequest
@@ -193,10 +194,11 @@ def page(
     return ordered[:limit], len(ordered) > limit
 
 
-def list_limit(query: Mapping[str, str], default: int, most: int) -> int:
+def list_limit(query: Mapping[str, str], most: int) -> int:
+    """The ``limit`` of a list request: 1 to ``most``, else the providers' default."""
     raw = query.get("limit")
     if raw is None:
-        return default
+        return MODEL_SERVER_BATCH_LIST_LIMIT
     try:
         limit = int(raw)
     except ValueError:
