@@ -40,6 +40,8 @@ from holodeck_core.testing.server.requests import BadRequest, read_body
 from holodeck_core.testing.server.responses import hid
 from holodeck_core.testing.server.state import STATE_KEY, ServerState
 
+PREFIX = "batch_"
+"""The ids of OpenAI batches (Anthropic's begin ``msgbatch_``)."""
 ENDPOINTS: dict[str, RouteName] = {
     "/v1/chat/completions": "chat",
     "/v1/responses": "responses",
@@ -220,7 +222,7 @@ async def _create_batch(request: web.Request) -> web.StreamResponse:
     items = [
         BatchItem(line.custom_id, ENDPOINTS[line.url], line.url, line.body) for line in stored.lines
     ]
-    batch = new_batch(state, "batch_", items, request)
+    batch = new_batch(state, PREFIX, items, request)
     batch.extra = {
         "endpoint": endpoint,
         "input_file_id": stored.id,
@@ -314,7 +316,7 @@ def batch_object(batch: Batch) -> dict[str, Any]:
 
 def _openai_batch(request: web.Request) -> Batch:
     batch = find_batch(request, "batch")
-    if "endpoint" not in batch.extra:  # an Anthropic batch's id
+    if not batch.id.startswith(PREFIX):  # an Anthropic batch's id
         raise BadRequest(f"No such batch: '{batch.id}'", 404)
     return batch
 
@@ -337,7 +339,7 @@ async def _cancel_batch(request: web.Request) -> web.StreamResponse:
 async def _list_batches(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
     limit = list_limit(request.query, MODEL_SERVER_OPENAI_BATCH_LIST_MOST)
-    mine = [b for b in state.batches.values() if "endpoint" in b.extra]
+    mine = [b for b in state.batches.values() if b.id.startswith(PREFIX)]
     shown, more = page(mine, limit, request.query.get("after"))
     data = [batch_object(b) for b in shown]
     return web.json_response(
