@@ -214,6 +214,10 @@ MODEL_SERVER_BATCH_MAX_REQUESTS = 50_000
 """The most requests of one batch (OpenAI's limit; Anthropic allows more)."""
 MODEL_SERVER_BATCH_LIST_LIMIT = 20
 """Batches per page of ``GET /v1/batches`` and ``/v1/messages/batches`` without ``limit``."""
+MODEL_SERVER_OPENAI_BATCH_LIST_MOST = 100
+"""The largest ``limit`` of ``GET /v1/batches`` (OpenAI's)."""
+MODEL_SERVER_ANTHROPIC_BATCH_LIST_MOST = 1000
+"""The largest ``limit`` of ``GET /v1/messages/batches`` (Anthropic's)."""
 MODEL_SERVER_BATCH_FAIL_STATUS = 500
 """The HTTP status of a request the rules' ``batches.fail`` makes fail, unless it says."""
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -21,7 +25,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from holodeck_core.testing import ModelServer, run_model_server
+from holodeck_core.testing import ModelServer, RulesError, parse_rules, run_model_server
 from tests.model_server_helpers import WEATHER_RULE, ant, oai, user
 
 RULES: dict[str, Any] = {
@@ -183,14 +187,15 @@ def test_openai_partial_failures_land_in_the_error_file() -> None:
             _chat_line("b", user("capital of Chile")),
             _chat_line("c", user("overloaded now")),
             {"custom_id": "d", "method": "POST", "url": "/v1/chat/completions", "body": {}},
+            _chat_line("e", [{"role": "user", "content": "x", "tool_calls": 5}]),
         ]
         batch = _ended(client, _submit(client, lines))
         assert batch.status == "completed" and batch.request_counts is not None
-        assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 3)
+        assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 4)
         out, errors = _lines(client, batch.output_file_id), _lines(client, batch.error_file_id)
-    assert set(out) == {"a"} and set(errors) == {"b", "c", "d"}
+    assert set(out) == {"a"} and set(errors) == {"b", "c", "d", "e"}
     statuses = {cid: line["response"]["status_code"] for cid, line in errors.items()}
-    assert statuses == {"b": 429, "c": 503, "d": 400}
+    assert statuses == {"b": 429, "c": 503, "d": 400, "e": 400}
     assert errors["b"]["response"]["body"]["error"]["message"] == "slow"
     assert "messages" in errors["d"]["response"]["body"]["error"]["message"]
 
@@ -308,6 +313,12 @@ def test_openai_bad_batch_requests_get_openai_errors() -> None:
         assert mismatched.errors.data and mismatched.errors.data[0].line == 1
         raw = httpx.post(f"{server.openai_base_url}/batches", content=b"[")
         assert raw.status_code == 400 and "error" in raw.json()
+        broken = httpx.post(
+            f"{server.openai_base_url}/files",
+            content=b"--x\r\nbroken",
+            headers={"Content-Type": "multipart/form-data; boundary=x"},
+        )
+        assert broken.status_code == 400 and "multipart" in broken.json()["error"]["message"]
 
 
 def _params(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -456,3 +467,50 @@ def test_anthropic_bad_batch_requests_get_anthropic_errors() -> None:
         nope = httpx.get(f"{server.url}/v1/messages/batches/msgbatch_nope/results")
         assert nope.status_code == 404 and nope.json()["type"] == "error"
         assert server.stats()["batches"]["submitted"] == 0
+
+
+def test_batches_controls_from_the_rules_file_of_holodeck_model_server(tmp_path: Path) -> None:
+    """``holodeck model-server --script`` reads the ``batches`` section of its YAML file; SIGTERM
+    while a batch is still processing stops the server cleanly."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "default: {reply: fine}\n"
+        "batches: {complete_after: 0.3, fail: {custom_ids: [b], status: 503, message: busy}}\n"
+    )
+    command = [str(Path(sys.executable).parent / "holodeck"), "model-server", "--port", "0"]
+    proc = subprocess.Popen(
+        [*command, "--script", str(rules)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split("listening on ")[1].strip()
+        client = anthropic.Anthropic(base_url=url, api_key="test", max_retries=0)
+        batch_id = _ant_submit(client, {"a": _params(user("hi")), "b": _params(user("ho"))})
+        _ant_ended(client, batch_id)
+        results = _ant_results(client, batch_id)
+        assert results["a"].type == "succeeded" and results["a"].message.content[0].text == "fine"
+        assert results["b"].type == "errored" and results["b"].error.error.message == "busy"
+        _ant_submit(client, {"c": _params(user("later"))} | {"d": _params(user("x"))})
+        httpx.post(f"{url}/v1/messages/batches", json={"requests": [{"custom_id": "e"}]})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("batches", "expected"),
+    [
+        ({"complete_afer": 1}, "did you mean 'complete_after'"),
+        ({"complete_after": -1}, "batches.complete_after"),
+        ({"fail": {"status": 418}}, "batches.fail.status"),
+        ({"fail": {"rate": 2}}, "batches.fail.rate"),
+    ],
+)
+def test_bad_batches_controls_name_the_field(batches: dict[str, Any], expected: str) -> None:
+    with pytest.raises(RulesError) as err:
+        parse_rules({"batches": batches}, "my-rules.yaml")
+    assert "my-rules.yaml" in str(err.value) and expected in str(err.value)

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from holodeck_core.defaults import (
-    MODEL_SERVER_BATCH_LIST_LIMIT,
+    MODEL_SERVER_ANTHROPIC_BATCH_LIST_MOST,
     MODEL_SERVER_BATCH_MAX_REQUESTS,
     MODEL_SERVER_BATCH_WINDOW_S,
 )
@@ -39,7 +39,6 @@ from holodeck_core.testing.server.state import STATE_KEY
 
 PREFIX = "msgbatch_"
 _CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_LIST_MOST = 1000
 _RESULT_TYPES: dict[OutcomeKind, str] = {
     "succeeded": "succeeded",
     "errored": "errored",
@@ -194,7 +193,7 @@ async def _delete(request: web.Request) -> web.StreamResponse:
 @_errors
 async def _list(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
-    limit = list_limit(request.query, MODEL_SERVER_BATCH_LIST_LIMIT, _LIST_MOST)
+    limit = list_limit(request.query, MODEL_SERVER_ANTHROPIC_BATCH_LIST_MOST)
     mine = [b for b in state.batches.values() if b.id.startswith(PREFIX)]
     after, before = request.query.get("after_id"), request.query.get("before_id")
     shown, more = page(mine, limit, after, before)

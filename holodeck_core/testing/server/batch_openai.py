@@ -16,11 +16,12 @@ import time
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from holodeck_core.defaults import (
-    MODEL_SERVER_BATCH_LIST_LIMIT,
     MODEL_SERVER_BATCH_MAX_REQUESTS,
     MODEL_SERVER_BATCH_WINDOW_S,
+    MODEL_SERVER_OPENAI_BATCH_LIST_MOST,
 )
 from holodeck_core.testing.rules import RouteName
 from holodeck_core.testing.server.batch_model import Batch, BatchItem, InputLine, StoredFile
@@ -39,6 +40,8 @@ from holodeck_core.testing.server.requests import BadRequest, read_body
 from holodeck_core.testing.server.responses import hid
 from holodeck_core.testing.server.state import STATE_KEY, ServerState
 
+PREFIX = "batch_"
+"""The ids of OpenAI batches (Anthropic's begin ``msgbatch_``)."""
 ENDPOINTS: dict[str, RouteName] = {
     "/v1/chat/completions": "chat",
     "/v1/responses": "responses",
@@ -46,7 +49,6 @@ ENDPOINTS: dict[str, RouteName] = {
 }
 """The batch endpoints the server answers, and the route answering each."""
 _COMPLETION_WINDOW = "24h"
-_LIST_MOST = 100
 _UNRUN_ERRORS = {
     "expired": (
         "batch_expired",
@@ -74,7 +76,7 @@ def _parse_line(filename: str, number: int, text: str) -> InputLine:
         raise _line_error(filename, number, "'custom_id' must be a non-empty string")
     if data.get("method") != "POST":
         raise _line_error(filename, number, "'method' must be \"POST\"")
-    if url not in ENDPOINTS:
+    if not isinstance(url, str) or url not in ENDPOINTS:
         raise _line_error(filename, number, f"'url' {url!r} is not one of {', '.join(ENDPOINTS)}")
     if not isinstance(body, dict):
         raise _line_error(filename, number, "'body' must be a JSON object")
@@ -133,7 +135,7 @@ def _find_file(request: web.Request) -> StoredFile:
 async def _create_file(request: web.Request) -> web.StreamResponse:
     try:
         form = await request.post()
-    except ValueError:
+    except (ValueError, HttpProcessingError):
         raise BadRequest("the request body is not a valid multipart/form-data form") from None
     upload, purpose = form.get("file"), form.get("purpose")
     if not isinstance(upload, web.FileField):
@@ -178,7 +180,7 @@ def _batch_params(state: ServerState, body: dict[str, Any]) -> tuple[StoredFile,
     file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
     if not isinstance(file_id, str) or not file_id:
         raise BadRequest("missing required parameter: 'input_file_id'")
-    if endpoint not in ENDPOINTS:
+    if not isinstance(endpoint, str) or endpoint not in ENDPOINTS:
         raise BadRequest(
             f"'endpoint' must be one of {', '.join(ENDPOINTS)} "
             f"(those the loopback server answers), got {endpoint!r}"
@@ -195,7 +197,7 @@ def _batch_params(state: ServerState, body: dict[str, Any]) -> tuple[StoredFile,
         raise BadRequest(f"No such File object: {file_id}", 404)
     if stored.purpose != "batch":
         raise BadRequest(f"File {file_id} has purpose '{stored.purpose}', not 'batch'")
-    return stored, str(endpoint)
+    return stored, endpoint
 
 
 def _url_errors(lines: list[InputLine], endpoint: str) -> list[dict[str, Any]]:
@@ -220,7 +222,7 @@ async def _create_batch(request: web.Request) -> web.StreamResponse:
     items = [
         BatchItem(line.custom_id, ENDPOINTS[line.url], line.url, line.body) for line in stored.lines
     ]
-    batch = new_batch(state, "batch_", items, request)
+    batch = new_batch(state, PREFIX, items, request)
     batch.extra = {
         "endpoint": endpoint,
         "input_file_id": stored.id,
@@ -314,7 +316,7 @@ def batch_object(batch: Batch) -> dict[str, Any]:
 
 def _openai_batch(request: web.Request) -> Batch:
     batch = find_batch(request, "batch")
-    if "endpoint" not in batch.extra:  # an Anthropic batch's id
+    if not batch.id.startswith(PREFIX):  # an Anthropic batch's id
         raise BadRequest(f"No such batch: '{batch.id}'", 404)
     return batch
 
@@ -336,8 +338,8 @@ async def _cancel_batch(request: web.Request) -> web.StreamResponse:
 @_errors
 async def _list_batches(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
-    limit = list_limit(request.query, MODEL_SERVER_BATCH_LIST_LIMIT, _LIST_MOST)
-    mine = [b for b in state.batches.values() if "endpoint" in b.extra]
+    limit = list_limit(request.query, MODEL_SERVER_OPENAI_BATCH_LIST_MOST)
+    mine = [b for b in state.batches.values() if b.id.startswith(PREFIX)]
     shown, more = page(mine, limit, request.query.get("after"))
     data = [batch_object(b) for b in shown]
     return web.json_response(
