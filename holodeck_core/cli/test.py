@@ -54,10 +54,11 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
 def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.console import Progress, print_summary
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.engine import SuiteOptions
     from holodeck_core.engine.run import record_run, run_estimate, run_suite, shared_budgets
+    from holodeck_core.engine.suite import load_suite
     from holodeck_core.models import Trigger
     from holodeck_core.runner.gates import exit_code
-    from holodeck_core.runner.suite import Suite, SuiteOptions
 
     if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
         print(f"error: --trials must be between {TRIALS_MIN} and {TRIALS_MAX}", file=sys.stderr)
@@ -78,7 +79,7 @@ def run_test_command(args: argparse.Namespace) -> int:
         shared_budgets=shared_budgets(),
         estimator=run_estimate,
     )
-    suite = Suite(loaded, options)
+    suite = load_suite(loaded, options)
     run = asyncio.run(
         run_suite(suite, lambda s: Progress(s, quiet=args.quiet, verbose=args.verbose))
     )
