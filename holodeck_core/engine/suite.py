@@ -16,6 +16,8 @@ from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.options import SuiteOptions, resolve_prompt, select_cases
 from holodeck_core.runner.suite import Suite, SuiteInputs
 
+__all__ = ["Suite", "SuiteOptions", "load_suite", "read_inputs"]
+
 
 def load_suite(
     agent: str | Path | LoadedAgent,
