@@ -16,7 +16,7 @@ from holodeck_core.dashboard.scratch import scratch_folder
 from holodeck_core.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
-    from holodeck_core.history.store import History
+    from holodeck_core.engine.store import History
 
 DEFAULT_PORT = 8501
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acme-support"
