@@ -1,7 +1,8 @@
 """Run a suite: every case through the agent and the metrics, concurrently, resumably.
 
-A :class:`Suite` is the run's **plan**, cheap to build: the selected cases, the prompt, the
-fingerprints, the settings, the journal's place. What calls models, the
+A :class:`Suite` is the run's **plan**, cheap to build and pure (what it reads from disk comes
+in :class:`SuiteInputs`, read by ``engine/suite.py``'s ``load_suite``): the selected cases,
+the prompt, the fingerprints, the settings, the journal's place. What calls models, the
 :class:`~holodeck_core.runner.runtime.SuiteRuntime` (scheduler, SDK clients, tool runtimes,
 judges), is opened by the first stage that needs it (:meth:`Suite.runtime`) and closed by
 :meth:`Suite.aclose`; the stages that call no model never open it.
