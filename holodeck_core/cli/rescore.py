@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 from holodeck_core.cli.history_option import add_history_arguments
@@ -34,7 +33,7 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.engine.rescore import rescore_stored
     from holodeck_core.engine.run import record_history
 
-    rescored = asyncio.run(rescore_stored(args.run, history_from(args), args.agent))
+    rescored = rescore_stored(args.run, history_from(args), args.agent)
     run, path = rescored.run, rescored.path
     failure = record_history(run, path, rescored.project)
     print_summary(run, path, quiet=False)

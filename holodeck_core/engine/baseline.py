@@ -37,7 +37,6 @@ def compare_with_baseline(
     from holodeck_core.history.store import reader
 
     history = project_history(project)
-
     with reader(history) as con:
         row = con.execute(NEWEST_OF_VERSION, [baseline, baseline, run_id]).fetchone()
         if row is not None:

@@ -6,6 +6,7 @@ whose cost is those judge calls (docs/cost.md), per case and in all."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ class Rescored:
     gate: Gate | None
 
 
-async def rescore_stored(ref: str, history: History, agent: str | None = None) -> Rescored:
+def rescore_stored(ref: str, history: History, agent: str | None = None) -> Rescored:
     """``holodeck rescore``: the run ``ref`` names (an EvalRun file, its URL or a run id in
     ``history``) scored again by ``agent`` (default: the agent beside its results folder, else
     the project's agent of its name), and its EvalRun file written."""
@@ -47,7 +48,7 @@ async def rescore_stored(ref: str, history: History, agent: str | None = None) -
     original = load_stored_run(source)
     loaded = load_agent(agent or agent_file(source, original, Project.discover()))
     project = Project.discover(loaded.base_dir)
-    run = await rescore_run(original, loaded, project)
+    run = asyncio.run(rescore_run(original, loaded, project))
     gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
     return Rescored(run, write_eval_run(run, loaded.file), project, gate)
 
