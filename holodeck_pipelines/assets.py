@@ -32,6 +32,7 @@ from holodeck_core.engine.stages import (
     run_metric_stage,
     write_report,
 )
+from holodeck_core.engine.suite import load_suite
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.backend import project_history
 from holodeck_core.models import Status
@@ -144,7 +145,9 @@ def build_agent_pipeline(
                     shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
                     estimator=recorded_estimate(context, estimated, key),
                 )
-                built[key] = Suite(loaded_agent(agent_file), options, project=project.project())
+                built[key] = load_suite(
+                    loaded_agent(agent_file), options, project=project.project()
+                )
         except (ConfigError, BadRunTag) as exc:
             # e.g. a partition added by hand in the UI with no prompt snapshot behind it, or a
             # bad run tag from the launchpad: no retry can fix that, so fail at once and say

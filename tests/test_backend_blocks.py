@@ -11,10 +11,10 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
+from holodeck_core.engine.suite import load_suite
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import Status
 from holodeck_core.runner import fingerprint as fp
-from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import run_model_server
 from tests.test_reliability import run_suite
 
@@ -140,7 +140,7 @@ def test_what_shapes_the_agent_is_in_its_fingerprints(tmp_path: Path) -> None:
     def identity(extra: str = "") -> tuple[str, str]:
         agent.write_text(base + extra)
         loaded = load_agent(agent)
-        suite = Suite(loaded)
+        suite = load_suite(loaded)
         return suite.suite_fingerprint, fp.config_hash(loaded, suite.prompt.text)
 
     before = identity()

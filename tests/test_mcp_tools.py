@@ -21,8 +21,8 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
+from holodeck_core.engine.suite import load_suite
 from holodeck_core.models import EvalRun, Status, ToolInvocation
-from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_core.tools.runtime import ToolCrashedError
 from tests.conftest import REPO
@@ -363,7 +363,7 @@ def test_the_journal_is_scoped_by_the_server_identity(uvx: Path, tmp_path: Path)
     )
 
     def opened() -> tuple[dict[str, Any], Path]:
-        suite = Suite(load_agent(agent))
+        suite = load_suite(load_agent(agent))
 
         async def go() -> tuple[dict[str, Any], Path]:
             await suite.open_tools()
@@ -420,7 +420,7 @@ def test_a_server_is_restarted_once_only(uvx: Path, tmp_path: Path) -> None:
     agent = write_agent(
         uvx, "http://127.0.0.1:9/v1", stdio_tool(extra=f", env: {env}"), "- {input: hi}\n"
     )
-    suite = Suite(load_agent(agent))
+    suite = load_suite(load_agent(agent))
 
     async def calls() -> list[str]:
         await suite.open_tools()

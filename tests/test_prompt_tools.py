@@ -11,8 +11,8 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
+from holodeck_core.engine.suite import load_suite
 from holodeck_core.models import EvalRun
-from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import run_model_server
 from tests.test_mcp_tools import write_agent as write_mcp_test_agent
 
@@ -76,7 +76,7 @@ def test_the_tool_model_overlays_the_agent_model_and_is_part_of_its_identity(
     agent = write_agent(
         tmp_path, "http://127.0.0.1:9/v1", prompt_tool(f"template: '{TEMPLATE}'", model)
     )
-    suite = Suite(load_agent(agent))
+    suite = load_suite(load_agent(agent))
     toolbox = suite.runtime.toolbox
     assert toolbox is not None
     [runtime] = toolbox.runtimes

@@ -14,12 +14,12 @@ from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind
 from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
+from holodeck_core.engine.suite import load_suite
 from holodeck_core.errors import ConfigError, ExitCode
 from holodeck_core.models import EvalRun, Gate, Status, TestResult
 from holodeck_core.runner.case_run import CaseRun, TurnRun
 from holodeck_core.runner.gates import exit_code
 from holodeck_core.runner.journal import Journal
-from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import run_model_server
 
 AGENT = """\
@@ -101,16 +101,16 @@ def test_stale_agent_responses_are_refused_not_mispaired(tmp_path: Path) -> None
     rules = {"rules": [{"match": {"user": "France"}, "reply": "Paris"}], "default": "Berlin"}
     with run_model_server(rules) as server:
         agent = write(tmp_path, server.openai_base_url, contains, cases)
-        runs = asyncio.run(Suite(load_agent(agent)).execute_all())
+        runs = asyncio.run(load_suite(load_agent(agent)).execute_all())
         # stored out of order (or reloaded from elsewhere): paired by case id, not position
-        results = asyncio.run(Suite(load_agent(agent)).evaluate_all(list(reversed(runs))))
+        results = asyncio.run(load_suite(load_agent(agent)).evaluate_all(list(reversed(runs))))
         assert [(r.test_id, r.agent_response, r.status) for r in results] == [
             ("fr", "Paris", Status.PASS),
             ("de", "Berlin", Status.FAIL),
         ]
         agent.write_text(agent.read_text().replace("Germany", "Italy"))
         with pytest.raises(ConfigError, match="do not match the current cases"):
-            asyncio.run(Suite(load_agent(agent)).evaluate_all(runs))
+            asyncio.run(load_suite(load_agent(agent)).evaluate_all(runs))
 
 
 def test_repeated_inputs_are_journaled_as_separate_cases(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_repeated_inputs_are_journaled_as_separate_cases(tmp_path: Path) -> None
         agent = write(
             tmp_path, server.openai_base_url, "{type: standard, metric: exact_match}", cases
         )
-        suite = Suite(load_agent(agent))
+        suite = load_suite(load_agent(agent))
         assert len(set(suite.case_fingerprints.values())) == 3
 
 

@@ -17,7 +17,7 @@ from holodeck_core.defaults import DASHBOARD_PORT
 from holodeck_core.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
-    from holodeck_core.history.store import History
+    from holodeck_core.engine.store import History
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acme-support"
 

@@ -16,8 +16,8 @@ from holodeck_core.errors import ExitCode
 from holodeck_core.terminal import in_github_actions, print_workflow_command
 
 if TYPE_CHECKING:
+    from holodeck_core.engine.suite import Suite
     from holodeck_core.models import EvalRun
-    from holodeck_core.runner.suite import Suite
 
 
 def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,15 +42,13 @@ def apply_gate(
     """Compare, print the verdict, write the summaries and annotations; the exit code with a
     regression folded in (docs/cli.md: 1 unless something worse already happened)."""
     from holodeck_core.engine.baseline import compare_with_baseline
-    from holodeck_core.history.backend import project_history
-    from holodeck_core.reports.github import error_annotations
-    from holodeck_core.reports.pr_summary import render_pr_summary
+    from holodeck_core.engine.report import failure_annotations, write_pr_summary
 
     comparison = None
     if args.baseline:
         evaluations = suite.loaded.agent.evaluations
         comparison = compare_with_baseline(
-            project_history(suite.project),
+            suite.project,
             run.metadata.run_id or "",
             args.baseline,
             strict=args.strict,
@@ -62,17 +60,16 @@ def apply_gate(
             print(f"regression: {reason}", file=sys.stderr)
         if comparison.is_regression:
             code = ExitCode.worst(ExitCode(code), ExitCode.FAILED)
-    wants_summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
-    if wants_summary:
-        text = render_pr_summary(run, comparison, baseline=args.baseline, passed_gate=code == 0)
-        if args.summary:
-            args.summary.parent.mkdir(parents=True, exist_ok=True)
-            args.summary.write_text(text, encoding="utf-8")
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if step_summary:
-            with Path(step_summary).open("a", encoding="utf-8") as out:
-                out.write(text)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    write_pr_summary(
+        run,
+        comparison,
+        baseline=args.baseline,
+        passed_gate=code == 0,
+        summary=args.summary,
+        step_summary=Path(step_summary) if step_summary else None,
+    )
     if in_github_actions():
-        for line in error_annotations(run, file=agent_file):
+        for line in failure_annotations(run, agent_file):
             print_workflow_command(line)
     return code

@@ -1,5 +1,5 @@
 """``--db``/``--lake``: how every command that reads the history is told which one, resolved
-by the one resolver (:func:`holodeck_core.history.backend.resolve_history`)."""
+by the one resolver (:func:`holodeck_core.engine.store.open_history`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from holodeck_core.config.project import Project
-    from holodeck_core.history.store import History
+    from holodeck_core.engine.store import History
 
 DB_HELP = (
     "history database file (default: $HOLODECK_HISTORY_DB, else history_db in holodeck.yaml, "
@@ -31,6 +31,6 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
 def history_from(args: argparse.Namespace, project: Project | None = None) -> History:
     """The history the arguments name, else ``project``'s (found from the working directory
     when not given)."""
-    from holodeck_core.history.backend import resolve_history
+    from holodeck_core.engine.store import open_history
 
-    return resolve_history(project, db=args.db, lake=args.lake)
+    return open_history(project, db=args.db, lake=args.lake)

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 from holodeck_core.cli.argtypes import positive_int
 from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.engine import points, usd
 from holodeck_core.errors import ConfigError, ExitCode
-from holodeck_core.reports.cost import usd as _usd
-from holodeck_core.stats.display import points
 
 if TYPE_CHECKING:
     from holodeck_core.engine.plan import CostEstimate
@@ -50,8 +49,7 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
 def run_plan_command(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
-    from holodeck_core.engine.plan import estimate_cost, plan_from_history
-    from holodeck_core.runner.options import resolve_prompt
+    from holodeck_core.engine.plan import estimate_versions, plan_from_history
 
     if args.detect is not None and not 0 < args.detect < 1:
         raise ConfigError("--detect is a fraction between 0 and 1 (0.05 = 5 points)")
@@ -66,13 +64,11 @@ def run_plan_command(args: argparse.Namespace) -> int:
     trials = args.trials or (execution.trials if execution else None) or 1
     out = sys.stdout
     estimates = []
-    for key in args.prompt_keys or [None]:
-        prompt, registered = resolve_prompt(loaded, project, key)
-        estimate = estimate_cost(loaded, history, registered, prompt.text, trials)
+    for estimate in estimate_versions(loaded, project, history, args.prompt_keys or [None], trials):
         estimates.append(estimate)
         out.write("".join(f"{line}\n" for line in estimate_lines(estimate)))
     if len(estimates) > 1:
-        out.write(f"all {len(estimates)} versions: {_usd(_sum_usd(estimates))}\n")
+        out.write(f"all {len(estimates)} versions: {usd(_sum_usd(estimates))}\n")
     if args.detect is None:
         return ExitCode.OK
     found = plan_from_history(
@@ -92,8 +88,8 @@ def run_plan_command(args: argparse.Namespace) -> int:
         now = "" if r.power_now is None else f" (power with {plan.cases} cases: {r.power_now:.0%})"
         cost = ""
         if r.cases_needed is not None:
-            usd = None if per_trial is None else per_trial * r.cases_needed * r.trials
-            cost = f", about {_usd(usd)} a run"
+            dollars = None if per_trial is None else per_trial * r.cases_needed * r.trials
+            cost = f", about {usd(dollars)} a run"
         out.write(f"  {r.trials:>3} trial(s) per case: {needed} cases{now}{cost}\n")
     out.write("assumptions:\n" + "".join(f"  - {a}\n" for a in plan.assumptions))
     for warning in found.warnings:
@@ -113,12 +109,12 @@ def estimate_lines(estimate: CostEstimate) -> list[str]:
     ]
     for name, cost in estimate.headings.items():
         lines.append(
-            f"  {name:<12} {cost.calls:>7,} calls {cost.tokens:>11,} tokens  {_usd(cost.usd)}"
+            f"  {name:<12} {cost.calls:>7,} calls {cost.tokens:>11,} tokens  {usd(cost.usd)}"
         )
     calls = sum(c.calls for c in estimate.headings.values())
     tokens = sum(c.tokens for c in estimate.headings.values())
     lines.append(
-        f"  {'total':<12} {calls:>7,} calls {tokens:>11,} tokens  {_usd(estimate.total_usd)}"
+        f"  {'total':<12} {calls:>7,} calls {tokens:>11,} tokens  {usd(estimate.total_usd)}"
     )
     if {"judge", "embedding"} & estimate.headings.keys():
         lines.append(

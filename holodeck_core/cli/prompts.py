@@ -24,13 +24,9 @@ def add_prompts_parser(commands: argparse._SubParsersAction) -> None:  # type: i
 
 def _prompts_register(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
-    from holodeck_core.config.project import Project
-    from holodeck_core.config.prompts import PromptStore
+    from holodeck_core.engine.prompts import register_prompts
 
-    loaded = load_agent(args.agent)
-    store = PromptStore(Project.discover(loaded.base_dir).prompts_dir, loaded.agent.name)
-    for prompt in loaded.active_prompts:
-        registration = store.register(prompt)
+    for prompt, registration in register_prompts(load_agent(args.agent)):
         state = "registered" if registration.created else "already registered"
         print(f"{registration.key}: {state} ({prompt.version.file_path or 'inline'})")
         if registration.warning:
@@ -40,13 +36,11 @@ def _prompts_register(args: argparse.Namespace) -> int:
 
 def _prompts_list(args: argparse.Namespace) -> int:
     from holodeck_core.config.loader import load_agent
-    from holodeck_core.config.project import Project
-    from holodeck_core.config.prompts import PromptStore
+    from holodeck_core.engine.prompts import registered_prompts
 
     loaded = load_agent(args.agent)
-    store = PromptStore(Project.discover(loaded.base_dir).prompts_dir, loaded.agent.name)
     active = {p.version.body_hash for p in loaded.active_prompts}
-    snapshots = store.list()
+    snapshots = registered_prompts(loaded)
     if not snapshots:
         print(
             f"no prompt versions registered for {loaded.agent.name!r}; run "

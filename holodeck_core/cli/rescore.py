@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 from holodeck_core.cli.history_option import add_history_arguments
@@ -30,26 +29,15 @@ def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: i
 def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.console import print_summary
     from holodeck_core.cli.history_option import history_from
-    from holodeck_core.config.loader import load_agent
-    from holodeck_core.config.project import Project
-    from holodeck_core.engine.rescore import agent_file, eval_run_file, load_stored_run, rescore_run
+    from holodeck_core.engine.report import run_exit_code
+    from holodeck_core.engine.rescore import rescore_stored
     from holodeck_core.engine.run import record_history
-    from holodeck_core.reports import write_eval_run
-    from holodeck_core.runner.gates import exit_code
 
-    source = eval_run_file(args.run, history_from(args))
-    original = load_stored_run(source)
-    loaded = load_agent(
-        args.agent or agent_file(source, original, Project.discover()),
-        model=original.metadata.model_candidate,  # the run's model candidate, as it was run
-    )
-    project = Project.discover(loaded.base_dir)
-    run = asyncio.run(rescore_run(original, loaded, project))
-    path = write_eval_run(run, loaded.file)
-    failure = record_history(run, path, project)
+    rescored = rescore_stored(args.run, history_from(args), args.agent)
+    run, path = rescored.run, rescored.path
+    failure = record_history(run, path, rescored.project)
     print_summary(run, path, quiet=False)
-    gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
-    code = exit_code(run.report.results, gate)
+    code = run_exit_code(run, rescored.gate)
     if failure is None:
         return code
     print(f"error: {failure}", file=sys.stderr)  # a lock that outlived its retries: docs/cli.md

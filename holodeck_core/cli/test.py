@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int, positive_seconds
 from holodeck_core.cli.gate import add_gate_arguments, apply_gate
@@ -15,9 +14,6 @@ from holodeck_core.cli.model_option import add_model_option
 from holodeck_core.cli.target_option import add_target_option
 from holodeck_core.defaults import PARALLEL_TEST_CASES, TRIALS, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.errors import ExitCode
-
-if TYPE_CHECKING:  # the models load when a command runs, not when the parser is built
-    from holodeck_core.models import EvalRun
 
 FORMATS = ("json", "markdown", "junit")
 
@@ -56,10 +52,10 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
 def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.console import Progress, print_summary
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.engine.report import run_exit_code, write_report
     from holodeck_core.engine.run import record_run, run_estimate, run_suite, shared_budgets
+    from holodeck_core.engine.suite import SuiteOptions, load_suite
     from holodeck_core.models import Trigger
-    from holodeck_core.runner.gates import exit_code
-    from holodeck_core.runner.suite import Suite, SuiteOptions
 
     if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
         print(f"error: --trials must be between {TRIALS_MIN} and {TRIALS_MAX}", file=sys.stderr)
@@ -80,7 +76,7 @@ def run_test_command(args: argparse.Namespace) -> int:
         shared_budgets=shared_budgets(),
         estimator=run_estimate,
     )
-    suite = Suite(loaded, options)
+    suite = load_suite(loaded, options)
     run = asyncio.run(
         run_suite(suite, lambda s: Progress(s, quiet=args.quiet, verbose=args.verbose))
     )
@@ -89,33 +85,13 @@ def run_test_command(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
     print_summary(run, recorded.path, quiet=args.quiet, gate=gate, verbose=args.verbose)
-    code = exit_code(run.report.results, gate)
+    code = run_exit_code(run, gate)
     for failure in (suite.journal.failure, recorded.history_error):
         if failure is not None:  # the run is complete; the disk or the database is not
             print(f"error: {failure}", file=sys.stderr)
             code = ExitCode.worst(code, ExitCode.EXECUTION)
-    if args.output:
-        _write_report(run, args.output, args.format)
+    if args.output:  # after the EvalRun is safe on disk: a failure here loses nothing
+        report_failure = write_report(run, args.output, args.format)
+        if report_failure is not None:
+            print(f"warning: {report_failure}", file=sys.stderr)
     return apply_gate(args, run, suite, args.agent, code)
-
-
-def _write_report(run: EvalRun, output: Path, fmt: str | None) -> None:
-    """Optional reports come after the EvalRun is safe on disk; a failure here loses nothing."""
-    from holodeck_core.reports import render_junit, render_markdown
-
-    chosen = fmt or {".md": "markdown", ".xml": "junit"}.get(output.suffix, "json")
-    try:
-        if chosen == "markdown":
-            text = render_markdown(run)
-        elif chosen == "junit":
-            text = render_junit(run.report)
-        else:
-            text = run.report.model_dump_json(indent=2)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-    except Exception as exc:
-        print(
-            f"warning: the {chosen} report could not be written to {output}: {exc} "
-            "(the EvalRun above is complete)",
-            file=sys.stderr,
-        )

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from holodeck_core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from holodeck_core.config.project import Project
     from holodeck_core.history.queries import Comparison
-    from holodeck_core.history.store import History
 
 NEWEST_OF_VERSION = """
 SELECT base.run_id
@@ -27,13 +27,16 @@ LIMIT 1
 
 
 def compare_with_baseline(
-    history: History, run_id: str, baseline: str, *, strict: bool, alpha: float
+    project: Project, run_id: str, baseline: str, *, strict: bool, alpha: float
 ) -> Comparison:
-    """``run_id`` (B) against the baseline (A). A prompt version wins over a run prefix that
-    happens to read the same; a baseline with no run is a ConfigError saying what exists."""
+    """``run_id`` (B) against the baseline (A) in the project's history. A prompt version wins
+    over a run prefix that happens to read the same; a baseline with no run is a ConfigError
+    saying what exists."""
+    from holodeck_core.history.backend import project_history
     from holodeck_core.history.queries import compare_runs, resolve_run
     from holodeck_core.history.store import reader
 
+    history = project_history(project)
     with reader(history) as con:
         row = con.execute(NEWEST_OF_VERSION, [baseline, baseline, run_id]).fetchone()
         if row is not None:

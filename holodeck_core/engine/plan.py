@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from holodeck_core.config.loader import LoadedAgent
+    from holodeck_core.config.project import Project
     from holodeck_core.history.store import History
     from holodeck_core.models import TestCaseModel, TokenUsage
     from holodeck_core.stats import PowerPlan
@@ -185,6 +186,23 @@ def estimate_cost(
     sizes = [_by_size(loaded, body, case) for case in cases]
     headings = _scaled(_summed(sizes), trials)
     return CostEstimate(prompt_version, len(cases), trials, "sizes", headings)
+
+
+def estimate_versions(
+    loaded: LoadedAgent,
+    project: Project,
+    history: History,
+    prompt_keys: Sequence[str | None],
+    trials: int,
+) -> Iterator[CostEstimate]:
+    """``holodeck plan``'s estimate of each prompt version in turn (a registered key, or None
+    for the current prompt, registered on the way); an unknown key is a ConfigError when its
+    turn comes."""
+    from holodeck_core.runner.options import resolve_prompt
+
+    for key in prompt_keys:
+        prompt, registered = resolve_prompt(loaded, project, key)
+        yield estimate_cost(loaded, history, registered, prompt.text, trials)
 
 
 Costs = dict[Heading, HeadingCost]

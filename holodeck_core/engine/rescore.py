@@ -6,7 +6,9 @@ whose cost is those judge calls (docs/cost.md), per case and in all."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,10 +17,43 @@ from holodeck_core.errors import ConfigError
 from holodeck_core.history.tabular import literal
 
 if TYPE_CHECKING:
+    from upath import UPath
+
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.config.project import Location, Project
     from holodeck_core.history.store import History
-    from holodeck_core.models import EvalRun
+    from holodeck_core.models import EvalRun, Gate
+
+
+@dataclass
+class Rescored:
+    """A rescored run, where its EvalRun file was written, the project whose history records
+    it and the agent's gate."""
+
+    run: EvalRun
+    path: Path | UPath
+    project: Project
+    gate: Gate | None
+
+
+def rescore_stored(ref: str, history: History, agent: str | None = None) -> Rescored:
+    """``holodeck rescore``: the run ``ref`` names (an EvalRun file, its URL or a run id in
+    ``history``) scored again by ``agent`` (default: the agent beside its results folder, else
+    the project's agent of its name), and its EvalRun file written."""
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.config.project import Project
+    from holodeck_core.reports import write_eval_run
+
+    source = eval_run_file(ref, history)
+    original = load_stored_run(source)
+    loaded = load_agent(
+        agent or agent_file(source, original, Project.discover()),
+        model=original.metadata.model_candidate,  # the run's model candidate, as it was run
+    )
+    project = Project.discover(loaded.base_dir)
+    run = asyncio.run(rescore_run(original, loaded, project))
+    gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
+    return Rescored(run, write_eval_run(run, loaded.file), project, gate)
 
 
 def load_stored_run(source: Location) -> EvalRun:

@@ -1,7 +1,8 @@
 """Run a suite: every case through the agent and the metrics, concurrently, resumably.
 
-A :class:`Suite` is the run's **plan**, cheap to build: the selected cases, the prompt, the
-fingerprints, the settings, the journal's place. What calls models, the
+A :class:`Suite` is the run's **plan**, cheap to build and pure (what it reads from disk comes
+in :class:`SuiteInputs`, read by ``engine/suite.py``'s ``load_suite``): the selected cases,
+the prompt, the fingerprints, the settings, the journal's place. What calls models, the
 :class:`~holodeck_core.runner.runtime.SuiteRuntime` (scheduler, SDK clients, tool runtimes,
 judges), is opened by the first stage that needs it (:meth:`Suite.runtime`) and closed by
 :meth:`Suite.aclose`; the stages that call no model never open it.
@@ -15,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import dataclass
 
 from holodeck_core import __version__
 from holodeck_core.calls.ledger import charged_to, tallied
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
+from holodeck_core.config.prompts import Prompt
 from holodeck_core.defaults import LLM_TIMEOUT_S, REDUCER
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
-from holodeck_core.metrics.judge_control import load_control, score_control
+from holodeck_core.metrics.judge_control import ControlRow, score_control
 from holodeck_core.models import (
     EvalRun,
     EvalRunMetadata,
@@ -40,7 +43,7 @@ from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
-from holodeck_core.runner.options import CaseCallback, git_commit, resolve_prompt, select_cases
+from holodeck_core.runner.options import CaseCallback, git_commit
 from holodeck_core.runner.options import SuiteOptions as SuiteOptions
 from holodeck_core.runner.runtime import SuiteRuntime, agent_backend
 from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
@@ -48,26 +51,32 @@ from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
 
 
+@dataclass(frozen=True)
+class SuiteInputs:
+    """What a suite needs from disk, read before it is built (``engine/suite.py``'s
+    ``load_suite``): the project, the selected cases, the prompt and its registered key, the
+    judge-control rows, and the fingerprints (the tool code's and attachments' hashes)."""
+
+    project: Project
+    cases: list[TestCaseModel]
+    prompt: Prompt
+    prompt_key: str
+    control_rows: list[ControlRow]
+    suite_fingerprint: str
+    case_fingerprints: dict[str, str]
+
+
 class Suite:
     def __init__(
-        self,
-        loaded: LoadedAgent,
-        options: SuiteOptions | None = None,
-        *,
-        project: Project | None = None,
+        self, loaded: LoadedAgent, inputs: SuiteInputs, options: SuiteOptions | None = None
     ) -> None:
+        """Pure: everything read from disk comes in ``inputs``."""
         self.loaded = loaded
         self.options = options or SuiteOptions()
-        self.project = project or Project.discover(loaded.base_dir)
+        self.project = inputs.project
         agent = loaded.agent
-        self.cases = select_cases(agent.cases, self.options)
-        if not self.cases:
-            raise ConfigError(
-                "no test cases to run"
-                + (f" match --filter {self.options.filter!r}" if self.options.filter else ""),
-                file=loaded.display,
-            )
-        self.prompt, self.prompt_key = resolve_prompt(loaded, self.project, self.options.prompt_key)
+        self.cases = inputs.cases
+        self.prompt, self.prompt_key = inputs.prompt, inputs.prompt_key
         execution = agent.execution
         self.parallel = self.options.parallel or agent.parallel_test_cases
         timeout = self.options.timeout or (execution.llm_timeout if execution else None)
@@ -80,13 +89,9 @@ class Suite:
         self.file_limits = FileLimits.from_execution(execution)
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
         self.reducer = (execution.reducer if execution else None) or Reducer(REDUCER)
-        self.control_rows = load_control(agent, loaded.resolve)
-        self.suite_fingerprint = fp.suite_fingerprint(loaded, self.prompt.text, self.cases)
-        tools_fp = fp.tools_fingerprint(loaded)
-        self.case_fingerprints = {
-            case.id or "": fp.case_fingerprint(loaded, self.suite_fingerprint, tools_fp, case)
-            for case in self.cases
-        }
+        self.control_rows = inputs.control_rows
+        self.suite_fingerprint = inputs.suite_fingerprint
+        self.case_fingerprints = inputs.case_fingerprints
         self.journal_key = self.suite_fingerprint
         self._journal: Journal | None = None
         self._journal_for = ""
