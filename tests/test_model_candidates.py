@@ -16,10 +16,10 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
+from holodeck_core.engine.suite import load_suite
 from holodeck_core.history.holodeck_fields import METADATA_FIELDS
 from holodeck_core.models import EvalRun
 from holodeck_core.runner import fingerprint as fp
-from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import run_model_server
 
 RULES: dict[str, Any] = {"rules": [{"match": {"user": r"^question (\d+)"}, "reply": "Answer $1."}]}
@@ -164,11 +164,11 @@ def test_a_candidate_runs_records_itself_and_keeps_its_own_journal(
         "gpt-4o"
     )
 
-    suites = {name: Suite(load_agent(agent, model=name)) for name in ("mini", "large", "twin")}
+    suites = {name: load_suite(load_agent(agent, model=name)) for name in ("mini", "large", "twin")}
     assert len({s.journal_key for s in suites.values()}) == 3  # never one journal for two
     fingerprints = {name: fp.model_fingerprint(s.loaded) for name, s in suites.items()}
     assert fingerprints["twin"] == fingerprints["mini"] != fingerprints["large"]
-    own_key = Suite(load_agent(agent, model="default")).journal_key
+    own_key = load_suite(load_agent(agent, model="default")).journal_key
     assert own_key == suites["mini"].journal_key
 
     printed = capsys.readouterr()
@@ -177,7 +177,7 @@ def test_a_candidate_runs_records_itself_and_keeps_its_own_journal(
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     (tmp_path / "holodeck.yaml").unlink()  # declaring candidates kept the own model's journal
-    assert Suite(load_agent(agent)).journal_key == own_key
+    assert load_suite(load_agent(agent)).journal_key == own_key
 
 
 def test_validate_shows_the_candidates_and_where_each_setting_came_from(
