@@ -267,7 +267,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 @dataclass(frozen=True)
-class Commands:
+class HistoryCommands:
     """The ``history`` subcommands being added, and the options they share: ``common``
     (which history, how long to wait for its lock) for all, ``prompts`` for the ingesting
     ones."""
@@ -288,7 +288,7 @@ class Commands:
 
 
 def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The parent parsers of :class:`Commands`: ``common`` and ``prompts``."""
+    """The parent parsers of :class:`HistoryCommands`: ``common`` and ``prompts``."""
     common = argparse.ArgumentParser(add_help=False)
     add_history_arguments(common)
     common.add_argument(
@@ -304,7 +304,7 @@ def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]
     return common, prompts
 
 
-def _add_runs(commands: Commands) -> None:
+def _add_runs(commands: HistoryCommands) -> None:
     runs = commands.add("runs", _cmd_runs, "list runs, newest first")
     runs.add_argument("--agent", help="agent name or slug")
     runs.add_argument("--prompt-version", help="prompt version (key)")
@@ -317,14 +317,14 @@ def _add_runs(commands: Commands) -> None:
     )
 
 
-def _add_show(commands: Commands) -> None:
+def _add_show(commands: HistoryCommands) -> None:
     show = commands.add("show", _cmd_show, "one run: summary, cases, metrics, errors")
     show.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")
     show.add_argument("--failures", action="store_true", help="list only FAIL and ERROR cases")
     show.add_argument("--format", choices=("table", "json"), default="table")
 
 
-def _add_compare(commands: Commands) -> None:
+def _add_compare(commands: HistoryCommands) -> None:
     compare = commands.add(
         "compare",
         _cmd_compare,
@@ -360,7 +360,7 @@ def _add_compare(commands: Commands) -> None:
     compare.add_argument("--format", choices=("table", "json"), default="table")
 
 
-def _add_sql(commands: Commands) -> None:
+def _add_sql(commands: HistoryCommands) -> None:
     sql = commands.add(
         "sql",
         _cmd_sql,
@@ -385,7 +385,7 @@ def _add_sql(commands: Commands) -> None:
     )
 
 
-def _add_sync(commands: Commands) -> None:
+def _add_sync(commands: HistoryCommands) -> None:
     sync = commands.add(
         "sync",
         _cmd_sync,
@@ -410,7 +410,7 @@ def _add_sync(commands: Commands) -> None:
     )
 
 
-def _add_rebuild(commands: Commands) -> None:
+def _add_rebuild(commands: HistoryCommands) -> None:
     rebuilt = commands.add(
         "rebuild",
         _cmd_rebuild,
@@ -428,7 +428,7 @@ def _add_rebuild(commands: Commands) -> None:
     )
 
 
-def _add_maintain(commands: Commands) -> None:
+def _add_maintain(commands: HistoryCommands) -> None:
     maintained = commands.add(
         "maintain",
         _cmd_maintain,
@@ -447,7 +447,7 @@ def _add_maintain(commands: Commands) -> None:
     )
 
 
-def _add_import(commands: Commands) -> None:
+def _add_import(commands: HistoryCommands) -> None:
     imp = commands.add(
         "import",
         _cmd_import,
@@ -457,7 +457,7 @@ def _add_import(commands: Commands) -> None:
     imp.add_argument("paths", metavar="PATH", nargs="+")
 
 
-def _add_export(commands: Commands) -> None:
+def _add_export(commands: HistoryCommands) -> None:
     exp = commands.add(
         "export",
         _cmd_export,
@@ -470,7 +470,7 @@ def _add_export(commands: Commands) -> None:
     exp.add_argument("--prompt-version", help="only this prompt version")
 
 
-SUBCOMMANDS: tuple[Callable[[Commands], None], ...] = (
+SUBCOMMANDS: tuple[Callable[[HistoryCommands], None], ...] = (
     _add_runs,
     _add_show,
     _add_compare,
@@ -493,7 +493,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "(tables and views: docs/history.md).",
     )
     common, prompts = _shared_options()
-    commands = Commands(
+    commands = HistoryCommands(
         history.add_subparsers(dest="history_command", metavar="COMMAND", required=True),
         common,
         prompts,
