@@ -173,3 +173,9 @@ def headline(run: EvalRun) -> str:
     if stats is not None and stats.infrastructure_failure:
         parts.insert(0, infrastructure_line(stats))
     return " · ".join(parts)
+
+
+def print_batch_line(line: str) -> None:
+    """A batch progress line (``execution.batch``): batch ids come from the provider, shown
+    literally on one line."""
+    print(f"batch: {one_line(line)}", file=sys.stderr, flush=True)

@@ -74,6 +74,18 @@ class ExecutionConfig(StrictModel):
             "faster Messages loop, which is not HoloDeck's agent (docs/holodeck-fidelity.md)."
         ),
     )
+    batch: Literal["off", "auto", "on"] | None = Field(
+        None,
+        description="Agent turns and judges through the providers' batch APIs: off (default "
+        "for holodeck test), auto (where the path can), on (and an agent that cannot is an "
+        "error) (docs/cost.md).",
+    )
+    batch_max_wait: float | None = Field(
+        None,
+        gt=0,
+        description=f"Seconds a run waits on its batches in all (default "
+        f"{defaults.BATCH_MAX_WAIT_S:g}); then what is pending is sent as ordinary calls.",
+    )
 
 
 class Agent(StrictModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from holodeck_core.calls.shared_budget import BudgetPool
 from holodeck_core.config.loader import LoadedAgent
@@ -14,6 +15,7 @@ from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.models import ProviderEnum, TestCaseModel, TestResult, Trigger
 from holodeck_core.models.cost import RunEstimate
 
+BatchMode = Literal["off", "auto", "on"]
 SharedBudgetsFactory = Callable[[Project, str], list[BudgetPool]]
 Estimator = Callable[[LoadedAgent, Project, str, str, int, list[TestCaseModel]], RunEstimate | None]
 """The run's estimate before its first call: given the agent, the project, the prompt's key
@@ -38,6 +40,11 @@ class SuiteOptions:
     """The budgets shared with other runs (``holodeck.yaml`` ``budget:``), opened by each
     runtime: given the project and a label for the ledger's rows."""
     estimator: Estimator | None = None
+    batch: BatchMode | None = None
+    """``--batch`` or Dagster's ``holodeck/batch`` run tag: over ``execution.batch``."""
+    on_batch: Callable[[str], None] | None = None
+    """Told every batch progress line (submitted, done, the longest wait): the console's or
+    Dagster's step log."""
 
 
 CaseCallback = Callable[[TestResult, bool], None]

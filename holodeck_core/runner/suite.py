@@ -42,7 +42,7 @@ from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
 from holodeck_core.runner.options import CaseCallback, git_commit, resolve_prompt, select_cases
 from holodeck_core.runner.options import SuiteOptions as SuiteOptions
-from holodeck_core.runner.runtime import SuiteRuntime, agent_backend
+from holodeck_core.runner.runtime import SuiteRuntime, agent_backend, batch_plan
 from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
@@ -78,6 +78,7 @@ class Suite:
             else None
         )
         self.file_limits = FileLimits.from_execution(execution)
+        self.batch_mode, self.batch_note = batch_plan(loaded, self.options)
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
         self.reducer = (execution.reducer if execution else None) or Reducer(REDUCER)
         self.control_rows = load_control(agent, loaded.resolve)
@@ -343,6 +344,7 @@ class Suite:
                 "llm_timeout_s": self.timeout,
                 **({"target": target.label} if target else {}),
                 **({} if target else agent_backend(agent)),
+                **self._batch_environment(),
             },
             judge_control=judge_control,
         )
@@ -379,6 +381,13 @@ class Suite:
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
+
+    def _batch_environment(self) -> dict[str, str]:
+        """``environment.batch`` (and ``batch_note``: why the agent's calls did not batch)."""
+        if self.batch_mode == "off":
+            return {}
+        note = {"batch_note": self.batch_note} if self.batch_note is not None else {}
+        return {"batch": self.batch_mode, **note}
 
     def _summary(self, results: list[TestResult], wall_ms: int, costs: CallCosts) -> ReportSummary:
         summary = ReportSummary.from_results(
