@@ -27,11 +27,12 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.defaults import (
     BATCH_GATHER_S,
@@ -43,8 +44,14 @@ from holodeck_core.defaults import (
     BATCH_RESUBMITS,
 )
 
+_T = TypeVar("_T")
 DONE_STATES = frozenset({"completed", "ended", "failed", "expired", "cancelled", "canceled"})
 """Batch statuses after which nothing more will be answered (OpenAI's and Anthropic's)."""
+
+
+class BatchGone(Exception):
+    """The provider refuses to say more of a batch (it does not know it): none of its
+    requests will be answered."""
 
 
 class SendAlone(Exception):
@@ -170,10 +177,14 @@ class Batches:
         self._started = time.monotonic()
         self._last_line = 0.0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._refused: dict[str, str] = {}
+        """Batch APIs that failed to take a batch, and how: their calls go alone."""
 
     async def request(self, api: BatchAPI, body: dict[str, Any]) -> dict[str, Any]:
         """The response body of ``body``, from this run's or an earlier run's batch; raises
         :class:`SendAlone` or the :class:`ModelCallError` the batch answered with."""
+        if api.key in self._refused:
+            raise SendAlone(self._refused[api.key])
         custom_id = self._custom_id(api.key, body)
         item = await self._resumed(api, custom_id)
         if item is not None and item.body is not None:
@@ -239,40 +250,39 @@ class Batches:
     async def _run(self, api: BatchAPI, requests: list[_Pending]) -> None:
         """Submit one round, journal it, wait, and answer (or requeue) every request."""
         try:
-            items = await self._submit_and_wait(api, requests)
+            batch_id = await self._submit(api, requests)
+            items = await self._wait_for(api, batch_id) if batch_id is not None else {}
         except asyncio.CancelledError:
             for pending in requests:
                 if not pending.future.done():
                     pending.future.cancel()
             raise
-        except Exception as exc:  # the batch API itself failed: each request goes alone
-            error = exc
-            for pending in requests:
-                if not pending.future.done():
-                    pending.future.set_exception(SendAlone(str(error)))
-            return
         for pending in requests:
             self._answer(api, pending, items.get(pending.custom_id))
 
-    async def _submit_and_wait(
-        self, api: BatchAPI, requests: list[_Pending]
-    ) -> dict[str, BatchItem]:
+    async def _submit(self, api: BatchAPI, requests: list[_Pending]) -> str | None:
+        """The new batch's id, journaled; None when the batch API refused it (then this
+        round and every later one of ``api`` go as ordinary calls)."""
         for pending in requests:
             pending.sends += 1
-        batch_id = await api.submit([(p.custom_id, p.body) for p in requests])
+        try:
+            batch_id = await api.submit([(p.custom_id, p.body) for p in requests])
+        except Exception as exc:
+            why = f"the batch API of {api.key} failed ({type(exc).__name__}: {exc})"
+            if api.key not in self._refused:
+                self._say(f"{why}; its calls are sent one by one", force=True)
+            self._refused[api.key] = why
+            for pending in requests:
+                pending.sends = BATCH_RESUBMITS + 1
+            return None
         log = self._journal()
         if log is not None:
-            log.record(
-                {
-                    "batch_id": batch_id,
-                    "key": api.key,
-                    "custom_ids": [p.custom_id for p in requests],
-                }
-            )
+            custom_ids = [p.custom_id for p in requests]
+            log.record({"batch_id": batch_id, "key": api.key, "custom_ids": custom_ids})
         self.stats.submitted += 1
         self.stats.requests += len(requests)
-        self._say(f"batch {batch_id}: {len(requests)} requests submitted", True)
-        return await self._wait_for(api, batch_id)
+        self._say(f"batch {batch_id}: {_requests(len(requests))} submitted", force=True)
+        return batch_id
 
     def _answer(self, api: BatchAPI, pending: _Pending, item: BatchItem | None) -> None:
         if pending.future.done():
@@ -301,22 +311,25 @@ class Batches:
         self._running[batch_id] = (api, started)
         try:
             pause, cancelled = BATCH_POLL_FIRST_S, False
-            status = await api.status(batch_id)
+            status = await _asked(api.status(batch_id), "")
             while status not in DONE_STATES:
                 left = self._time_left()
                 if cancelled and -left > BATCH_POLL_MAX_S:  # it never said it stopped
                     return self._finished(batch_id, started, status, {})
                 if left <= 0 and not cancelled:
                     cancelled = True  # a cancelled batch still answers what it did
-                    await api.cancel(batch_id)
+                    await _asked(api.cancel(batch_id), None)
                     self._say(
                         f"batch {batch_id}: the wait limit was reached, cancelled", force=True
                     )
                 await asyncio.sleep(min(pause, max(left, BATCH_POLL_FIRST_S)))
                 pause = min(pause * 1.5, BATCH_POLL_MAX_S)
                 self._say(self._waiting_line())
-                status = await api.status(batch_id)
-            items = await api.results(batch_id)
+                status = await _asked(api.status(batch_id), status)
+            items = await _asked(api.results(batch_id), {})
+        except BatchGone as exc:
+            self._say(f"batch {batch_id}: {exc}; its requests are sent again", force=True)
+            status, items = "gone", {}
         finally:
             self._running.pop(batch_id, None)
         return self._finished(batch_id, started, status, items)
@@ -359,13 +372,13 @@ class Batches:
         if not stats.submitted and not stats.resumed:
             return None
         line = (
-            f"batches: {stats.submitted} submitted with {stats.requests} requests, "
+            f"batches: {stats.submitted} submitted with {_requests(stats.requests)}, "
             f"{stats.done} done, the longest wait {stats.longest_wait_s:.1f} s"
         )
         if stats.resumed:
             line += f"; {stats.resumed} answers from batches an earlier run submitted"
         if stats.sent_alone:
-            line += f"; {stats.sent_alone} requests sent as ordinary calls"
+            line += f"; {_requests(stats.sent_alone)} sent as ordinary calls"
         return line
 
     async def aclose(self) -> None:
@@ -383,7 +396,23 @@ class Batches:
         for batch_id, (api, _) in running:
             with contextlib.suppress(Exception):
                 await api.cancel(batch_id)
-                self._say(f"batch {batch_id}: cancelled", True)
+                self._say(f"batch {batch_id}: cancelled", force=True)
+
+
+async def _asked(question: Awaitable[_T], otherwise: _T) -> _T:
+    """A poll of the batch API: a transient failure (a dropped connection, a 5xx) is asked
+    again at the next poll, never a reason to send the requests again; a permanent one (the
+    provider does not know the batch) ends the wait with no answers (:class:`BatchGone`)."""
+    try:
+        return await question
+    except Exception as exc:
+        if not classify(exc).transient:
+            raise BatchGone(str(exc)) from exc
+        return otherwise
+
+
+def _requests(count: int) -> str:
+    return f"{count} request{'' if count == 1 else 's'}"
 
 
 def item_error(code: str | None, message: str | None, status: int | None = None) -> ModelCallError:
