@@ -1,0 +1,203 @@
+"""``execution.batch`` (docs/cost.md): agent turns and judges through the providers' batch APIs,
+end to end through the real ``holodeck test``, the real openai and anthropic SDKs and the
+loopback model server's batch routes: the same verdicts at the batch prices, a killed run
+resumed from the batch it paid for (no request sent twice), failed and expired batches, and
+what cannot batch saying so."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from holodeck_core.calls.batch import Batches, BatchItem, SendAlone, item_error
+from holodeck_core.calls.errors import ModelCallError
+from holodeck_core.cli.main import main
+from holodeck_core.defaults import BATCH_RESUBMITS
+from holodeck_core.models import EvalRun, Status
+from holodeck_core.testing import ModelServer, run_model_server
+
+TOOLS_PY = "def get_weather(city: str) -> str:\n    return f'Sunny in {city}'\n"
+RULES: dict[str, Any] = {
+    "rules": [
+        {"match": {"user": "Task: write G-Eval evaluation steps"}, "json": {"steps": ["a", "b"]}},
+        {"match": {"user": "Task: score a test case"}, "json": {"score": 8, "reason": "fine"}},
+        {
+            "match": {"user": r"weather in (\w+)"},
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "$1"}}],
+            "reply": "It is {tool_result}.",
+        },
+        {"match": {"user": r"^question (\d+)"}, "reply": "The answer to question $1 is Paris."},
+        {"match": {"user": "again"}, "reply": "Still Paris."},
+    ]
+}
+KEY = "api_key: sk-test-key-1234"
+
+
+def write_agent(folder: Path, model: str, *, cases: int = 4, extra: str = "") -> Path:
+    """An agent with a function tool, a G-Eval judge, a tool case, a multi-turn case and
+    ``cases`` plain ones."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tools.py").write_text(TOOLS_PY)
+    agent = folder / "agent.yaml"
+    agent.write_text(
+        textwrap.dedent(f"""\
+            name: nightly
+            model: {model}
+            instructions: {{inline: "Answer briefly."}}
+            tools:
+              - {{type: function, name: get_weather, description: Weather of a city,
+                 file: tools.py, function: get_weather}}
+            evaluations:
+              model: {model}
+              metrics: [{{type: geval, name: Correct, criteria: 'Is it right?'}}]
+            """)
+        + extra
+        + "test_cases:\n"
+        + "  - {name: weather, input: weather in Oslo?}\n"
+        + "  - name: chat\n    turns:\n      - {input: question 0}\n      - {input: again please}\n"
+        + "".join(f"  - {{name: q{i}, input: question {i}}}\n" for i in range(1, cases + 1))
+    )
+    return agent
+
+
+def openai_model(server: ModelServer) -> str:
+    url = server.openai_base_url
+    return f'{{provider: openai, name: gpt-4o-mini, endpoint: "{url}", {KEY}, max_tokens: 60}}'
+
+
+def anthropic_model(server: ModelServer) -> str:
+    url = server.anthropic_base_url
+    return f'{{provider: anthropic, name: claude-haiku-4-5, endpoint: "{url}", {KEY}}}'
+
+
+def runs_of(folder: Path) -> list[EvalRun]:
+    paths = sorted((folder / "results" / "nightly").glob("holodeck-pipelines/*.json"))
+    return [EvalRun.model_validate_json(p.read_text()) for p in paths]
+
+
+def stats(server: ModelServer) -> dict[str, Any]:
+    root = server.openai_base_url.rsplit("/v1", 1)[0]
+    data: dict[str, Any] = httpx.get(f"{root}/_stats", timeout=5).json()
+    return data
+
+
+def verdicts(run: EvalRun) -> dict[str, tuple[Status, list[float | None]]]:
+    return {
+        r.test_name or "": (r.status, [m.score for m in r.metric_results])
+        for r in run.report.results
+    }
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_an_unknown_batch_mode_is_exit_2_naming_the_file_and_field(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = write_agent(
+        tmp_path / "agent",
+        '{provider: openai, name: m, endpoint: "http://127.0.0.1:9/v1", api_key: k}',
+    )
+    (tmp_path / "agent" / "agent.pipelines.yaml").write_text("execution: {batch: sometimes}\n")
+    assert main(["test", str(agent)]) == 2
+    err = capsys.readouterr().err
+    assert "agent.pipelines.yaml:1" in err and "execution.batch" in err
+    assert "'off', 'auto' or 'on'" in err and "Traceback" not in err
+    assert not (tmp_path / "agent" / "results").exists()
+
+
+def test_an_agent_that_cannot_batch_runs_as_always_and_says_so(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with run_model_server(RULES) as server:
+        root = server.openai_base_url.rsplit("/v1", 1)[0]
+        model = f'{{provider: ollama, name: llama3, endpoint: "{root}"}}'
+        agent = write_agent(
+            tmp_path / "agent", model, cases=1, extra="execution: {anthropic_path: direct}\n"
+        )
+        assert main(["test", str(agent), "--batch", "on"]) == 2
+        err = capsys.readouterr().err
+        assert "execution.batch: on" in err and "ollama has no batch API" in err
+        assert "execution.batch: auto" in err  # the fix
+        assert main(["test", str(agent), "--batch", "auto"]) == 0
+        err = capsys.readouterr().err
+    assert "ollama has no batch API, so its calls are sent one by one" in err
+    [run] = runs_of(tmp_path / "agent")
+    assert "ollama has no batch API" in run.report.environment["batch_note"]
+
+
+class ScriptedBatches:
+    """A batch API whose batches answer as scripted: each batch's outcome per custom_id is
+    taken from ``plan`` in order (``ok``, ``expired``, ``bad``), or it never ends (``hang``)."""
+
+    key = "scripted /v1/x"
+
+    def __init__(self, plan: list[str]) -> None:
+        self.plan = plan
+        self.batches: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.cancelled: list[str] = []
+
+    async def submit(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        batch_id = f"b{len(self.batches)}"
+        self.batches[batch_id] = requests
+        return batch_id
+
+    async def status(self, batch_id: str) -> str:
+        if batch_id in self.cancelled:
+            return "cancelled"
+        return "in_progress" if self.plan[int(batch_id[1:])] == "hang" else "completed"
+
+    async def results(self, batch_id: str) -> dict[str, BatchItem]:
+        outcome = self.plan[int(batch_id[1:])]
+        if outcome == "ok":
+            return {c: BatchItem(body={"echo": b}) for c, b in self.batches[batch_id]}
+        if outcome == "bad":
+            return {
+                c: BatchItem(error=item_error("invalid_request", "no", 400))
+                for c, _ in self.batches[batch_id]
+            }
+        return {
+            c: BatchItem(error=item_error("batch_expired", None)) for c, _ in self.batches[batch_id]
+        }
+
+    async def cancel(self, batch_id: str) -> None:
+        self.cancelled.append(batch_id)
+
+
+def ask(plan: list[str], bodies: int = 3, **kw: Any) -> tuple[list[Any], ScriptedBatches]:
+    api = ScriptedBatches(plan)
+
+    async def go() -> list[Any]:
+        batches = Batches(gather=0.01, **kw)
+        try:
+            return await asyncio.gather(
+                *(batches.request(api, {"n": n}) for n in range(bodies)), return_exceptions=True
+            )
+        finally:
+            await batches.aclose()
+
+    return asyncio.run(go()), api
+
+
+def test_requests_a_batch_expired_go_in_the_next_batch_then_alone() -> None:
+    answers, api = ask(["expired", "ok"])
+    assert answers == [{"echo": {"n": n}} for n in range(3)] and len(api.batches) == 2
+    answers, api = ask(["expired"] * 5)
+    assert all(isinstance(a, SendAlone) for a in answers)
+    assert len(api.batches) == 1 + BATCH_RESUBMITS  # bounded
+    answers, _ = ask(["bad"])
+    assert all(isinstance(a, ModelCallError) and not a.transient for a in answers)
+
+
+def test_the_wait_limit_cancels_the_batch_and_sends_its_requests_alone() -> None:
+    answers, api = ask(["hang"], max_wait=0.3)
+    assert api.cancelled == ["b0"]
+    assert all(isinstance(a, SendAlone) for a in answers)
