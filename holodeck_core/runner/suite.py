@@ -20,7 +20,7 @@ from holodeck_core import __version__
 from holodeck_core.calls.ledger import charged_to, tallied
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
-from holodeck_core.defaults import LLM_TIMEOUT_S, REDUCER
+from holodeck_core.defaults import BATCH_MAX_REQUESTS, LLM_TIMEOUT_S, REDUCER
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge_control import load_control, score_control
@@ -79,6 +79,10 @@ class Suite:
         )
         self.file_limits = FileLimits.from_execution(execution)
         self.batch_mode, self.batch_note = batch_plan(loaded, self.options)
+        batching = self.batch_mode != "off" and self.batch_note is None
+        self.cases_at_once = max(self.parallel, BATCH_MAX_REQUESTS) if batching else self.parallel
+        """Case trials in flight: every one when their calls batch, so a round of the tool
+        loop is one batch (docs/cost.md); else ``parallel``."""
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
         self.reducer = (execution.reducer if execution else None) or Reducer(REDUCER)
         self.control_rows = load_control(agent, loaded.resolve)
@@ -213,7 +217,7 @@ class Suite:
 
     async def execute_all(self) -> list[CaseRun]:
         await self.open_tools()
-        limit = asyncio.Semaphore(self.parallel)
+        limit = asyncio.Semaphore(self.cases_at_once)
 
         async def one(case: TestCaseModel, trial: int) -> CaseRun:
             async with limit:
@@ -244,7 +248,7 @@ class Suite:
                 "the agent's config or test cases changed since they were made; run the agent "
                 "stage again (re-materialize the whole partition)"
             )
-        limit = asyncio.Semaphore(self.parallel)
+        limit = asyncio.Semaphore(self.cases_at_once)
 
         async def one(case: TestCaseModel, trial: int) -> TestResult:
             async with limit:
@@ -262,7 +266,7 @@ class Suite:
         """Run and score every case (each of its trials), pipelined; results keep the input
         order."""
         await self.open_tools()
-        limit = asyncio.Semaphore(self.parallel)
+        limit = asyncio.Semaphore(self.cases_at_once)
 
         async def one(case: TestCaseModel, trial: int) -> tuple[TestResult, bool]:
             async with limit:
