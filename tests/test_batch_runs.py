@@ -17,8 +17,10 @@ import pytest
 from holodeck_core.calls.batch import Batches, BatchItem, SendAlone, item_error
 from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.cli.main import main
+from holodeck_core.config.loader import load_agent
 from holodeck_core.defaults import BATCH_RESUBMITS
 from holodeck_core.models import EvalRun, Status
+from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import ModelServer, run_model_server
 
 TOOLS_PY = "def get_weather(city: str) -> str:\n    return f'Sunny in {city}'\n"
@@ -125,8 +127,8 @@ def test_an_agent_that_cannot_batch_runs_as_always_and_says_so(
         )
         assert main(["test", str(agent), "--batch", "on"]) == 2
         err = capsys.readouterr().err
-        assert "execution.batch: on" in err and "ollama has no batch API" in err
-        assert "execution.batch: auto" in err  # the fix
+        assert "--batch: on, but provider ollama has no batch API" in err
+        assert "use auto" in err  # the fix
         assert main(["test", str(agent), "--batch", "auto"]) == 0
         err = capsys.readouterr().err
     assert "ollama has no batch API, so its calls are sent one by one" in err
@@ -201,3 +203,17 @@ def test_the_wait_limit_cancels_the_batch_and_sends_its_requests_alone() -> None
     answers, api = ask(["hang"], max_wait=0.3)
     assert api.cancelled == ["b0"]
     assert all(isinstance(a, SendAlone) for a in answers)
+
+
+def test_holodeck_yaml_sets_an_agents_batch_mode_below_its_sidecar(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = '{provider: ollama, name: llama3, endpoint: "http://127.0.0.1:9"}'
+    agent = write_agent(tmp_path, model, cases=1, extra="execution: {anthropic_path: direct}\n")
+    (tmp_path / "holodeck.yaml").write_text("agents: [{path: agent.yaml, batch: on}]\n")
+    assert main(["test", str(agent)]) == 2
+    err = capsys.readouterr().err
+    assert "holodeck.yaml agents[].batch: on, but provider ollama has no batch API" in err
+    (tmp_path / "agent.pipelines.yaml").write_text("execution: {batch: off}\n")  # YAML: false
+    suite = Suite(load_agent(agent))  # the sidecar's off wins: no error
+    assert (suite.batch_mode, suite.batch_note) == ("off", None)

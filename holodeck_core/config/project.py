@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from pydantic import Field
 
 from holodeck_core.config import remote
+from holodeck_core.models.agent import BatchMode
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.cost import SharedBudgets
 
@@ -44,6 +45,11 @@ class AgentEntry(StrictModel):
         min_length=1,
         description="The sidecar file of our additions to agent.yaml, relative to its folder "
         "(default <stem>.pipelines.yaml; docs/agent-yaml.md).",
+    )
+    batch: BatchMode | None = Field(
+        None,
+        description="This agent's calls through the providers' batch APIs when its sidecar's "
+        "execution.batch does not say (docs/cost.md).",
     )
 
 
@@ -201,6 +207,14 @@ class Project:
         for entry in self.settings.agents:
             if isinstance(entry, AgentEntry) and self._path(entry.path).resolve() == wanted:
                 return entry.extensions
+        return None
+
+    def batch_of(self, agent_file: Path) -> BatchMode | None:
+        """The ``batch:`` of the ``agents:`` entry of ``agent_file``, if any."""
+        wanted = agent_file.resolve()
+        for entry in self.settings.agents:
+            if isinstance(entry, AgentEntry) and self._path(entry.path).resolve() == wanted:
+                return entry.batch
         return None
 
     def agent_entry(self, agent_file: Path) -> tuple[int, AgentEntry] | None:

@@ -8,9 +8,9 @@ embeddings model of retrieval tools."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from holodeck_core import defaults
 from holodeck_core.models.backends import ClaudeBlock, OpenAIBlock
@@ -41,6 +41,15 @@ class Instructions(StrictModel):
         if self.variants and self.file is None:
             raise ValueError("'variants' needs 'file' (variants are prompt files too)")
         return self
+
+
+def _switch(value: Any) -> Any:
+    """YAML 1.1 reads a bare ``on`` / ``off`` as true / false: the mode the user wrote."""
+    return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
+BatchMode = Annotated[Literal["off", "auto", "on"], BeforeValidator(_switch)]
+"""``execution.batch`` and holodeck.yaml's ``agents[].batch`` (docs/cost.md)."""
 
 
 class ExecutionConfig(StrictModel):
@@ -74,7 +83,7 @@ class ExecutionConfig(StrictModel):
             "faster Messages loop, which is not HoloDeck's agent (docs/holodeck-fidelity.md)."
         ),
     )
-    batch: Literal["off", "auto", "on"] | None = Field(
+    batch: BatchMode | None = Field(
         None,
         description="Agent turns and judges through the providers' batch APIs: off (default "
         "for holodeck test), auto (where the path can), on (and an agent that cannot is an "

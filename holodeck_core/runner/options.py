@@ -6,16 +6,15 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 from holodeck_core.calls.shared_budget import BudgetPool
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.models import ProviderEnum, TestCaseModel, TestResult, Trigger
+from holodeck_core.models.agent import BatchMode
 from holodeck_core.models.cost import RunEstimate
 
-BatchMode = Literal["off", "auto", "on"]
 SharedBudgetsFactory = Callable[[Project, str], list[BudgetPool]]
 Estimator = Callable[[LoadedAgent, Project, str, str, int, list[TestCaseModel]], RunEstimate | None]
 """The run's estimate before its first call: given the agent, the project, the prompt's key

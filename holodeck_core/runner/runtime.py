@@ -38,8 +38,10 @@ from holodeck_core.tools.toolbox import ToolBox
 
 if TYPE_CHECKING:
     from holodeck_core.config.loader import LoadedAgent
+    from holodeck_core.config.project import Project
+    from holodeck_core.models.agent import BatchMode
     from holodeck_core.providers.base import ModelClient
-    from holodeck_core.runner.options import BatchMode, SuiteOptions
+    from holodeck_core.runner.options import SuiteOptions
     from holodeck_core.runner.suite import Suite
 
 
@@ -249,25 +251,32 @@ def agent_backend(agent: Agent) -> dict[str, str]:
     return {"agent_backend": "direct", "agent_backend_note": DIRECT_MESSAGES_NOTE}
 
 
-def batch_plan(loaded: LoadedAgent, options: SuiteOptions) -> tuple[BatchMode, str | None]:
-    """The run's batch mode (``--batch`` or the run tag, else ``execution.batch``, else
-    ``off``) and, when it is not ``off`` but the agent's path cannot batch, why (its calls run
-    as ordinary calls; with ``on`` that is a config error naming the field)."""
+def batch_plan(
+    loaded: LoadedAgent, options: SuiteOptions, project: Project
+) -> tuple[BatchMode, str | None]:
+    """The run's batch mode (``--batch`` or the run tag, else ``execution.batch``, else the
+    agent's ``batch:`` in holodeck.yaml, else ``off``) and, when it is not ``off`` but the
+    agent's path cannot batch, why (its calls run as ordinary calls; with ``on`` that is a
+    config error naming where ``on`` was set)."""
     execution = loaded.agent.execution
-    configured = options.batch or (execution.batch if execution else None)
-    mode = configured or cast("BatchMode", BATCH_MODE)
-    if mode == "off":
-        return mode, None
-    why = _unbatchable(loaded)
+    given: list[tuple[BatchMode | None, str]] = [
+        (options.batch, "--batch"),
+        (execution.batch if execution else None, "execution.batch"),
+        (project.batch_of(loaded.file), "holodeck.yaml agents[].batch"),
+    ]
+    mode, where = next(
+        ((mode, where) for mode, where in given if mode is not None),
+        (cast("BatchMode", BATCH_MODE), "execution.batch"),
+    )
+    why = None if mode == "off" else _unbatchable(loaded)
     if why is None:
         return mode, None
     if mode == "on":
         raise ConfigError(
-            f"execution.batch: on, but {why}; set execution.batch: auto to run such an agent "
-            "with ordinary calls",
+            f"{where}: on, but {why}; use auto to run such an agent with ordinary calls",
             file=loaded.display,
         )
-    return mode, f"execution.batch: {mode}: {why}, so its calls are sent one by one as usual"
+    return mode, f"{where}: {mode}: {why}, so its calls are sent one by one as usual"
 
 
 def _unbatchable(loaded: LoadedAgent) -> str | None:

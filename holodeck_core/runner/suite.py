@@ -78,7 +78,7 @@ class Suite:
             else None
         )
         self.file_limits = FileLimits.from_execution(execution)
-        self.batch_mode, self.batch_note = batch_plan(loaded, self.options)
+        self.batch_mode, self.batch_note = batch_plan(loaded, self.options, self.project)
         batching = self.batch_mode != "off" and self.batch_note is None
         self.cases_at_once = max(self.parallel, BATCH_MAX_REQUESTS) if batching else self.parallel
         """Case trials in flight: every one when their calls batch, so a round of the tool
