@@ -163,6 +163,17 @@ unless the rules say (``faults.cut_after_events``, a fault's ``after_events``; d
 MODEL_SERVER_STREAM_PIECE_CHARS = 16
 """The most non-blank characters of one streamed delta of the loopback model server: a reply
 is cut at its words, and a longer word (or a tool call's arguments) every this many."""
+MODEL_SERVER_BATCH_COMPLETE_AFTER_S = 0.0
+"""Seconds from a batch's submission until the loopback model server has answered all of its
+requests (``batches.complete_after`` in its rules; the requests finish evenly over it)."""
+MODEL_SERVER_BATCH_WINDOW_S = 24 * 3600
+"""A batch's completion window, as both providers give it (its ``expires_at``): 24 hours."""
+MODEL_SERVER_BATCH_MAX_REQUESTS = 50_000
+"""The most requests of one batch (OpenAI's limit; Anthropic allows more)."""
+MODEL_SERVER_BATCH_LIST_LIMIT = 20
+"""Batches per page of ``GET /v1/batches`` and ``/v1/messages/batches`` without ``limit``."""
+MODEL_SERVER_BATCH_FAIL_STATUS = 500
+"""The HTTP status of a request the rules' ``batches.fail`` makes fail, unless it says."""
 
 # --------------------------------------------------------------------- the history (DuckLake)
 

@@ -166,6 +166,17 @@ def test_fault_first_k_per_request_key_and_reset() -> None:
             "peak_concurrency": 0,
             "in_flight": 0,
             "bad_requests": 0,
+            "batches": {
+                "submitted": 0,
+                "completed": 0,
+                "failed": 0,
+                "cancelled": 0,
+                "expired": 0,
+                "requests": dict.fromkeys(
+                    ("submitted", "succeeded", "errored", "cancelled", "expired"), 0
+                ),
+                "by_route": {},
+            },
         }
         # counting starts over after a reset
         with pytest.raises(openai.InternalServerError):

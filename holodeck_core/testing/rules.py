@@ -9,16 +9,22 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from holodeck_core.defaults import MODEL_SERVER_CUT_AFTER_EVENTS
+from holodeck_core.defaults import (
+    MODEL_SERVER_BATCH_COMPLETE_AFTER_S,
+    MODEL_SERVER_BATCH_FAIL_STATUS,
+    MODEL_SERVER_CUT_AFTER_EVENTS,
+)
 
 __all__ = [
     "FAULT_KINDS",
     "ROUTES",
     "Action",
+    "BatchControls",
+    "BatchFailures",
     "FaultKind",
     "FaultSpec",
     "GlobalFaults",
@@ -309,6 +315,36 @@ class GlobalFaults(_Strict):
         return v
 
 
+BatchErrorStatus: TypeAlias = Literal[400, 401, 404, 429, 500, 503]
+
+
+class BatchFailures(_Strict):
+    """Requests of a batch that fail (to the error file, or ``errored``) instead of being
+    answered: those named in ``custom_ids`` and a seeded fraction ``rate`` of the others."""
+
+    custom_ids: list[str] = Field(default_factory=list)
+    rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Decided per custom_id with ``faults.seed``, so the same requests fail in every run."""
+    status: BatchErrorStatus = Field(default=cast(BatchErrorStatus, MODEL_SERVER_BATCH_FAIL_STATUS))
+    message: str = "Injected batch request failure from the holodeck loopback model server."
+
+
+class BatchControls(_Strict):
+    """How the loopback model server processes batches (docs/cli.md)."""
+
+    complete_after: float = Field(default=MODEL_SERVER_BATCH_COMPLETE_AFTER_S, ge=0.0)
+    """Seconds from submission until every request is answered (they finish evenly over it)."""
+    expire_after: float | None = Field(default=None, ge=0.0)
+    """Seconds from submission after which a batch still processing ends ``expired``: the
+    requests not answered by then are expired."""
+    fail: BatchFailures = Field(default_factory=BatchFailures)
+
+    @field_validator("fail", mode="before")
+    @classmethod
+    def _fail(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+
 class Rules(_Strict):
     """A whole rules file: ``default``, optional global ``faults``, ``rules`` (first match wins)."""
 
@@ -317,8 +353,9 @@ class Rules(_Strict):
     rules: list[Rule] = Field(default_factory=list)
     seed: int = 0
     """Seeds the choice among a rule's ``replies``."""
+    batches: BatchControls = Field(default_factory=BatchControls)
 
-    top_level_fields: ClassVar[tuple[str, ...]] = ("default", "faults", "rules", "seed")
+    top_level_fields: ClassVar[tuple[str, ...]] = ("default", "faults", "rules", "seed", "batches")
 
     @field_validator("default", mode="before")
     @classmethod
@@ -329,7 +366,7 @@ class Rules(_Strict):
             return {"reply": v}
         return v
 
-    @field_validator("faults", mode="before")
+    @field_validator("faults", "batches", mode="before")
     @classmethod
     def _faults(cls, v: Any) -> Any:
         return {} if v is None else v

@@ -16,6 +16,9 @@ Routes
   ``/openai/deployments/{deployment}/embeddings``; Ollama's native ``/api/embed``, answered in
   its shape): lexical vectors, see :mod:`.embeddings`
 - ``GET /v1/models``, ``GET /v1/models/{id}``: a small list both SDKs can parse
+- OpenAI's batches (:mod:`.batch_openai`): ``POST /v1/files`` (``purpose=batch``),
+  ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``, ``DELETE /v1/files/{id}``,
+  ``POST /v1/batches``, ``GET /v1/batches[/{id}]``, ``POST /v1/batches/{id}/cancel``
 - ``GET /_stats``, ``GET /_requests`` (every model request: route, path, query if
   any, JSON body, ``streamed: true`` if answered as a stream),
   ``POST /_reset``, ``GET /_health``
@@ -62,6 +65,10 @@ Rules file
         fault: {kind: "429", first: 2}           # or rate: 0.1, or neither (= every call)
         # fault: {kind: cut, after_events: 3}    # a stream closed after 3 events
         usage: {prompt_tokens: 0, completion_tokens: 0}  # reported instead of counted
+    batches:                                     # optional, read when a batch is submitted
+      complete_after: 2                          # seconds until all requests are answered
+      expire_after: 1                            # seconds: then the batch ends expired
+      fail: {custom_ids: [r3], rate: 0.1, status: 500, message: "…"}  # requests that fail
 
 Semantics:
 
@@ -109,6 +116,16 @@ Semantics:
   judge reading the score distribution of "8" sees "7" and "9"; a mapping sets the distribution
   of the first token found in it. Other tokens get probability 0.99 and only themselves.
 
+- **Batches** (:mod:`.batches`): a background task on the server's loop answers each request
+  of a batch as its synchronous route would (the same rules, call numbering per request key,
+  tool calls and usage), the requests finishing evenly over ``batches.complete_after``
+  seconds (default 0). With ``expire_after`` below it, the requests not answered by then are
+  expired and the batch ends ``expired``; a cancel ends it ``cancelled`` the same way.
+  ``fail`` makes the named ``custom_ids`` and a seeded fraction ``rate`` of the others fail
+  with ``status`` and ``message`` (the protocol's error body); so does a rule's HTTP fault
+  (400/401/429/500/503) and a body the synchronous route refuses. Connection faults, latency
+  and ``stream`` do not apply in a batch.
+
 ``GET /_stats``::
 
     {"total_calls": 7,                       # model calls (bad requests are not counted here)
@@ -118,7 +135,13 @@ Semantics:
      "by_rule": {"weather": 2, "1": 3, "default": 2},   # rule name, else index, else "default"
      "by_key": {"3f2a…16 hex": 2, …},        # calls per request key
      "faults": {"429": 2, "drop": 1},        # faults injected per kind
-     "peak_concurrency": 5, "in_flight": 0, "bad_requests": 0}
+     "peak_concurrency": 5, "in_flight": 0, "bad_requests": 0,
+     "batches": {"submitted": 2, "completed": 1, "failed": 0, "cancelled": 0, "expired": 1,
+                 "requests": {"submitted": 9, "succeeded": 6, "errored": 1,
+                              "cancelled": 0, "expired": 2},
+                 "by_route": {"chat": 4, "messages": 5}}}
+
+Batch requests are counted under ``batches`` only, never in the synchronous counters above.
 
 The package's modules follow a request through the server: :mod:`.requests` parses the three
 protocols into a :class:`~.requests.Conversation`, :mod:`.planning` decides the answer and the

@@ -11,32 +11,21 @@ from aiohttp import web
 
 from holodeck_core.testing.rules import RouteName
 from holodeck_core.testing.rules_loading import RulesInput, coerce_rules
-from holodeck_core.testing.server.embeddings import (
-    embeddings_body,
-    ollama_embed_body,
-    parse_embeddings,
+from holodeck_core.testing.server import batch_openai
+from holodeck_core.testing.server.batches import cancel_tasks
+from holodeck_core.testing.server.calls import (
+    OLLAMA_EMBED,
+    answer_payload,
+    fault_error,
+    plan_request,
 )
-from holodeck_core.testing.server.planning import Fault, plan_call
-from holodeck_core.testing.server.requests import (
-    BadRequest,
-    Conversation,
-    objects,
-    parse_chat,
-    parse_messages,
-    parse_responses,
-    read_body,
-    request_key,
-)
+from holodeck_core.testing.server.planning import Fault
+from holodeck_core.testing.server.requests import BadRequest, read_body
 from holodeck_core.testing.server.responses import (
     MODEL_IDS,
-    chat_body,
     echo_key,
     error_response,
-    hid,
-    messages_body,
     model_object,
-    responses_body,
-    responses_output,
 )
 from holodeck_core.testing.server.state import STATE_KEY, ServerState
 from holodeck_core.testing.server.streaming import (
@@ -48,8 +37,6 @@ from holodeck_core.testing.server.streaming import (
 
 LOOPBACK_HOST = "127.0.0.1"
 _CLIENT_MAX_SIZE = 64 * 1024 * 1024
-OLLAMA_EMBED = "/api/embed"
-"""Ollama's native embeddings route (its OpenAI-compatible one is ``/v1/embeddings``)."""
 
 
 def check_host(host: str) -> str:
@@ -58,28 +45,6 @@ def check_host(host: str) -> str:
     raise ValueError(
         f"the loopback model server binds {LOOPBACK_HOST} only; refusing host {host!r}"
     )
-
-
-def _responses_items(
-    state: ServerState, body: Mapping[str, Any]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(prior conversation from previous_response_id, this request's input items)."""
-    prior: list[dict[str, Any]] = []
-    previous = body.get("previous_response_id")
-    if previous is not None:
-        if not isinstance(previous, str) or previous not in state.responses:
-            raise BadRequest(f"Previous response with id '{previous}' not found.")
-        prior = state.responses[previous]
-    raw = body.get("input")
-    if raw is None:
-        if not prior:
-            raise BadRequest("missing required parameter: 'input'")
-        new: list[dict[str, Any]] = []
-    elif isinstance(raw, str):
-        new = [{"type": "message", "role": "user", "content": raw}]
-    else:
-        new = objects(raw, "input")
-    return prior, new
 
 
 async def _model_call(request: web.Request, route: RouteName) -> web.StreamResponse:
@@ -112,21 +77,6 @@ def _include_usage(body: Mapping[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
-def _conversation(
-    state: ServerState, route: RouteName, body: Mapping[str, Any]
-) -> tuple[Conversation, list[dict[str, Any]]]:
-    """The request as the rules see it, and (Responses API) its whole conversation's items."""
-    if route == "chat":
-        return parse_chat(body), []
-    if route == "messages":
-        return parse_messages(body), []
-    if route == "embeddings":
-        return parse_embeddings(body), []
-    prior, new = _responses_items(state, body)
-    items = prior + new
-    return parse_responses(body, items, str(body.get("model") or "loopback-gpt")), items
-
-
 async def _model_call_inner(
     request: web.Request, state: ServerState, route: RouteName
 ) -> web.StreamResponse:
@@ -138,19 +88,13 @@ async def _model_call_inner(
     record: dict[str, Any] = {"route": route, "path": request.path, **query, "body": body}
     state.requests.append(record)
     streamed = _streamed(body, route)
-    conv, items = _conversation(state, route, body)
-    if deployment is not None:
-        conv.model = deployment
-
-    rules = state.rules
-    key = request_key(route, conv.user_text)
-    state.by_key[key] += 1
-    call_no = state.by_key[key]
+    call = plan_request(state, route, request.path, body, deployment)
+    plan = call.plan
+    state.by_key[call.key] += 1
     state.count_call(route, request.path, streamed)
     if streamed:
         record["streamed"] = True
-    plan = plan_call(rules, conv, key, call_no, state.latency)
-    state.by_rule[rules.rule_label(plan.rule_index)] += 1
+    state.by_rule[state.rules.rule_label(plan.rule_index)] += 1
     if plan.fault is not None:
         state.faults[plan.fault.kind] += 1
 
@@ -162,21 +106,7 @@ async def _model_call_inner(
         if refused is not None:
             return refused
 
-    payload: dict[str, Any]
-    if route == "chat":
-        payload = chat_body(conv, plan, key, call_no)
-    elif route == "messages":
-        payload = messages_body(conv, plan, key, call_no)
-    elif route == "embeddings":
-        payload = embeddings_body(body, conv)
-        if request.path == OLLAMA_EMBED:
-            payload = ollama_embed_body(payload)
-    else:
-        response_id = f"resp_{hid(key, call_no, 'resp')}"
-        output = responses_output(conv, plan, key, call_no)
-        state.store_response(response_id, items + output)
-        payload = responses_body(body, conv, plan, response_id, output)
-
+    payload = answer_payload(state, call)
     cut = fault.after_events if fault is not None and fault.kind == "cut" else None
     if streamed:
         return await _write_stream(request, _events(route, body, payload), cut)
@@ -198,19 +128,11 @@ async def _fault_response(
     request: web.Request, route: RouteName, fault: Fault
 ) -> web.StreamResponse | None:
     """The answer of a fault that replaces the model's answer (before any stream starts)."""
-    if fault.kind == "429":
-        return error_response(
-            route,
-            429,
-            "Rate limit reached (injected by the holodeck loopback model server).",
-            headers={"Retry-After": f"{fault.retry_after:g}"},
-        )
-    if fault.kind in ("400", "401", "500", "503"):
-        status = int(fault.kind)
-        message = f"Injected {status} error from the holodeck loopback model server."
-        if fault.message is not None:
-            message = echo_key(fault.message, request)
-        return error_response(route, status, message)
+    error = fault_error(fault)
+    if error is not None:
+        status, message = error
+        headers = {"Retry-After": f"{fault.retry_after:g}"} if status == 429 else None
+        return error_response(route, status, echo_key(message, request.headers), headers)
     if fault.kind == "drop":
         _close_connection(request)
         return web.Response(status=204)
@@ -316,7 +238,7 @@ async def _not_found(request: web.Request) -> web.Response:
         f"{request.method} {request.path} is not a route of the holodeck loopback model "
         "server (POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, "
         "/openai/deployments/{d}/chat/completions and /embeddings, /api/embed; GET /v1/models, "
-        "/_stats, /_requests; POST /_reset)",
+        "/_stats, /_requests; POST /_reset; the batch APIs under /v1/files, /v1/batches)",
     )
 
 
@@ -344,6 +266,8 @@ def create_app(rules: RulesInput = None, *, latency: float = 0.0) -> web.Applica
     for prefix in ("/v1", "", "/openai", "/openai/v1"):
         app.router.add_get(f"{prefix}/models", _models)
         app.router.add_get(f"{prefix}/models/{{model}}", _model)
+    batch_openai.add_routes(app)
+    app.on_cleanup.append(cancel_tasks)
     app.router.add_get("/_stats", _stats)
     app.router.add_get("/_requests", _requests)
     app.router.add_post("/_reset", _reset)

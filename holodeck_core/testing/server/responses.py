@@ -67,6 +67,7 @@ _OPENAI_ERRORS = {
     400: ("invalid_request_error", None),
     401: ("invalid_request_error", "invalid_api_key"),
     404: ("invalid_request_error", "not_found"),
+    409: ("invalid_request_error", "conflict"),
     429: ("requests", "rate_limit_exceeded"),
     500: ("server_error", "internal_error"),
     503: ("server_error", "service_unavailable"),
@@ -75,32 +76,35 @@ _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    409: "invalid_request_error",
     429: "rate_limit_error",
     500: "api_error",
     503: "overloaded_error",
 }
 
 
-def echo_key(message: str, request: web.Request) -> str:
+def echo_key(message: str, headers: Mapping[str, str]) -> str:
     """``{api_key}`` / ``{api_key_masked}`` in an injected error message → the request's key."""
-    auth = request.headers.get("Authorization", "")
-    key = auth.removeprefix("Bearer ").strip() or request.headers.get("x-api-key", "")
-    key = key or request.headers.get("api-key", "")
+    auth = headers.get("Authorization", "")
+    key = auth.removeprefix("Bearer ").strip() or headers.get("x-api-key", "")
+    key = key or headers.get("api-key", "")
     masked = f"{key[:8]}{'*' * max(len(key) - 12, 0)}{key[-4:]}"
     return message.replace("{api_key}", key).replace("{api_key_masked}", masked)
+
+
+def error_body(route: str, status: int, message: str) -> dict[str, Any]:
+    """The protocol's error body: Anthropic's on the messages route, else OpenAI's."""
+    if route == "messages":
+        etype = _ANTHROPIC_ERRORS.get(status, "api_error")
+        return {"type": "error", "error": {"type": etype, "message": message}}
+    otype, code = _OPENAI_ERRORS.get(status, ("server_error", None))
+    return {"error": {"message": message, "type": otype, "code": code, "param": None}}
 
 
 def error_response(
     route: str, status: int, message: str, headers: Mapping[str, str] | None = None
 ) -> web.Response:
-    body: dict[str, Any]
-    if route == "messages":
-        etype = _ANTHROPIC_ERRORS.get(status, "api_error")
-        body = {"type": "error", "error": {"type": etype, "message": message}}
-    else:
-        otype, code = _OPENAI_ERRORS.get(status, ("server_error", None))
-        body = {"error": {"message": message, "type": otype, "code": code, "param": None}}
-    return web.json_response(body, status=status, headers=headers)
+    return web.json_response(error_body(route, status, message), status=status, headers=headers)
 
 
 def chat_body(conv: Conversation, plan: Plan, key: str, call_no: int) -> dict[str, Any]:

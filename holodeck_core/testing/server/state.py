@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, OrderedDict
 from typing import Any, TypedDict
 
 from aiohttp import web
 
 from holodeck_core.testing.rules import Rules
+from holodeck_core.testing.server.batch_model import Batch, StoredFile
 
 _MAX_STORED_RESPONSES = 10_000
+
+
+class BatchStats(TypedDict):
+    """The ``batches`` of ``GET /_stats``: batches and the requests in them, both providers
+    (never counted in the synchronous calls' counters)."""
+
+    submitted: int
+    completed: int
+    failed: int
+    cancelled: int
+    expired: int
+    requests: dict[str, int]
+    """submitted, succeeded, errored, cancelled, expired."""
+    by_route: dict[str, int]
+    """Requests submitted per route (chat, responses, embeddings, messages)."""
 
 
 class Stats(TypedDict):
@@ -25,6 +42,7 @@ class Stats(TypedDict):
     peak_concurrency: int
     in_flight: int
     bad_requests: int
+    batches: BatchStats
 
 
 class ServerState:
@@ -37,6 +55,10 @@ class ServerState:
         self.latency = latency
         self.in_flight = 0
         self.responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self.batches: dict[str, Batch] = {}
+        """Both providers' batches by id, in submission order (kept over ``/_reset``)."""
+        self.files: dict[str, StoredFile] = {}
+        self.batch_tasks: set[asyncio.Task[None]] = set()
         self.reset()
 
     def reset(self) -> None:
@@ -47,8 +69,14 @@ class ServerState:
         self.by_path: Counter[str] = Counter()
         self.by_rule: Counter[str] = Counter()
         self.by_key: Counter[str] = Counter()
+        self.call_numbers: Counter[str] = Counter()
+        """Calls per request key, synchronous and in batches: numbers each call (``nth``,
+        ``fault.first``, the random draws), where ``by_key`` counts synchronous calls only."""
         self.faults: Counter[str] = Counter()
         self.peak_concurrency = self.in_flight
+        self.batch_counts: Counter[str] = Counter()
+        self.batch_requests: Counter[str] = Counter()
+        self.batch_by_route: Counter[str] = Counter()
         self.requests: list[dict[str, Any]] = []
         """Every model request received, in order: route, path and JSON body (``GET
         /_requests``), for comparing what two clients send (bench/holodeck_fidelity.py)."""
@@ -65,6 +93,18 @@ class ServerState:
             peak_concurrency=self.peak_concurrency,
             in_flight=self.in_flight,
             bad_requests=self.bad_requests,
+            batches=BatchStats(
+                submitted=self.batch_counts["submitted"],
+                completed=self.batch_counts["completed"],
+                failed=self.batch_counts["failed"],
+                cancelled=self.batch_counts["cancelled"],
+                expired=self.batch_counts["expired"],
+                requests={
+                    kind: self.batch_requests[kind]
+                    for kind in ("submitted", "succeeded", "errored", "cancelled", "expired")
+                },
+                by_route=dict(self.batch_by_route),
+            ),
         )
 
     def count_call(self, route: str, path: str, streamed: bool) -> None:
