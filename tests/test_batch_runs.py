@@ -7,6 +7,10 @@ what cannot batch saying so."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -99,6 +103,121 @@ def verdicts(run: EvalRun) -> dict[str, tuple[Status, list[float | None]]]:
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+PROVIDERS = ["openai"]
+
+
+def plain_and_batched(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rules: dict[str, Any],
+    provider: str = "openai",
+) -> tuple[EvalRun, EvalRun, dict[str, Any], dict[str, Any]]:
+    """The same suite run without and with ``--batch auto`` on one server (each with a home of
+    its own: no judge cache shared): both EvalRuns and the server's stats after each."""
+    with run_model_server(rules) as server:
+        model = openai_model(server) if provider == "openai" else anthropic_model(server)
+        direct = "execution: {anthropic_path: direct}\n" if provider == "anthropic" else ""
+        agent = write_agent(tmp_path / "agent", model, extra=direct)
+        monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "plain"))
+        assert main(["test", str(agent)]) == 0
+        before = dict(server.stats())
+        monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "batched"))
+        assert main(["test", str(agent), "--batch", "auto"]) == 0
+        after = dict(server.stats())
+    plain, batched = runs_of(tmp_path / "agent")
+    assert verdicts(batched) == verdicts(plain)
+    return plain, batched, before, after
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_suite_with_tools_and_a_judge_gives_the_same_verdicts_at_the_batch_prices(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plain, batched, before, after = plain_and_batched(tmp_path, monkeypatch, RULES, provider)
+    err = capsys.readouterr().err
+    assert "requests submitted" in err and "the longest wait" in err  # progress on the console
+    assert after["total_calls"] == before["total_calls"]  # not one ordinary model call
+    assert (
+        after["batches"]["requests"]["submitted"]
+        == plain.report.summary.cost.headings["agent"].calls
+        + plain.report.summary.cost.headings["judge"].calls
+    )
+    plain_cost, batch_cost = plain.report.summary.cost, batched.report.summary.cost
+    assert plain_cost is not None and batch_cost is not None
+    for heading in ("agent", "judge"):
+        full, half = plain_cost.headings[heading], batch_cost.headings[heading]
+        assert (half.calls, half.prompt_tokens, half.completion_tokens) == (
+            full.calls,
+            full.prompt_tokens,
+            full.completion_tokens,
+        )
+        assert half.batch_calls == half.calls and full.batch_calls is None
+        assert full.usd is not None and half.usd == pytest.approx(full.usd / 2)
+        assert half.batch_usd == half.usd
+    assert batched.report.environment["batch"] == "auto"
+    rounds = batched.metadata.provenance["scheduler"]["batches"]["submitted"]
+    assert rounds >= 3  # the agent's first turn, its turn after the tool, the judges
+
+
+def test_requests_a_batch_fails_are_sent_again_then_alone_with_the_same_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = {**RULES, "batches": {"fail": {"rate": 0.3, "status": 500}}}
+    _, batched, before, after = plain_and_batched(tmp_path, monkeypatch, rules)
+    assert after["batches"]["requests"]["errored"] > 0
+    assert after["total_calls"] > before["total_calls"]  # the failed ones, sent alone
+    assert "sent as ordinary calls" in capsys.readouterr().err
+    cost = batched.report.summary.cost
+    assert cost is not None
+    assert (
+        0
+        < sum(h.batch_calls or 0 for h in cost.headings.values())
+        < sum(h.calls for h in cost.headings.values())
+    )
+
+
+def test_an_expired_batch_is_sent_again_then_alone_with_the_same_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = {**RULES, "batches": {"complete_after": 3.0, "expire_after": 0.5}}
+    _, _, before, after = plain_and_batched(tmp_path, monkeypatch, rules)
+    assert after["batches"]["expired"] > 0
+    assert after["total_calls"] > before["total_calls"]
+    assert "expired after" in capsys.readouterr().err
+
+
+def test_a_killed_run_resumes_the_batch_it_paid_for_and_sends_no_request_twice(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "HOLODECK_HOME": str(tmp_path / "home")}
+    rules = {**RULES, "batches": {"complete_after": 4.0}}
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path / "agent", openai_model(server), cases=6)
+        command = [sys.executable, "-m", "holodeck_core.cli.main", "test", str(agent)]
+        command += ["--batch", "on"]
+        first = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        assert first.stderr is not None
+        for line in first.stderr:
+            if "requests submitted" in line:  # journaled before: the run waits on it now
+                first.send_signal(signal.SIGKILL)
+                break
+        first.wait(timeout=30)
+        assert first.returncode == -signal.SIGKILL
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        killed_and_resumed = dict(server.stats())
+    assert second.returncode == 0, second.stderr
+    assert "8 answers from batches an earlier run submitted" in second.stderr
+    [run] = runs_of(tmp_path / "agent")
+    cost = run.report.summary.cost
+    assert cost is not None
+    calls = sum(h.calls for h in cost.headings.values())
+    assert killed_and_resumed["total_calls"] == 0
+    assert killed_and_resumed["batches"]["requests"]["submitted"] == calls  # none twice
 
 
 def test_an_unknown_batch_mode_is_exit_2_naming_the_file_and_field(
