@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -21,7 +22,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 from holodeck_core.testing import ModelServer, run_model_server
-from tests.model_server_helpers import WEATHER_RULE, oai, user
+from tests.model_server_helpers import WEATHER_RULE, ant, oai, user
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -182,14 +183,15 @@ def test_openai_partial_failures_land_in_the_error_file() -> None:
             _chat_line("b", user("capital of Chile")),
             _chat_line("c", user("overloaded now")),
             {"custom_id": "d", "method": "POST", "url": "/v1/chat/completions", "body": {}},
+            _chat_line("e", [{"role": "user", "content": "x", "tool_calls": 5}]),
         ]
         batch = _ended(client, _submit(client, lines))
         assert batch.status == "completed" and batch.request_counts is not None
-        assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 3)
+        assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 4)
         out, errors = _lines(client, batch.output_file_id), _lines(client, batch.error_file_id)
-    assert set(out) == {"a"} and set(errors) == {"b", "c", "d"}
+    assert set(out) == {"a"} and set(errors) == {"b", "c", "d", "e"}
     statuses = {cid: line["response"]["status_code"] for cid, line in errors.items()}
-    assert statuses == {"b": 429, "c": 503, "d": 400}
+    assert statuses == {"b": 429, "c": 503, "d": 400, "e": 400}
     assert errors["b"]["response"]["body"]["error"]["message"] == "slow"
     assert "messages" in errors["d"]["response"]["body"]["error"]["message"]
 
@@ -307,3 +309,157 @@ def test_openai_bad_batch_requests_get_openai_errors() -> None:
         assert mismatched.errors.data and mismatched.errors.data[0].line == 1
         raw = httpx.post(f"{server.openai_base_url}/batches", content=b"[")
         assert raw.status_code == 400 and "error" in raw.json()
+        broken = httpx.post(
+            f"{server.openai_base_url}/files",
+            content=b"--x\r\nbroken",
+            headers={"Content-Type": "multipart/form-data; boundary=x"},
+        )
+        assert broken.status_code == 400 and "multipart" in broken.json()["error"]["message"]
+
+
+def _params(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": "claude-test", "max_tokens": 100, "messages": messages}
+
+
+ANT_TOOL_TURN: list[dict[str, Any]] = [
+    {"role": "user", "content": "weather in Oslo"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}
+        ],
+    },
+    {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "snowy"}],
+    },
+]
+
+
+def _ant_submit(client: anthropic.Anthropic, requests: dict[str, dict[str, Any]]) -> str:
+    batch = client.messages.batches.create(
+        requests=[{"custom_id": cid, "params": p} for cid, p in requests.items()]  # type: ignore[typeddict-item]
+    )
+    assert batch.processing_status == "in_progress" and batch.results_url is None
+    assert batch.request_counts.processing == len(requests)
+    return batch.id
+
+
+def _ant_ended(client: anthropic.Anthropic, batch_id: str) -> Any:
+    _wait_for(lambda: client.messages.batches.retrieve(batch_id).processing_status == "ended")
+    return client.messages.batches.retrieve(batch_id)
+
+
+def _ant_results(client: anthropic.Anthropic, batch_id: str) -> dict[str, Any]:
+    return {r.custom_id: r.result for r in client.messages.batches.results(batch_id)}
+
+
+def _message(message: Any) -> tuple[Any, ...]:
+    """A message without what differs between two calls of one request (ids)."""
+    blocks = [
+        (b.type, getattr(b, "text", None), getattr(b, "name", None), getattr(b, "input", None))
+        for b in message.content
+    ]
+    return (blocks, message.stop_reason, message.usage, message.model)
+
+
+def test_anthropic_batch_answers_as_the_synchronous_route() -> None:
+    requests = {f"q{i}": _params(user(q)) for i, q in enumerate(QUESTIONS)}
+    requests["tool"] = _params(ANT_TOOL_TURN)
+    with run_model_server(RULES) as server:
+        client = ant(server)
+        sync = {cid: client.messages.create(**p) for cid, p in requests.items()}
+        batch = _ant_ended(client, _ant_submit(client, requests))
+        assert batch.ended_at is not None and batch.results_url
+        assert batch.request_counts.succeeded == 4 and batch.request_counts.processing == 0
+        results = _ant_results(client, batch.id)
+        beta = client.beta.messages.batches.retrieve(batch.id)
+        assert beta.processing_status == "ended"
+    assert set(results) == set(requests)
+    for cid, result in results.items():
+        assert result.type == "succeeded"
+        assert _message(result.message) == _message(sync[cid])
+    assert results["q1"].message.content[0].input == {"city": "Paris"}
+    assert results["tool"].message.content[0].text == "It is snowy in Oslo."
+
+
+def test_anthropic_batch_delay_failures_and_stats() -> None:
+    rules = RULES | {"batches": {"complete_after": 1.0, "fail": {"custom_ids": ["b"]}}}
+    requests = {
+        "a": _params(user("capital of Peru")),
+        "b": _params(user("capital of Chile")),
+        "c": _params(user("overloaded now")),
+        "d": {"model": "claude-test", "max_tokens": 10},
+    }
+    with run_model_server(rules) as server:
+        client = ant(server)
+        started = time.monotonic()
+        batch_id = _ant_submit(client, requests)
+        time.sleep(0.2)
+        assert client.messages.batches.retrieve(batch_id).processing_status == "in_progress"
+        with pytest.raises(anthropic.AnthropicError, match="results_url"):
+            client.messages.batches.results(batch_id)
+        batch = _ant_ended(client, batch_id)
+        assert time.monotonic() - started >= 1.0
+        results = _ant_results(client, batch_id)
+        stats = server.stats()
+    counts = batch.request_counts
+    assert (counts.succeeded, counts.errored, counts.processing) == (1, 3, 0)
+    assert {cid: r.type for cid, r in results.items()} == {
+        "a": "succeeded",
+        "b": "errored",
+        "c": "errored",
+        "d": "errored",
+    }
+    assert results["b"].error.error.type == "api_error"
+    assert results["c"].error.error.type == "overloaded_error"
+    assert results["d"].error.error.type == "invalid_request_error"
+    assert stats["total_calls"] == 0
+    assert stats["batches"]["by_route"] == {"messages": 4}
+    assert stats["batches"]["requests"]["errored"] == 3
+
+
+def test_anthropic_batch_expiry_and_cancel() -> None:
+    rules = RULES | {"batches": {"complete_after": 2.0, "expire_after": 1.2}}
+    requests = {f"r{i}": _params(user(f"n {i}")) for i in range(4)}
+    with run_model_server(rules) as server:
+        client = ant(server)
+        expiring = _ant_submit(client, requests)
+        server.set_rules(RULES | {"batches": {"complete_after": 30}})
+        cancelled = _ant_submit(client, requests)
+        assert client.messages.batches.cancel(cancelled).processing_status == "canceling"
+        expired = _ant_ended(client, expiring)
+        ended = _ant_ended(client, cancelled)
+        expired_results = _ant_results(client, expiring)
+        cancelled_results = _ant_results(client, cancelled)
+        listed = [b.id for b in client.messages.batches.list(limit=1)]
+        assert [b.id for b in client.messages.batches.list()] == [cancelled, expiring]
+        stats = server.stats()["batches"]
+    assert (expired.request_counts.succeeded, expired.request_counts.expired) == (2, 2)
+    assert {r.type for r in expired_results.values()} == {"succeeded", "expired"}
+    assert ended.request_counts.canceled == 4 and ended.cancel_initiated_at is not None
+    assert {r.type for r in cancelled_results.values()} == {"canceled"}
+    assert listed == [cancelled, expiring]  # the SDK pages on with after_id
+    assert (stats["submitted"], stats["expired"], stats["cancelled"]) == (2, 1, 1)
+
+
+def test_anthropic_bad_batch_requests_get_anthropic_errors() -> None:
+    with run_model_server(RULES) as server:
+        client = ant(server)
+        with pytest.raises(anthropic.NotFoundError, match="No such Message Batch"):
+            client.messages.batches.retrieve("msgbatch_nope")
+        with pytest.raises(anthropic.BadRequestError, match="custom_id"):
+            client.messages.batches.create(
+                requests=[{"custom_id": "bad id!", "params": _params(user("x"))}]  # type: ignore[typeddict-item]
+            )
+        twice = [{"custom_id": "a", "params": _params(user("x"))}] * 2
+        with pytest.raises(anthropic.BadRequestError, match="duplicate"):
+            client.messages.batches.create(requests=twice)  # type: ignore[arg-type]
+        with pytest.raises(anthropic.BadRequestError, match=r"requests\[0\]\.params"):
+            client.messages.batches.create(requests=[{"custom_id": "a", "params": 3}])  # type: ignore[typeddict-item]
+        raw = httpx.post(f"{server.url}/v1/messages/batches", json={"requests": []})
+        assert raw.status_code == 400
+        assert raw.json()["error"]["type"] == "invalid_request_error"
+        nope = httpx.get(f"{server.url}/v1/messages/batches/msgbatch_nope/results")
+        assert nope.status_code == 404 and nope.json()["type"] == "error"
+        assert server.stats()["batches"]["submitted"] == 0

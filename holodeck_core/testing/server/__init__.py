@@ -19,6 +19,9 @@ Routes
 - OpenAI's batches (:mod:`.batch_openai`): ``POST /v1/files`` (``purpose=batch``),
   ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``, ``DELETE /v1/files/{id}``,
   ``POST /v1/batches``, ``GET /v1/batches[/{id}]``, ``POST /v1/batches/{id}/cancel``
+- Anthropic's Message Batches (:mod:`.batch_anthropic`): ``POST /v1/messages/batches``,
+  ``GET /v1/messages/batches[/{id}]``, ``GET /v1/messages/batches/{id}/results``,
+  ``POST /v1/messages/batches/{id}/cancel``, ``DELETE /v1/messages/batches/{id}``
 - ``GET /_stats``, ``GET /_requests`` (every model request: route, path, query if
   any, JSON body, ``streamed: true`` if answered as a stream),
   ``POST /_reset``, ``GET /_health``

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from holodeck_core.testing.rules import RouteName
 from holodeck_core.testing.rules_loading import RulesInput, coerce_rules
-from holodeck_core.testing.server import batch_openai
+from holodeck_core.testing.server import batch_anthropic, batch_openai
 from holodeck_core.testing.server.batches import cancel_tasks
 from holodeck_core.testing.server.calls import (
     OLLAMA_EMBED,
@@ -238,7 +238,8 @@ async def _not_found(request: web.Request) -> web.Response:
         f"{request.method} {request.path} is not a route of the holodeck loopback model "
         "server (POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, "
         "/openai/deployments/{d}/chat/completions and /embeddings, /api/embed; GET /v1/models, "
-        "/_stats, /_requests; POST /_reset; the batch APIs under /v1/files, /v1/batches)",
+        "/_stats, /_requests; POST /_reset; the batch APIs under /v1/files, /v1/batches, "
+        "/v1/messages/batches)",
     )
 
 
@@ -267,6 +268,7 @@ def create_app(rules: RulesInput = None, *, latency: float = 0.0) -> web.Applica
         app.router.add_get(f"{prefix}/models", _models)
         app.router.add_get(f"{prefix}/models/{{model}}", _model)
     batch_openai.add_routes(app)
+    batch_anthropic.add_routes(app)
     app.on_cleanup.append(cancel_tasks)
     app.router.add_get("/_stats", _stats)
     app.router.add_get("/_requests", _requests)

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from holodeck_core.defaults import (
     MODEL_SERVER_BATCH_LIST_LIMIT,
@@ -74,7 +75,7 @@ def _parse_line(filename: str, number: int, text: str) -> InputLine:
         raise _line_error(filename, number, "'custom_id' must be a non-empty string")
     if data.get("method") != "POST":
         raise _line_error(filename, number, "'method' must be \"POST\"")
-    if url not in ENDPOINTS:
+    if not isinstance(url, str) or url not in ENDPOINTS:
         raise _line_error(filename, number, f"'url' {url!r} is not one of {', '.join(ENDPOINTS)}")
     if not isinstance(body, dict):
         raise _line_error(filename, number, "'body' must be a JSON object")
@@ -133,7 +134,7 @@ def _find_file(request: web.Request) -> StoredFile:
 async def _create_file(request: web.Request) -> web.StreamResponse:
     try:
         form = await request.post()
-    except ValueError:
+    except (ValueError, HttpProcessingError):
         raise BadRequest("the request body is not a valid multipart/form-data form") from None
     upload, purpose = form.get("file"), form.get("purpose")
     if not isinstance(upload, web.FileField):
@@ -178,7 +179,7 @@ def _batch_params(state: ServerState, body: dict[str, Any]) -> tuple[StoredFile,
     file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
     if not isinstance(file_id, str) or not file_id:
         raise BadRequest("missing required parameter: 'input_file_id'")
-    if endpoint not in ENDPOINTS:
+    if not isinstance(endpoint, str) or endpoint not in ENDPOINTS:
         raise BadRequest(
             f"'endpoint' must be one of {', '.join(ENDPOINTS)} "
             f"(those the loopback server answers), got {endpoint!r}"
@@ -195,7 +196,7 @@ def _batch_params(state: ServerState, body: dict[str, Any]) -> tuple[StoredFile,
         raise BadRequest(f"No such File object: {file_id}", 404)
     if stored.purpose != "batch":
         raise BadRequest(f"File {file_id} has purpose '{stored.purpose}', not 'batch'")
-    return stored, str(endpoint)
+    return stored, endpoint
 
 
 def _url_errors(lines: list[InputLine], endpoint: str) -> list[dict[str, Any]]:

@@ -103,7 +103,7 @@ async def _run(state: ServerState, batch: Batch) -> None:
         if await _wait_until(batch, due):
             end = "cancelled"
             break
-        item.outcome = answer_item(state, batch, item)
+        item.outcome = _answer_guarded(state, batch, item)
         state.batch_requests[item.outcome.kind] += 1
     _finish(state, batch, end)
 
@@ -134,6 +134,16 @@ def _injected_failure(batch: Batch, item: BatchItem) -> Outcome | None:
         return None
     message = echo_key(fail.message, batch.key_headers)
     return Outcome("errored", fail.status, error_body(item.route, fail.status, message))
+
+
+def _answer_guarded(state: ServerState, batch: Batch, item: BatchItem) -> Outcome:
+    """:func:`answer_item`, where a body the request handling cannot read fails this request
+    with a 500, as the synchronous route answers it, rather than the whole batch's task."""
+    try:
+        return answer_item(state, batch, item)
+    except Exception as exc:  # one request's failure must not stall the batch
+        message = f"The holodeck loopback model server could not answer this request: {exc!r}"
+        return Outcome("errored", 500, error_body(item.route, 500, message))
 
 
 def answer_item(state: ServerState, batch: Batch, item: BatchItem) -> Outcome:

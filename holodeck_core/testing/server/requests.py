@@ -119,7 +119,7 @@ def parse_chat(body: Mapping[str, Any]) -> Conversation:
         raise BadRequest("'messages' must not be empty")
     results = _ToolResults()
     system: list[str] = []
-    for msg in messages:
+    for index, msg in enumerate(messages):
         role = msg.get("role")
         text = text_of(msg.get("content"))
         conv.prompt_texts.append(text)
@@ -131,7 +131,10 @@ def parse_chat(body: Mapping[str, Any]) -> Conversation:
             system.append(text)
         elif role == "user":
             conv.user_text = text
-        for call in msg.get("tool_calls") or []:
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise BadRequest(f"'messages[{index}].tool_calls' must be a list")
+        for call in calls:
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
                 fn = call["function"]
                 conv.prompt_texts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
