@@ -105,7 +105,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
-PROVIDERS = ["openai"]
+PROVIDERS = ["openai", "anthropic"]
 
 
 def plain_and_batched(
@@ -218,6 +218,25 @@ def test_a_killed_run_resumes_the_batch_it_paid_for_and_sends_no_request_twice(
     calls = sum(h.calls for h in cost.headings.values())
     assert killed_and_resumed["total_calls"] == 0
     assert killed_and_resumed["batches"]["requests"]["submitted"] == calls  # none twice
+
+
+def test_ctrl_c_cancels_the_batches_the_run_submitted(tmp_path: Path) -> None:
+    env = {**os.environ, "HOLODECK_HOME": str(tmp_path / "home")}
+    with run_model_server({**RULES, "batches": {"complete_after": 30.0}}) as server:
+        agent = write_agent(tmp_path / "agent", openai_model(server), cases=2)
+        command = [sys.executable, "-m", "holodeck_core.cli.main", "test", str(agent)]
+        run = subprocess.Popen([*command, "--batch", "auto"], env=env, stderr=subprocess.PIPE)
+        assert run.stderr is not None
+        for line in run.stderr:
+            if b"requests submitted" in line:
+                run.send_signal(signal.SIGINT)
+                break
+        rest = run.stderr.read().decode()
+        run.wait(timeout=30)
+        server_stats = dict(server.stats())
+    assert server_stats["batches"]["cancelled"] == 1, rest
+    assert ": cancelled" in rest and "Traceback" not in rest
+    assert run.returncode != 0 and not runs_of(tmp_path / "agent")
 
 
 def test_an_unknown_batch_mode_is_exit_2_naming_the_file_and_field(
