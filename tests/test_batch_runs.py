@@ -220,6 +220,34 @@ def test_a_killed_run_resumes_the_batch_it_paid_for_and_sends_no_request_twice(
     assert killed_and_resumed["batches"]["requests"]["submitted"] == calls  # none twice
 
 
+def test_a_budget_holds_each_request_before_its_batch_and_settles_at_the_batch_price(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with run_model_server(RULES) as server:
+        monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "measured"))
+        measured = write_agent(tmp_path / "measured", openai_model(server))
+        assert main(["test", str(measured), "--batch", "auto"]) == 0
+        [full] = runs_of(tmp_path / "measured")
+        assert full.report.summary.cost is not None and full.report.summary.cost.total_usd
+        budget = full.report.summary.cost.total_usd / 2
+        monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "budget"))
+        extra = f"execution: {{budget: {{usd: {budget:.10f}}}}}\n"
+        agent = write_agent(tmp_path / "budget", openai_model(server), extra=extra)
+        sent_before = server.stats()["batches"]["requests"]["submitted"]
+        assert main(["test", str(agent), "--batch", "auto"]) == 3
+        sent = server.stats()["batches"]["requests"]["submitted"] - sent_before
+    [stopped] = runs_of(tmp_path / "budget")
+    cost = stopped.report.summary.cost
+    assert cost is not None and cost.budget is not None and cost.budget.stopped_by == "usd"
+    assert cost.budget.spent_usd <= budget  # held before each batch, at the list price
+    booked = sum(h.calls for h in cost.headings.values())
+    assert sent == booked  # every request in a batch was held first, and settled after
+    assert cost.budget.spent_usd == pytest.approx(
+        sum(h.batch_usd or 0 for h in cost.headings.values())
+    )
+    assert any(r.error_source == "budget" for r in stopped.report.results)
+
+
 def test_ctrl_c_cancels_the_batches_the_run_submitted(tmp_path: Path) -> None:
     env = {**os.environ, "HOLODECK_HOME": str(tmp_path / "home")}
     with run_model_server({**RULES, "batches": {"complete_after": 30.0}}) as server:
