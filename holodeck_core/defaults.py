@@ -236,3 +236,5 @@ an ordinary call."""
 BATCH_PROGRESS_EVERY_S = 30.0
 """While batches are pending, a progress line at most this often (besides one per batch
 submitted and done)."""
+BATCH_CANCEL_S = 10.0
+"""How long a stopping run (Ctrl-C) waits for the provider to take each batch's cancel."""

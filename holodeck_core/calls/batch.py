@@ -35,6 +35,7 @@ from typing import Any, Protocol, TypeVar
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.defaults import (
+    BATCH_CANCEL_S,
     BATCH_GATHER_S,
     BATCH_MAX_REQUESTS,
     BATCH_MAX_WAIT_S,
@@ -391,11 +392,15 @@ class Batches:
                 pending.future.cancel()
         self._rounds.clear()
         running = list(self._running.items())
+        for _, started in self._running.values():  # the waits Ctrl-C cut short count too
+            waited = time.monotonic() - started
+            self.stats.longest_wait_s = max(self.stats.longest_wait_s, waited)
         for task in [*self._tasks, *self._waits.values()]:
             task.cancel()
         for batch_id, (api, _) in running:
             with contextlib.suppress(Exception):
-                await api.cancel(batch_id)
+                async with asyncio.timeout(BATCH_CANCEL_S):
+                    await api.cancel(batch_id)
                 self._say(f"batch {batch_id}: cancelled", force=True)
 
 
