@@ -229,9 +229,14 @@ class CallScheduler:
         if batched[0] and self.batches is not None:
             try:
                 with batching(self.batches):
-                    return Called(await fn(), 1)
+                    value = await fn()
             except SendAlone:
                 batched[0] = False
+            else:
+                self.stats.calls += 1
+                self.stats.attempts += 1
+                self.stats.answered += 1
+                return Called(value, 1)
         with not_batching():
             return await self._attempts(fn, endpoint, timeout, attempts)
 
