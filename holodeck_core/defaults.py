@@ -224,6 +224,8 @@ ordinary calls."""
 BATCH_GATHER_S = 0.2
 """A round is sent once no new request joined it for this long (cases reach the same step of
 the tool loop within a few milliseconds of each other)."""
+BATCH_GATHER_MAX_S = 2.0
+"""A round is sent at the latest this long after its first request, however many still join."""
 BATCH_MAX_REQUESTS = 10_000
 """Requests in one batch at most (both providers take more; a round larger is split)."""
 BATCH_POLL_FIRST_S = 0.1

@@ -36,6 +36,7 @@ from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.defaults import (
     BATCH_CANCEL_S,
+    BATCH_GATHER_MAX_S,
     BATCH_GATHER_S,
     BATCH_MAX_REQUESTS,
     BATCH_MAX_WAIT_S,
@@ -64,7 +65,8 @@ class SendAlone(Exception):
 class BatchItem:
     """One request's outcome in a finished batch: its response body, or why there is none."""
 
-    body: dict[str, Any] | None = None
+    body: Any = None
+    """The SDK's response object (what the ordinary call returns), None without one."""
     error: ModelCallError | None = None
 
 
@@ -114,7 +116,7 @@ class BatchStats:
 class _Pending:
     custom_id: str
     body: dict[str, Any]
-    future: asyncio.Future[dict[str, Any]]
+    future: asyncio.Future[Any]
     sends: int = 0
 
 
@@ -123,6 +125,7 @@ class _Round:
     api: BatchAPI
     requests: list[_Pending] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
+    opened: float = field(default_factory=time.monotonic)
 
 
 _ACTIVE: ContextVar[Batches | None] = ContextVar("holodeck_batches", default=None)
@@ -181,8 +184,8 @@ class Batches:
         self._refused: dict[str, str] = {}
         """Batch APIs that failed to take a batch, and how: their calls go alone."""
 
-    async def request(self, api: BatchAPI, body: dict[str, Any]) -> dict[str, Any]:
-        """The response body of ``body``, from this run's or an earlier run's batch; raises
+    async def request(self, api: BatchAPI, body: dict[str, Any]) -> Any:
+        """The SDK response to ``body``, from this run's or an earlier run's batch; raises
         :class:`SendAlone` or the :class:`ModelCallError` the batch answered with."""
         if api.key in self._refused:
             raise SendAlone(self._refused[api.key])
@@ -233,7 +236,8 @@ class Batches:
         if round_.timer is not None:
             round_.timer.cancel()
         loop = asyncio.get_running_loop()
-        if len(round_.requests) >= BATCH_MAX_REQUESTS:
+        full = len(round_.requests) >= BATCH_MAX_REQUESTS
+        if full or time.monotonic() - round_.opened >= BATCH_GATHER_MAX_S:
             self._send(api.key)
         else:
             round_.timer = loop.call_later(self.gather, self._send, api.key)
