@@ -369,6 +369,8 @@ def test_the_wait_limit_cancels_the_batch_and_sends_its_requests_alone() -> None
     answers, api = ask(["hang"], max_wait=0.3)
     assert api.cancelled == ["b0"]
     assert all(isinstance(a, SendAlone) for a in answers)
+    answers, api = ask(["ok"], max_wait=1e-9)  # no wait left: nothing more is submitted
+    assert all(isinstance(a, SendAlone) for a in answers) and not api.batches
 
 
 def test_holodeck_yaml_sets_an_agents_batch_mode_below_its_sidecar(

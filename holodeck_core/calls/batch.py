@@ -189,6 +189,8 @@ class Batches:
         :class:`SendAlone` or the :class:`ModelCallError` the batch answered with."""
         if api.key in self._refused:
             raise SendAlone(self._refused[api.key])
+        if self._time_left() <= 0:
+            raise SendAlone(f"the run's {self.max_wait:g} s of waiting on batches are spent")
         custom_id = self._custom_id(api.key, body)
         item = await self._resumed(api, custom_id)
         if item is not None and item.body is not None:
