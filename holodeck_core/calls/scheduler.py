@@ -21,6 +21,11 @@ whatever else asks a model (embeddings, prompt tools, rerankers).
   before it is sent (or is refused, a ``budget`` error, when that would pass the budget) and
   books its actual usage after.
 
+* **Batches** (``execution.batch``): a call marked ``batchable`` (agent turns, judges) goes
+  into the run's next batch (:mod:`holodeck_core.calls.batch`) instead of an endpoint slot,
+  still held and settled by the ledger (at the batch price); one no batch answers is sent as
+  an ordinary call.
+
 Using it from a new kind of model call (a small API on purpose)::
 
     scheduler = CallScheduler()                       # one per suite run, shared by everything
