@@ -270,3 +270,36 @@ DASHBOARD_PORT = 8501
 MAX_VERSIONS_TAGGED = 5
 """Prompt versions a Dagster run's ``holodeck/prompt_version`` tag names; a larger backfill's
 tag is the first and last with the count (docs/dagster.md)."""
+
+# --------------------------------------------------------------------- batch APIs
+
+BATCH_MODES = ("off", "auto", "on")
+"""``execution.batch`` and ``holodeck test --batch``: ``off`` (every call on its own), ``auto``
+(agent turns and judges through the providers' batch APIs where the path can, the rest as
+always), ``on`` (``auto``, and an agent whose path cannot batch is a config error)
+(docs/cost.md)."""
+BATCH_MODE = "off"
+"""``holodeck test``'s batch mode when neither ``--batch`` nor ``execution.batch`` says."""
+BATCH_MAX_WAIT_S = 24 * 3600.0
+"""The longest a run waits on its batches in all (``execution.batch_max_wait``), the
+providers' own completion window; what is still pending then is cancelled and sent as
+ordinary calls."""
+BATCH_GATHER_S = 0.2
+"""A round is sent once no new request joined it for this long (cases reach the same step of
+the tool loop within a few milliseconds of each other)."""
+BATCH_GATHER_MAX_S = 2.0
+"""A round is sent at the latest this long after its first request, however many still join."""
+BATCH_MAX_REQUESTS = 10_000
+"""Requests in one batch at most (both providers take more; a round larger is split)."""
+BATCH_POLL_FIRST_S = 0.1
+"""The first pause before a submitted batch is polled; each next pause is 1.5 times longer."""
+BATCH_POLL_MAX_S = 30.0
+"""The longest pause between two polls of one batch."""
+BATCH_RESUBMITS = 2
+"""How many more batches a request a batch failed or expired is sent in before it is sent as
+an ordinary call."""
+BATCH_PROGRESS_EVERY_S = 30.0
+"""While batches are pending, a progress line at most this often (besides one per batch
+submitted and done)."""
+BATCH_CANCEL_S = 10.0
+"""How long a stopping run (Ctrl-C) waits for the provider to take each batch's cancel."""

@@ -94,6 +94,7 @@ class AgentRunner:
                     endpoint=endpoint,
                     timeout=self.timeout,
                     charge=chat_charge("agent", self.client.model, self.system, history, tools),
+                    batchable=self.client.batch_api is not None,
                 )
             except ModelCallError as exc:
                 outcome.error = exc

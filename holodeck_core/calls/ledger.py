@@ -160,11 +160,11 @@ class Ledger:
     """The budgets this run shares with others (``holodeck.yaml`` ``budget:``)."""
     stop_message: str | None = None
 
-    def _usd(self, charge: Charge, usage: TokenUsage) -> float | None:
+    def _usd(self, charge: Charge, usage: TokenUsage, batch: bool = False) -> float | None:
         if charge.embedding:
             rate = self.prices.embedding_price(charge.model.name, charge.price_key)
             return None if rate is None else usage.prompt_tokens * rate / self.prices.per_tokens
-        return self.prices.cost_usd(charge.model.name, usage, charge.price_key)
+        return self.prices.cost_usd(charge.model.name, usage, charge.price_key, batch=batch)
 
     def reserve(self, charge: Charge) -> _Hold:
         """Hold the call's worst case, or refuse it (:class:`BudgetStop`)."""
@@ -243,13 +243,21 @@ class Ledger:
         raise BudgetStop(message, limit)
 
     def settle(
-        self, hold: _Hold, charge: Charge, usage: TokenUsage | None, understated: bool = False
+        self,
+        hold: _Hold,
+        charge: Charge,
+        usage: TokenUsage | None,
+        understated: bool = False,
+        *,
+        batch: bool = False,
     ) -> None:
         """Release the hold and book the actual ``usage`` (None: the call failed);
-        ``understated``: the usage is an estimate, the one reported being impossible."""
+        ``understated``: the usage is an estimate, the one reported being impossible;
+        ``batch``: a batch answered the call, at its provider's batch prices (the hold was
+        the list price's worst case)."""
         self.held_usd -= hold.usd
         self.held_tokens -= hold.tokens
-        usd = None if usage is None else self._usd(charge, usage)
+        usd = None if usage is None else self._usd(charge, usage, batch)
         actual = None if usage is None else Amount(usd or 0.0, _tokens(usage))
         for allowance in hold.shared:
             allowance.settle(hold.amount, actual)
@@ -264,6 +272,8 @@ class Ledger:
             usd=usd,
             unpriced_calls=1 if usd is None else 0,
             understated_calls=int(understated),
+            batch_calls=1 if batch else None,
+            batch_usd=usd if batch else None,
         )
         case_id = _CASE.get()
         booked = self.costs.outside if case_id is None else self.costs.cases.setdefault(case_id, {})

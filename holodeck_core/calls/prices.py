@@ -52,6 +52,13 @@ class ProviderPrices(BaseModel):
     embeddings: dict[str, float] = Field(
         default_factory=dict, description="Embedding models, USD per 1M input tokens."
     )
+    batch: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="Its batch API's prices as a share of these (0.5: half); unset, it sells "
+        "no batches and a batched call costs the list price.",
+    )
 
 
 class PriceTable(BaseModel):
@@ -79,10 +86,21 @@ class PriceTable(BaseModel):
         found = _find(model, [p.embeddings for k, p in self.providers.items() if k == provider])
         return None if found is None else found[1]
 
-    def cost_usd(self, model: str, usage: TokenUsage, provider: str | None = None) -> float | None:
-        """USD for ``usage`` at ``model``'s rates; None for a model the table lacks."""
+    def cost_usd(
+        self, model: str, usage: TokenUsage, provider: str | None = None, *, batch: bool = False
+    ) -> float | None:
+        """USD for ``usage`` at ``model``'s rates (its provider's batch prices when ``batch``);
+        None for a model the table lacks."""
         found = self.lookup(model, provider)
-        return None if found is None else found[1].charge(usage) / self.per_tokens
+        if found is None:
+            return None
+        share = self.batch_share(provider) if batch else 1.0
+        return found[1].charge(usage) * share / self.per_tokens
+
+    def batch_share(self, provider: str | None) -> float:
+        """The share of the list price ``provider``'s batch API charges (1 when it has none)."""
+        prices = self.providers.get(provider or "")
+        return prices.batch if prices is not None and prices.batch is not None else 1.0
 
 
 def _find(model: str, tables: list[dict[str, V]]) -> tuple[str, V] | None:
@@ -140,4 +158,6 @@ def _merged(base: PriceTable, data: Any, file: str, field: str) -> PriceTable:
         mine = merged["providers"].setdefault(key, {"models": {}, "embeddings": {}})
         mine["models"].update(rows["models"])
         mine["embeddings"].update(rows["embeddings"])
+        if rows["batch"] is not None:
+            mine["batch"] = rows["batch"]
     return PriceTable.model_validate(merged)

@@ -21,6 +21,11 @@ whatever else asks a model (embeddings, prompt tools, rerankers).
   before it is sent (or is refused, a ``budget`` error, when that would pass the budget) and
   books its actual usage after.
 
+* **Batches** (``execution.batch``): a call marked ``batchable`` (agent turns, judges) goes
+  into the run's next batch (:mod:`holodeck_core.calls.batch`) instead of an endpoint slot,
+  still held and settled by the ledger (at the batch price); one no batch answers is sent as
+  an ordinary call.
+
 Using it from a new kind of model call (a small API on purpose)::
 
     scheduler = CallScheduler()                       # one per suite run, shared by everything
@@ -43,6 +48,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from holodeck_core.calls.batch import Batches, SendAlone, batching, not_batching
 from holodeck_core.calls.classify import classify
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.ledger import Charge, Ledger
@@ -136,9 +142,12 @@ class CallScheduler:
         *,
         seed: int | None = None,
         ledger: Ledger | None = None,
+        batches: Batches | None = None,
     ) -> None:
         self.max_concurrency = max(1, max_concurrency)
         self.ledger = ledger
+        self.batches = batches
+        """Where ``batchable`` calls go (``execution.batch``, :mod:`holodeck_core.calls.batch`)."""
         self.policy = policy or RetryPolicy()
         self.stats = SchedulerStats(lowest_limit=self.max_concurrency)
         self._lanes: dict[str, _Lane] = {}
@@ -168,11 +177,19 @@ class CallScheduler:
         timeout: float | None = None,
         attempts: int | None = None,
         charge: Charge | None = None,
+        batchable: bool = False,
     ) -> T:
         """Run ``fn`` under the endpoint's limit, retrying transient failures within the
-        call's budget. Raises :class:`ModelCallError` (``attempts`` set)."""
+        call's budget. Raises :class:`ModelCallError` (``attempts`` set). ``batchable``: ``fn``
+        is one request of a backend that can batch (an agent turn, a judge): with
+        :attr:`batches` it goes into the next batch instead."""
         called = await self.run(
-            fn, endpoint=endpoint, timeout=timeout, attempts=attempts, charge=charge
+            fn,
+            endpoint=endpoint,
+            timeout=timeout,
+            attempts=attempts,
+            charge=charge,
+            batchable=batchable,
         )
         return called.value
 
@@ -184,18 +201,45 @@ class CallScheduler:
         timeout: float | None = None,
         attempts: int | None = None,
         charge: Charge | None = None,
+        batchable: bool = False,
     ) -> Called[T]:
         """:meth:`call`, also telling how many attempts it took."""
+        batched = [batchable and self.batches is not None]
         if charge is None or self.ledger is None:
-            return await self._attempts(fn, endpoint, timeout, attempts)
+            return await self._sent(fn, endpoint, timeout, attempts, batched)
         hold = await self.ledger.hold(charge)  # raises BudgetStop: the call is not sent
         usage, understated = None, False
         try:
-            called = await self._attempts(fn, endpoint, timeout, attempts)
+            called = await self._sent(fn, endpoint, timeout, attempts, batched)
             usage, understated = charge.billed(called.value)
             return called
         finally:
-            self.ledger.settle(hold, charge, usage, understated)
+            self.ledger.settle(hold, charge, usage, understated, batch=batched[0])
+
+    async def _sent(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        endpoint: str,
+        timeout: float | None,
+        attempts: int | None,
+        batched: list[bool],
+    ) -> Called[T]:
+        """``fn`` in the next batch when ``batched[0]`` (no endpoint slot, no per-attempt
+        timeout: the batch's wait is bounded by its own limit), else ordinary attempts; a
+        request no batch answered is sent alone, and ``batched[0]`` says which it was."""
+        if batched[0] and self.batches is not None:
+            try:
+                with batching(self.batches):
+                    value = await fn()
+            except SendAlone:
+                batched[0] = False
+            else:
+                self.stats.calls += 1
+                self.stats.attempts += 1
+                self.stats.answered += 1
+                return Called(value, 1)
+        with not_batching():
+            return await self._attempts(fn, endpoint, timeout, attempts)
 
     async def _attempts(
         self,

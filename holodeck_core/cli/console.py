@@ -16,7 +16,7 @@ from rich.text import Text
 
 from holodeck_core.engine.report import case_line, metric_rows, summary_lines
 from holodeck_core.models import EvalRun, Gate, Status, TestResult
-from holodeck_core.terminal import plain
+from holodeck_core.terminal import one_line, plain
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -113,3 +113,9 @@ def _metric_table(run: EvalRun) -> Table:
     for name, *cells in metric_rows(run):
         table.add_row(plain(name), *cells)
     return table
+
+
+def print_batch_line(line: str) -> None:
+    """A batch progress line (``execution.batch``): batch ids come from the provider, shown
+    literally on one line."""
+    print(f"batch: {one_line(line)}", file=sys.stderr, flush=True)

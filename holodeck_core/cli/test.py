@@ -12,7 +12,14 @@ from holodeck_core.cli.argtypes import positive_int, positive_seconds
 from holodeck_core.cli.gate import add_gate_arguments, apply_gate
 from holodeck_core.cli.model_option import add_model_option
 from holodeck_core.cli.target_option import add_target_option
-from holodeck_core.defaults import PARALLEL_TEST_CASES, TRIALS, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.defaults import (
+    BATCH_MODE,
+    BATCH_MODES,
+    PARALLEL_TEST_CASES,
+    TRIALS,
+    TRIALS_MAX,
+    TRIALS_MIN,
+)
 from holodeck_core.errors import ExitCode
 
 FORMATS = ("json", "markdown", "junit")
@@ -42,6 +49,12 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
         help=f"run every case K times, {TRIALS_MIN} to {TRIALS_MAX} "
         f"(default: execution.trials or {TRIALS})",
     )
+    test.add_argument(
+        "--batch",
+        choices=BATCH_MODES,
+        help=f"agent turns and judges through the providers' batch APIs at their batch prices "
+        f"(default: execution.batch or {BATCH_MODE}; docs/cost.md)",
+    )
     add_gate_arguments(test)
     verbosity = test.add_mutually_exclusive_group()
     verbosity.add_argument("-q", "--quiet", action="store_true")
@@ -50,7 +63,7 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
 
 
 def run_test_command(args: argparse.Namespace) -> int:
-    from holodeck_core.cli.console import Progress, print_summary
+    from holodeck_core.cli.console import Progress, print_batch_line, print_summary
     from holodeck_core.config.loader import load_agent
     from holodeck_core.engine.report import run_exit_code, write_report
     from holodeck_core.engine.run import record_run, run_estimate, run_suite, shared_budgets
@@ -75,6 +88,8 @@ def run_test_command(args: argparse.Namespace) -> int:
         trials=args.trials,
         shared_budgets=shared_budgets(),
         estimator=run_estimate,
+        batch=args.batch,
+        on_batch=None if args.quiet else print_batch_line,
     )
     suite = load_suite(loaded, options)
     run = asyncio.run(

@@ -51,6 +51,7 @@ OUR_KEYS: dict[str, frozenset[str]] = {
     ),
     "execution": frozenset(
         {"trials", "reducer", "budget", "max_tool_turns", "tool_timeout", "max_file_mb"}
+        | {"batch", "batch_max_wait"}
     ),
     "test_case": frozenset({"id", "tags", "metadata", "weight"}),
     "tool": frozenset({"mock"}),

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from holodeck_core.config import remote
 from holodeck_core.defaults import PROJECT_HOME_DIR
+from holodeck_core.models.agent import BatchMode
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.cost import SharedBudgets
 
@@ -50,6 +51,11 @@ class AgentEntry(StrictModel):
         description="Model candidates: name -> a partial model block (provider, name, "
         "endpoint, api_key, ..., openai:, claude:) merged over the agent's model "
         "(docs/agent-yaml.md); checked with its ${VAR}s when the agent loads.",
+    )
+    batch: BatchMode | None = Field(
+        None,
+        description="This agent's calls through the providers' batch APIs when its sidecar's "
+        "execution.batch does not say (docs/cost.md).",
     )
 
 
@@ -207,6 +213,14 @@ class Project:
         for entry in self.settings.agents:
             if isinstance(entry, AgentEntry) and self._path(entry.path).resolve() == wanted:
                 return entry.extensions
+        return None
+
+    def batch_of(self, agent_file: Path) -> BatchMode | None:
+        """The ``batch:`` of the ``agents:`` entry of ``agent_file``, if any."""
+        wanted = agent_file.resolve()
+        for entry in self.settings.agents:
+            if isinstance(entry, AgentEntry) and self._path(entry.path).resolve() == wanted:
+                return entry.batch
         return None
 
     def agent_entry(self, agent_file: Path) -> tuple[int, AgentEntry] | None:

@@ -367,6 +367,7 @@ class JudgeServices:
                 timeout=timeout,
                 attempts=retries + 1,
                 charge=chat_charge("judge", client.model, system, messages),
+                batchable=client.batch_api is not None,
             )
         except ModelCallError as error:
             self._count(error.attempts)

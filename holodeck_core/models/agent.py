@@ -8,9 +8,9 @@ embeddings model of retrieval tools."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from holodeck_core import defaults
 from holodeck_core.models.backends import ClaudeBlock, OpenAIBlock
@@ -43,6 +43,15 @@ class Instructions(StrictModel):
         return self
 
 
+def _switch(value: Any) -> Any:
+    """YAML 1.1 reads a bare ``on`` / ``off`` as true / false: the mode the user wrote."""
+    return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
+BatchMode = Annotated[Literal["off", "auto", "on"], BeforeValidator(_switch)]
+"""``execution.batch`` and holodeck.yaml's ``agents[].batch`` (docs/cost.md)."""
+
+
 class ExecutionConfig(StrictModel):
     file_timeout: int | None = Field(None, gt=0, description="Seconds per file conversion.")
     llm_timeout: int | None = Field(None, gt=0, description="Seconds per model call.")
@@ -73,6 +82,18 @@ class ExecutionConfig(StrictModel):
             "anthropic/ollama agents: HoloDeck's Claude Agent SDK (default) or `direct`, our "
             "faster Messages loop, which is not HoloDeck's agent (docs/holodeck-fidelity.md)."
         ),
+    )
+    batch: BatchMode | None = Field(
+        None,
+        description="Agent turns and judges through the providers' batch APIs: off (default "
+        "for holodeck test), auto (where the path can), on (and an agent that cannot is an "
+        "error) (docs/cost.md).",
+    )
+    batch_max_wait: float | None = Field(
+        None,
+        gt=0,
+        description=f"Seconds a run waits on its batches in all (default "
+        f"{defaults.BATCH_MAX_WAIT_S:g}); then what is pending is sent as ordinary calls.",
     )
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, SecretStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    SecretStr,
+    SerializerFunctionWrapHandler,
+)
 
 from holodeck_core.redaction import REDACTED
 
@@ -44,3 +50,15 @@ def json_bytes(value: Any) -> int:
     import json
 
     return len(json.dumps(value, default=str))
+
+
+def omit_if_none(
+    model: StrictModel, handler: SerializerFunctionWrapHandler, *names: str
+) -> dict[str, Any]:
+    """Serialize without ``names`` that are None: an optional addition leaves the files of
+    runs that do not use it exactly as they were."""
+    data: dict[str, Any] = handler(model)
+    for name in names:
+        if getattr(model, name) is None:
+            data.pop(name, None)
+    return data

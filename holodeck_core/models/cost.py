@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from holodeck_core.defaults import MAX_BUDGET_TOKENS, MAX_BUDGET_USD
-from holodeck_core.models.base import StrictModel
+from holodeck_core.models.base import StrictModel, omit_if_none
 
 Heading = Literal["agent", "judge", "prompt_tool", "embedding", "reranker"]
 SharedScope = Literal["daily", "backfill"]
@@ -74,6 +74,12 @@ class HeadingCost(StrictModel):
         description="Calls whose reported usage was below what their text allows: charged at "
         "an estimate from the text.",
     )
+    batch_calls: int | None = Field(
+        None, ge=0, description="Of the calls, those answered by a batch (docs/cost.md)."
+    )
+    batch_usd: float | None = Field(
+        None, ge=0.0, description="What the batched calls cost, at the batch prices (in usd)."
+    )
 
     @property
     def tokens(self) -> int:
@@ -88,7 +94,24 @@ class HeadingCost(StrictModel):
             usd=usd,
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
             understated_calls=self.understated_calls + other.understated_calls,
+            batch_calls=_plus(self.batch_calls, other.batch_calls),
+            batch_usd=_plus(self.batch_usd, other.batch_usd),
         )
+
+    @model_serializer(mode="wrap")
+    def _without_batch(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A run without batches writes the shape it always had (no ``batch_*`` keys)."""
+        return omit_if_none(self, handler, "batch_calls", "batch_usd")
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _plus(left: _N | None, right: _N | None) -> _N | None:
+    """The sum of two optional batch figures: None only when both are."""
+    if left is None:
+        return right
+    return left if right is None else left + right
 
 
 def total_usd(headings: Mapping[Heading, HeadingCost]) -> float | None:

@@ -13,8 +13,8 @@ from pydantic import (
     model_validator,
 )
 
-from holodeck_core.models.base import StrictModel
-from holodeck_core.models.results import ReportSummary, TestResult, iso8601, omit_if_none
+from holodeck_core.models.base import StrictModel, omit_if_none
+from holodeck_core.models.results import ReportSummary, TestResult, iso8601
 
 
 class JudgeControlScore(StrictModel):

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from holodeck_core.defaults import MAX_TOKEN_COUNT
-from holodeck_core.models.base import StrictModel, json_bytes
+from holodeck_core.models.base import StrictModel, json_bytes, omit_if_none
 from holodeck_core.models.cost import Heading, HeadingCost, RunCost, cost_per_pass
 from holodeck_core.models.evaluation import Direction
 from holodeck_core.models.test_case import ExpectedToolSpec, FileInput
@@ -396,18 +396,6 @@ class ReportSummary(StrictModel):
                 max_error_share=max_error_share,
             ),
         )
-
-
-def omit_if_none(
-    model: StrictModel, handler: SerializerFunctionWrapHandler, *names: str
-) -> dict[str, Any]:
-    """Serialize without ``names`` that are None: an optional addition leaves the files of
-    runs that do not use it exactly as they were."""
-    data: dict[str, Any] = handler(model)
-    for name in names:
-        if getattr(model, name) is None:
-            data.pop(name, None)
-    return data
 
 
 def all_metric_results(result: TestResult) -> list[MetricResult]:

@@ -7,11 +7,14 @@ from typing import Any
 
 import anthropic
 
+from holodeck_core.calls.batch import BatchAPI
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.scheduler import endpoint_key
 from holodeck_core.defaults import ANTHROPIC_MAX_TOKENS
 from holodeck_core.models import LLMProvider, TokenUsage
 from holodeck_core.models.outside import checked_counts
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
+from holodeck_core.providers.batches import AnthropicBatches
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply
 
 
@@ -53,6 +56,9 @@ class AnthropicClient(SDKClient):
                 for t in call.tools
             ]
         return request
+
+    def batches(self, client: Any) -> BatchAPI | None:
+        return AnthropicBatches(client, f"{endpoint_key(self.model)} /v1/messages")
 
     async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
         return await self._client.messages.create(**request, timeout=timeout)

@@ -12,6 +12,8 @@ from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from holodeck_core.calls.batch import BatchAPI, SendAlone, active_batches
+from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.models import LLMProvider
 from holodeck_core.models.outside import repaired_note, valid_text, valid_value
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply, ToolCall, ToolSpec
@@ -35,6 +37,8 @@ class ModelClient(Protocol):
     """One provider protocol. Implementations never retry: the scheduler does."""
 
     model: LLMProvider
+    batch_api: BatchAPI | None
+    """Its provider's batch API (None: this backend's calls cannot batch)."""
 
     async def complete(
         self,
@@ -58,8 +62,10 @@ class SDKClient(ABC):
 
     def __init__(self, model: LLMProvider, client: Any) -> None:
         self.model = model
-        self._classify = provider_spec(model.provider).classify_error
+        spec = provider_spec(model.provider)
+        self._classify = spec.classify_error
         self._client = client
+        self.batch_api: BatchAPI | None = self.batches(client) if spec.batches else None
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -76,8 +82,14 @@ class SDKClient(ABC):
     ) -> ModelReply:
         request = self.request(ModelCall(system, messages, tools, response_schema, top_logprobs))
         started = time.perf_counter()
+        batches = active_batches() if self.batch_api is not None else None
         try:
-            response = await self.send(request, timeout)
+            if batches is not None and self.batch_api is not None:
+                response = await batches.request(self.batch_api, request)
+            else:
+                response = await self.send(request, timeout)
+        except (SendAlone, ModelCallError):
+            raise
         except Exception as exc:
             raise self._classify(exc) from exc
         return valid_reply(self.reply(response, int((time.perf_counter() - started) * 1000)))
@@ -89,6 +101,10 @@ class SDKClient(ABC):
     @abstractmethod
     async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
         """One SDK call; its exceptions are classified by :meth:`complete`."""
+
+    def batches(self, client: Any) -> BatchAPI | None:
+        """This backend's requests through its provider's batch API (docs/cost.md), if any."""
+        return None
 
     @abstractmethod
     def reply(self, response: Any, elapsed_ms: int) -> ModelReply:

@@ -15,10 +15,13 @@ from typing import Any
 
 import openai
 
+from holodeck_core.calls.batch import BatchAPI
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
+from holodeck_core.calls.scheduler import endpoint_key
 from holodeck_core.models import LLMProvider, ProviderEnum
 from holodeck_core.models.outside import call_usage
 from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
+from holodeck_core.providers.batches import OpenAIBatches
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply, ToolSpec
 from holodeck_core.providers.openai_chat import openai_sdk_client
 
@@ -75,6 +78,12 @@ class OpenAIResponsesClient(SDKClient):
         if call.top_logprobs:
             request["top_logprobs"] = call.top_logprobs
         return request
+
+    def batches(self, client: Any) -> BatchAPI | None:
+        key = f"{endpoint_key(self.model)} /v1/responses"
+        return OpenAIBatches(
+            client, "/v1/responses", key, openai.types.responses.Response.model_validate
+        )
 
     async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
         return await self._client.responses.create(**request, timeout=timeout)

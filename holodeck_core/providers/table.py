@@ -47,6 +47,8 @@ class ProviderSpec:
     """Its SDK's exceptions as transient or permanent call errors."""
     price_key: str = ""
     """Its models' rows in the price table (default: the provider's name)."""
+    batches: bool = False
+    """It sells its calls through a batch API too (``execution.batch``, docs/cost.md)."""
     agent_runner: AgentRunner = "loop"
     """What runs its agents as HoloDeck 0.7.1 does: our tool loop on :meth:`client_class`, or
     the Claude Agent SDK (:mod:`holodeck_core.agents.claude_sdk`), as HoloDeck's ``anthropic``
@@ -78,6 +80,7 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
             embeddings=True,
             logprobs=True,
             default_embedding_model="text-embedding-3-small",
+            batches=True,
         ),
         ProviderSpec(
             ProviderEnum.AZURE_OPENAI,
@@ -90,12 +93,14 @@ PROVIDERS: dict[ProviderEnum, ProviderSpec] = {
             default_api_version="2024-10-21",
             default_embedding_model="text-embedding-3-small",
             price_key="openai",  # Azure's list prices are OpenAI's
+            batches=True,
         ),
         ProviderSpec(
             ProviderEnum.ANTHROPIC,
             "anthropic_messages",
             "ANTHROPIC_API_KEY",
             agent_runner="claude_agent_sdk",
+            batches=True,
         ),
         ProviderSpec(
             ProviderEnum.OLLAMA,

@@ -42,6 +42,11 @@ def cost_lines(cost: RunCost, passed: int | None = None) -> list[str]:
         lines.append(resumed_line(cost))
     if cost.estimate is not None:
         lines.append(estimate_line(cost))
+    batched = [h for h in cost.headings.values() if h.batch_calls]
+    if batched:
+        calls = sum(h.batch_calls or 0 for h in batched)
+        spent = sum(h.batch_usd or 0.0 for h in batched)
+        lines.append(f"batch: {calls} call(s) answered by batches, {usd(spent)} at batch prices")
     understated = sum(h.understated_calls for h in cost.headings.values())
     if understated:
         lines.append(

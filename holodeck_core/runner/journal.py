@@ -22,10 +22,12 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -167,22 +169,61 @@ class Journal:
                 self._offset += len(data)
                 self._entries.update({(run.fingerprint, run.trial): run for run in runs})
 
+    @property
+    def batches(self) -> BatchLog:
+        """The batches this suite's runs submitted (``execution.batch``), beside the journal."""
+        return BatchLog(self.path.with_suffix(".batches.jsonl"), self.secrets)
+
     def close(self) -> None:
         """The run finished: keep the entries as ``.done`` for inspection, start fresh next."""
         self._release()
-        if self.path.exists():
-            self.path.replace(self.path.with_suffix(".jsonl.done"))
+        for path in (self.path, self.batches.path):
+            if path.exists():
+                path.replace(path.with_name(path.name + ".done"))
 
     def discard(self) -> None:
         """``--fresh``: set the open journal aside without reusing it."""
-        if self.path.exists():
-            self.path.replace(self.path.with_suffix(".jsonl.discarded"))
+        for path in (self.path, self.batches.path):
+            if path.exists():
+                path.replace(path.with_name(path.name + ".discarded"))
 
     def _release(self) -> None:
         with self._lock:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+
+
+class BatchLog:
+    """``<suite fingerprint>.batches.jsonl``: one line per batch submitted, written and fsynced
+    before the run waits on it, so a rerun of a killed run takes its answers from the batch it
+    already paid for (:mod:`holodeck_core.calls.batch`)."""
+
+    def __init__(self, path: Path, secrets: frozenset[str] = frozenset()) -> None:
+        self.path = path
+        self.secrets = secrets
+
+    def submitted(self) -> list[dict[str, Any]]:
+        """Every batch written so far (a torn last line is ignored)."""
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return []
+        entries: list[dict[str, Any]] = []
+        for line in data.splitlines():
+            try:
+                entry = json.loads(line)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("custom_ids"), list):
+                entries.append(entry)
+        return entries
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Append ``entry`` and fsync; a disk that refuses it loses only the resume."""
+        line = json.dumps(redact(entry, self.secrets)) + "\n"
+        with contextlib.suppress(OSError):
+            append_line(self.path, line.encode("utf-8"))
 
 
 def append_line(path: Path, data: bytes) -> None:

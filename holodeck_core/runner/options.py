@@ -12,6 +12,7 @@ from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt, PromptStore
 from holodeck_core.models import ProviderEnum, TestCaseModel, TestResult, Trigger
+from holodeck_core.models.agent import BatchMode
 from holodeck_core.models.cost import RunEstimate
 
 SharedBudgetsFactory = Callable[[Project, str], list[BudgetPool]]
@@ -38,6 +39,11 @@ class SuiteOptions:
     """The budgets shared with other runs (``holodeck.yaml`` ``budget:``), opened by each
     runtime: given the project and a label for the ledger's rows."""
     estimator: Estimator | None = None
+    batch: BatchMode | None = None
+    """``--batch`` or Dagster's ``holodeck/batch`` run tag: over ``execution.batch``."""
+    on_batch: Callable[[str], None] | None = None
+    """Told every batch progress line (submitted, done, the longest wait): the console's or
+    Dagster's step log."""
 
 
 CaseCallback = Callable[[TestResult, bool], None]

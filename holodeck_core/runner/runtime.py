@@ -6,12 +6,14 @@ model (files, the report) never do."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from holodeck_core.agents.loop import AgentRunner, ConversationRunner
 from holodeck_core.agents.targets import make_target
 from holodeck_core.agents.targets.base import TargetClient
+from holodeck_core.calls.batch import Batches
 from holodeck_core.calls.ledger import Ledger
 from holodeck_core.calls.prices import load_price_table
 from holodeck_core.calls.scheduler import CallScheduler, RetryPolicy
@@ -19,6 +21,8 @@ from holodeck_core.calls.shared_budget import Allowance
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt
+from holodeck_core.defaults import BATCH_MAX_WAIT_S, BATCH_MODE
+from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
@@ -40,7 +44,9 @@ from holodeck_core.tools.runtime import ToolContext
 from holodeck_core.tools.toolbox import ToolBox
 
 if TYPE_CHECKING:
+    from holodeck_core.models.agent import BatchMode
     from holodeck_core.providers.base import ModelClient
+    from holodeck_core.runner.journal import Journal
 
 
 class RuntimePlan(Protocol):
@@ -67,6 +73,12 @@ class RuntimePlan(Protocol):
     def file_limits(self) -> FileLimits: ...
     @property
     def costs_before(self) -> CallCosts | None: ...
+    @property
+    def batch_mode(self) -> BatchMode: ...
+    @property
+    def batch_note(self) -> str | None: ...
+    @property
+    def journal(self) -> Journal: ...
 
 
 class SuiteRuntime:
@@ -85,8 +97,12 @@ class SuiteRuntime:
             stopped_by=before.stopped_by if before else None,
             shared=self._shared_budgets(suite),
         )
+        self.batches = self._batches(suite)
         self.scheduler = CallScheduler(
-            suite.parallel, RetryPolicy(timeout=suite.timeout), ledger=self.ledger
+            suite.parallel,
+            RetryPolicy(timeout=suite.timeout),
+            ledger=self.ledger,
+            batches=self.batches,
         )
         self.toolbox: ToolBox | None = None
         self.client: ModelClient | None = None
@@ -117,6 +133,21 @@ class SuiteRuntime:
             retrieval_tools=retrieval_tool_names(agent.tools or []),
         )
         self._tools_open = False
+
+    @staticmethod
+    def _batches(suite: RuntimePlan) -> Batches | None:
+        """The run's batches when ``execution.batch`` (or ``--batch``) sends calls as such
+        and the agent's path can (docs/cost.md); the console is told when it cannot."""
+        say = suite.options.on_batch
+        if suite.batch_note is not None and say is not None:
+            say(suite.batch_note)
+        if suite.batch_mode == "off" or suite.batch_note is not None:
+            return None
+        execution = suite.loaded.agent.execution
+        wait = execution.batch_max_wait if execution else None
+        return Batches(
+            lambda: suite.journal.batches, max_wait=wait or BATCH_MAX_WAIT_S, on_progress=say
+        )
 
     @staticmethod
     def _shared_budgets(suite: RuntimePlan) -> list[Allowance]:
@@ -212,10 +243,16 @@ class SuiteRuntime:
             "retries": stats.retries,
             "rate_limited": stats.rate_limited,
             "lowest_limit": stats.lowest_limit,
+            **({"batches": asdict(self.batches.stats)} if self.batches is not None else {}),
         }
 
     async def aclose(self) -> None:
         try:
+            if self.batches is not None:
+                await self.batches.aclose()  # what is still running (Ctrl-C) is cancelled
+                summary = self.batches.summary()
+                if summary is not None and self.batches.on_progress is not None:
+                    self.batches.on_progress(summary)
             if self.toolbox is not None:
                 await self.toolbox.aclose()
             if self.client is not None:
@@ -248,6 +285,45 @@ def agent_backend(agent: Agent) -> dict[str, str]:
     if claude_path(agent):
         return {"agent_backend": "claude_agent_sdk"}
     return {"agent_backend": "direct", "agent_backend_note": DIRECT_MESSAGES_NOTE}
+
+
+def batch_plan(
+    loaded: LoadedAgent, options: SuiteOptions, project: Project
+) -> tuple[BatchMode, str | None]:
+    """The run's batch mode (``--batch`` or the run tag, else ``execution.batch``, else the
+    agent's ``batch:`` in holodeck.yaml, else ``off``) and, when it is not ``off`` but the
+    agent's path cannot batch, why (its calls run as ordinary calls; with ``on`` that is a
+    config error naming where ``on`` was set)."""
+    execution = loaded.agent.execution
+    given: list[tuple[BatchMode | None, str]] = [
+        (options.batch, "--batch"),
+        (execution.batch if execution else None, "execution.batch"),
+        (project.batch_of(loaded.file), "holodeck.yaml agents[].batch"),
+    ]
+    mode, where = next(
+        ((mode, where) for mode, where in given if mode is not None),
+        (cast("BatchMode", BATCH_MODE), "execution.batch"),
+    )
+    why = None if mode == "off" else _unbatchable(loaded)
+    if why is None:
+        return mode, None
+    if mode == "on":
+        raise ConfigError(
+            f"{where}: on, but {why}; use auto to run such an agent with ordinary calls",
+            file=loaded.display,
+        )
+    return mode, f"{where}: {mode}: {why}, so its calls are sent one by one as usual"
+
+
+def _unbatchable(loaded: LoadedAgent) -> str | None:
+    agent = loaded.agent
+    if loaded.target is not None:
+        return "the agent runs as a target (docs/targets.md), which cannot batch"
+    if claude_path(agent):
+        return "the agent runs on the Claude Agent SDK, which cannot batch"
+    if not provider_spec(agent.model.provider).batches:
+        return f"provider {agent.model.provider.value} has no batch API"
+    return None
 
 
 def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:

@@ -23,7 +23,7 @@ from holodeck_core.calls.ledger import charged_to, tallied
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt
-from holodeck_core.defaults import LLM_TIMEOUT_S, REDUCER
+from holodeck_core.defaults import BATCH_MAX_REQUESTS, LLM_TIMEOUT_S, REDUCER
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge_control import ControlRow, score_control
@@ -45,7 +45,7 @@ from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
 from holodeck_core.runner.options import CaseCallback, git_commit
 from holodeck_core.runner.options import SuiteOptions as SuiteOptions
-from holodeck_core.runner.runtime import SuiteRuntime, agent_backend
+from holodeck_core.runner.runtime import SuiteRuntime, agent_backend, batch_plan
 from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
@@ -87,6 +87,11 @@ class Suite:
             else None
         )
         self.file_limits = FileLimits.from_execution(execution)
+        self.batch_mode, self.batch_note = batch_plan(loaded, self.options, self.project)
+        batching = self.batch_mode != "off" and self.batch_note is None
+        self.cases_at_once = max(self.parallel, BATCH_MAX_REQUESTS) if batching else self.parallel
+        """Case trials in flight: every one when their calls batch, so a round of the tool
+        loop is one batch (docs/cost.md); else ``parallel``."""
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
         self.reducer = (execution.reducer if execution else None) or Reducer(REDUCER)
         self.control_rows = inputs.control_rows
@@ -217,7 +222,7 @@ class Suite:
 
     async def execute_all(self) -> list[CaseRun]:
         await self.open_tools()
-        limit = asyncio.Semaphore(self.parallel)
+        limit = asyncio.Semaphore(self.cases_at_once)
 
         async def one(case: TestCaseModel, trial: int) -> CaseRun:
             async with limit:
@@ -248,7 +253,7 @@ class Suite:
                 "the agent's config or test cases changed since they were made; run the agent "
                 "stage again (re-materialize the whole partition)"
             )
-        limit = asyncio.Semaphore(self.parallel)
+        limit = asyncio.Semaphore(self.cases_at_once)
 
         async def one(case: TestCaseModel, trial: int) -> TestResult:
             async with limit:
@@ -266,7 +271,7 @@ class Suite:
         """Run and score every case (each of its trials), pipelined; results keep the input
         order."""
         await self.open_tools()
-        limit = asyncio.Semaphore(self.parallel)
+        limit = asyncio.Semaphore(self.cases_at_once)
 
         async def one(case: TestCaseModel, trial: int) -> tuple[TestResult, bool]:
             async with limit:
@@ -348,6 +353,7 @@ class Suite:
                 "llm_timeout_s": self.timeout,
                 **({"target": target.label} if target else {}),
                 **({} if target else agent_backend(agent)),
+                **self._batch_environment(),
             },
             judge_control=judge_control,
         )
@@ -386,6 +392,13 @@ class Suite:
             },
         )
         return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
+
+    def _batch_environment(self) -> dict[str, str]:
+        """``environment.batch`` (and ``batch_note``: why the agent's calls did not batch)."""
+        if self.batch_mode == "off":
+            return {}
+        note = {"batch_note": self.batch_note} if self.batch_note is not None else {}
+        return {"batch": self.batch_mode, **note}
 
     def _summary(self, results: list[TestResult], wall_ms: int, costs: CallCosts) -> ReportSummary:
         summary = ReportSummary.from_results(
