@@ -23,8 +23,8 @@ from holodeck_core.calls.errors import ModelCallError
 from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
 from holodeck_core.defaults import BATCH_RESUBMITS
+from holodeck_core.engine.suite import load_suite
 from holodeck_core.models import EvalRun, Status
-from holodeck_core.runner.suite import Suite
 from holodeck_core.testing import ModelServer, run_model_server
 
 TOOLS_PY = "def get_weather(city: str) -> str:\n    return f'Sunny in {city}'\n"
@@ -383,5 +383,5 @@ def test_holodeck_yaml_sets_an_agents_batch_mode_below_its_sidecar(
     err = capsys.readouterr().err
     assert "holodeck.yaml agents[].batch: on, but provider ollama has no batch API" in err
     (tmp_path / "agent.pipelines.yaml").write_text("execution: {batch: off}\n")  # YAML: false
-    suite = Suite(load_agent(agent))  # the sidecar's off wins: no error
+    suite = load_suite(load_agent(agent))  # the sidecar's off wins: no error
     assert (suite.batch_mode, suite.batch_note) == ("off", None)

@@ -170,9 +170,9 @@ class Journal:
                 self._entries.update({(run.fingerprint, run.trial): run for run in runs})
 
     @property
-    def batches(self) -> BatchLog:
+    def batches(self) -> BatchJournal:
         """The batches this suite's runs submitted (``execution.batch``), beside the journal."""
-        return BatchLog(self.path.with_suffix(".batches.jsonl"), self.secrets)
+        return BatchJournal(self.path.with_suffix(".batches.jsonl"), self.secrets)
 
     def close(self) -> None:
         """The run finished: keep the entries as ``.done`` for inspection, start fresh next."""
@@ -194,7 +194,7 @@ class Journal:
                 self._lock_fd = None
 
 
-class BatchLog:
+class BatchJournal:
     """``<suite fingerprint>.batches.jsonl``: one line per batch submitted, written and fsynced
     before the run waits on it, so a rerun of a killed run takes its answers from the batch it
     already paid for (:mod:`holodeck_core.calls.batch`)."""

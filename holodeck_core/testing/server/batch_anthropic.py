@@ -23,7 +23,7 @@ from holodeck_core.defaults import (
     MODEL_SERVER_BATCH_MAX_REQUESTS,
     MODEL_SERVER_BATCH_WINDOW_S,
 )
-from holodeck_core.testing.server.batch_model import Batch, BatchItem, Outcome, OutcomeKind
+from holodeck_core.testing.server.batch_model import Batch, BatchRequest, Outcome, OutcomeKind
 from holodeck_core.testing.server.batches import (
     cancel,
     find_batch,
@@ -49,7 +49,7 @@ _RESULT_TYPES: dict[OutcomeKind, str] = {
 _errors = protocol_errors("messages")
 
 
-def _items(body: dict[str, Any]) -> list[BatchItem]:
+def _items(body: dict[str, Any]) -> list[BatchRequest]:
     if "requests" not in body:
         raise BadRequest("requests: field required")
     requests = objects(body["requests"], "requests")
@@ -60,7 +60,7 @@ def _items(body: dict[str, Any]) -> list[BatchItem]:
             f"requests: {len(requests)} requests; a batch takes at most "
             f"{MODEL_SERVER_BATCH_MAX_REQUESTS}"
         )
-    items: list[BatchItem] = []
+    items: list[BatchRequest] = []
     seen: set[str] = set()
     for i, request in enumerate(requests):
         custom_id = request.get("custom_id")
@@ -73,7 +73,7 @@ def _items(body: dict[str, Any]) -> list[BatchItem]:
             raise BadRequest(f"requests[{i}].custom_id: duplicate custom_id {custom_id!r}")
         seen.add(custom_id)
         params = json_object(request.get("params"), f"requests[{i}].params")
-        items.append(BatchItem(custom_id, "messages", "/v1/messages", params))
+        items.append(BatchRequest(custom_id, "messages", "/v1/messages", params))
     return items
 
 

@@ -39,7 +39,7 @@ class Outcome:
 
 
 @dataclass
-class BatchItem:
+class BatchRequest:
     """One request of a batch: its ``custom_id``, the route that answers it and its body."""
 
     custom_id: str
@@ -52,7 +52,7 @@ class BatchItem:
 @dataclass
 class Batch:
     id: str
-    items: list[BatchItem]
+    items: list[BatchRequest]
     controls: BatchControls
     seed: int
     """``faults.seed`` of the rules at submission (draws ``batches.fail.rate``)."""

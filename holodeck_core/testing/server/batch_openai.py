@@ -24,7 +24,7 @@ from holodeck_core.defaults import (
     MODEL_SERVER_OPENAI_BATCH_LIST_MOST,
 )
 from holodeck_core.testing.rules import RouteName
-from holodeck_core.testing.server.batch_model import Batch, BatchItem, InputLine, StoredFile
+from holodeck_core.testing.server.batch_model import Batch, BatchRequest, InputLine, StoredFile
 from holodeck_core.testing.server.batches import (
     cancel,
     find_batch,
@@ -220,7 +220,8 @@ async def _create_batch(request: web.Request) -> web.StreamResponse:
     body = await read_body(request)
     stored, endpoint = _batch_params(state, body)
     items = [
-        BatchItem(line.custom_id, ENDPOINTS[line.url], line.url, line.body) for line in stored.lines
+        BatchRequest(line.custom_id, ENDPOINTS[line.url], line.url, line.body)
+        for line in stored.lines
     ]
     batch = new_batch(state, PREFIX, items, request)
     batch.extra = {
@@ -239,7 +240,7 @@ async def _create_batch(request: web.Request) -> web.StreamResponse:
     return web.json_response(batch_object(batch))
 
 
-def _output_line(batch: Batch, item: BatchItem) -> dict[str, Any]:
+def _output_line(batch: Batch, item: BatchRequest) -> dict[str, Any]:
     outcome = item.outcome
     line: dict[str, Any] = {"id": f"batch_req_{hid(batch.id, item.custom_id)}"}
     line["custom_id"] = item.custom_id

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeAlias
 from aiohttp import web
 
 from holodeck_core.defaults import MODEL_SERVER_BATCH_LIST_LIMIT
-from holodeck_core.testing.server.batch_model import Batch, BatchItem, Outcome
+from holodeck_core.testing.server.batch_model import Batch, BatchRequest, Outcome
 from holodeck_core.testing.server.calls import answer_payload, fault_error, plan_request
 from holodeck_core.testing.server.requests import BadRequest
 from holodeck_core.testing.server.responses import echo_key, error_body, error_response
@@ -38,7 +38,7 @@ def new_id(prefix: str) -> str:
 
 
 def new_batch(
-    state: ServerState, id_prefix: str, items: list[BatchItem], request: web.Request
+    state: ServerState, id_prefix: str, items: list[BatchRequest], request: web.Request
 ) -> Batch:
     """A batch of ``items`` under the rules' current ``batches`` controls (not yet running)."""
     headers = {h: request.headers[h] for h in _KEY_HEADERS if h in request.headers}
@@ -126,7 +126,7 @@ def _finish(state: ServerState, batch: Batch, end: BatchEnd) -> None:
     state.batch_counts[batch.status] += 1
 
 
-def _injected_failure(batch: Batch, item: BatchItem) -> Outcome | None:
+def _injected_failure(batch: Batch, item: BatchRequest) -> Outcome | None:
     fail = batch.controls.fail
     hit = item.custom_id in fail.custom_ids
     if not hit and fail.rate > 0:
@@ -137,7 +137,7 @@ def _injected_failure(batch: Batch, item: BatchItem) -> Outcome | None:
     return Outcome("errored", fail.status, error_body(item.route, fail.status, message))
 
 
-def _answer_guarded(state: ServerState, batch: Batch, item: BatchItem) -> Outcome:
+def _answer_guarded(state: ServerState, batch: Batch, item: BatchRequest) -> Outcome:
     """:func:`answer_item`, where a body the request handling cannot read fails this request
     with a 500, as the synchronous route answers it, rather than the whole batch's task."""
     try:
@@ -147,7 +147,7 @@ def _answer_guarded(state: ServerState, batch: Batch, item: BatchItem) -> Outcom
         return Outcome("errored", 500, error_body(item.route, 500, message))
 
 
-def answer_item(state: ServerState, batch: Batch, item: BatchItem) -> Outcome:
+def answer_item(state: ServerState, batch: Batch, item: BatchRequest) -> Outcome:
     """The outcome of one request: its answer as the synchronous route gives it, or an error."""
     state.requests.append(
         {

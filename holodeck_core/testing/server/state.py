@@ -14,7 +14,7 @@ from holodeck_core.testing.server.batch_model import Batch, StoredFile
 _MAX_STORED_RESPONSES = 10_000
 
 
-class BatchStats(TypedDict):
+class BatchCounters(TypedDict):
     """The ``batches`` of ``GET /_stats``: batches and the requests in them, both providers
     (never counted in the synchronous calls' counters)."""
 
@@ -42,7 +42,7 @@ class Stats(TypedDict):
     peak_concurrency: int
     in_flight: int
     bad_requests: int
-    batches: BatchStats
+    batches: BatchCounters
 
 
 class ServerState:
@@ -93,7 +93,7 @@ class ServerState:
             peak_concurrency=self.peak_concurrency,
             in_flight=self.in_flight,
             bad_requests=self.bad_requests,
-            batches=BatchStats(
+            batches=BatchCounters(
                 submitted=self.batch_counts["submitted"],
                 completed=self.batch_counts["completed"],
                 failed=self.batch_counts["failed"],
