@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from holodeck_core.defaults import HISTORY_INGEST_BATCH  # noqa: E402
-from holodeck_core.history import ingest, queries, store  # noqa: E402
+from holodeck_core.history import ingest, queries, schema, store  # noqa: E402
 from holodeck_core.history.ducklake import DuckLake  # noqa: E402
 from holodeck_core.models import (  # noqa: E402
     Agent,
@@ -63,15 +63,6 @@ from holodeck_core.models.llm import LLMProvider  # noqa: E402
 AGENTS = ("support-bot", "billing-bot")
 PROMPTS = ("v1", "v2", "v3", "v4", "v5")
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
-
-VIEWS = (
-    "v_runs",
-    "v_pass_rate_trend",
-    "v_metric_trend",
-    "v_regressions",
-    "v_flaky_cases",
-    "v_errors",
-)
 
 
 def make_agent(name: str) -> Agent:
@@ -199,7 +190,7 @@ def time_views(
     with store.reader(target) as con:
         t_open = (time.perf_counter() - t0, time.process_time() - c0)
         view_times: dict[str, tuple[float, int]] = {}
-        for view in (*VIEWS, "flaky_cases(5)"):
+        for view in (*schema.MAIN_VIEWS, "flaky_cases(5)"):
             t0 = time.perf_counter()
             table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
             view_times[view] = (time.perf_counter() - t0, table.num_rows)

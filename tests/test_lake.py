@@ -27,16 +27,6 @@ RUNS_PER_WRITER = 5
 """A local catalog file takes one writing process at a time (the others wait for its lock):
 a few writers here; 8 x 25 at once on PostgreSQL in tests/test_ducklake_servers.py."""
 
-VIEWS = (
-    "v_runs",
-    "v_pass_rate_trend",
-    "v_metric_trend",
-    "v_regressions",
-    "v_flaky_cases",
-    "v_errors",
-)
-"""The views whose rows the file and the lake give alike."""
-
 
 def said(text: str) -> str:
     """Console text with rich's line wrapping undone."""
@@ -58,7 +48,7 @@ def snapshot(target: store.History) -> dict[str, Any]:
     """Every table (but the ingest clock) and view, sorted, with its column types."""
     found: dict[str, Any] = {}
     with store.reader(target) as con:
-        for name in (*schema.TABLES, "failed_runs", *VIEWS, "flaky_cases(3)"):
+        for name in (*schema.TABLES, "failed_runs", *schema.MAIN_VIEWS, "flaky_cases(3)"):
             select = (
                 f"SELECT * EXCLUDE (ingested_at) FROM {name}"
                 if name == "eval_runs"

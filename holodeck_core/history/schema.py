@@ -59,6 +59,18 @@ TABLES = (
 HISTORY_ONLY_TABLES = ("failed_runs", "human_labels", "budget_ledger")
 """Tables no EvalRun file holds: a rebuild carries their rows over."""
 
+MAIN_VIEWS = (
+    "v_runs",
+    "v_pass_rate_trend",
+    "v_metric_trend",
+    "v_regressions",
+    "v_flaky_cases",
+    "v_errors",
+)
+"""The views most reads go through (docs/history.md): a DuckLake gives the same rows as the
+file for each (tests/test_lake.py), and the history benchmark times them
+(bench/history_bench.py)."""
+
 REBUILD_COMMAND = "holodeck history rebuild"
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*\}\}")

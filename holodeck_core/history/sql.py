@@ -30,7 +30,13 @@ if TYPE_CHECKING:
     from holodeck_core.history.store import History
 
 HISTORY_TABLE_MACROS = frozenset(
-    {"flaky_cases", "holodeck_run_comparisons", "holodeck_run_comparisons_raw"}
+    {
+        "flaky_cases",
+        "holodeck_case_trials",
+        "holodeck_judge_agreement",
+        "holodeck_run_comparisons",
+        "holodeck_run_comparisons_raw",
+    }
 )
 """The table macros the history's schema defines (holodeck_core/history/sql/views/; checked
 by tests/test_lake_sql.py)."""

@@ -1,7 +1,8 @@
 -- Paired comparisons of each run with the previous run of its agent and prompt version:
 -- holodeck_run_comparisons_raw(since) and holodeck_run_comparisons(since) (Benjamini-Hochberg
 -- adjusted per tick) compute only the heads of the UTC day of `since` and later, grouping the
--- paired runs' trial rows only; the views are the macros with NULL (every head).
+-- paired runs' trial rows only (holodeck_case_trials, stats.sql); the views are the macros
+-- with NULL (every head).
 
 CREATE MACRO holodeck_run_comparisons_raw(since) AS TABLE
 WITH pairs AS (
@@ -12,20 +13,14 @@ WITH pairs AS (
     FROM v_counted_runs
     QUALIFY since IS NULL OR finished_at >= CAST(CAST(since AS DATE) AS TIMESTAMP)
 ),
+paired_runs AS (
+    SELECT CASE WHEN since IS NOT NULL
+                THEN list(run_id) FILTER (WHERE run_id IS NOT NULL) END AS runs
+    FROM (SELECT base_run_id AS run_id FROM pairs UNION ALL SELECT head_run_id FROM pairs)
+),
 trials AS (
-SELECT
-    run_id, case_id,
-    any_value(case_fingerprint) AS case_fingerprint,
-    count(*) AS trials,
-    count(*) FILTER (WHERE passed) AS passes,
-    count(*) FILTER (WHERE status = 'ERROR') AS errors,
-    avg(CAST(passed AS DOUBLE)) AS pass_fraction,
-    count(*) FILTER (WHERE passed)
-        BETWEEN 1 AND count(*) FILTER (WHERE status <> 'ERROR') - 1 AS trials_disagree
-FROM case_trials
-WHERE since IS NULL
-   OR run_id IN (SELECT base_run_id FROM pairs UNION ALL SELECT head_run_id FROM pairs)
-GROUP BY run_id, case_id
+    SELECT run_id, case_id, trials, pass_fraction
+    FROM holodeck_case_trials((SELECT runs FROM paired_runs))
 ),
 cases AS (
     SELECT p.agent_slug, p.prompt_version, p.base_run_id, p.head_run_id,

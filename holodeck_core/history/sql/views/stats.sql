@@ -1,9 +1,10 @@
--- Trials and statistics: each case's trials (v_case_trials), per-run pass fractions with
+-- Trials and statistics: each case's trials (v_case_trials; holodeck_case_trials(runs) for the
+-- runs of a list only, NULL for all), per-run pass fractions with
 -- their intervals (v_run_stats), per-run metric means with intervals on their scale
 -- (v_metric_stats, v_metric_trend), and flaky cases (flaky_cases(last_n), v_flaky_cases over
 -- the last defaults.HISTORY_FLAKY_WINDOW runs of each prompt version).
 
-CREATE VIEW v_case_trials AS
+CREATE MACRO holodeck_case_trials(runs) AS TABLE
 SELECT
     run_id, case_id,
     any_value(case_fingerprint) AS case_fingerprint,
@@ -14,7 +15,11 @@ SELECT
     count(*) FILTER (WHERE passed)
         BETWEEN 1 AND count(*) FILTER (WHERE status <> 'ERROR') - 1 AS trials_disagree
 FROM case_trials
+WHERE runs IS NULL OR list_contains(runs, run_id)
 GROUP BY run_id, case_id;
+
+CREATE VIEW v_case_trials AS
+SELECT * FROM holodeck_case_trials(NULL);
 
 CREATE VIEW v_run_stats AS
 WITH per_run AS (
