@@ -32,8 +32,8 @@ def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.history_option import history_from
     from holodeck_core.config.loader import load_agent
     from holodeck_core.config.project import Project
+    from holodeck_core.engine.record import record_history
     from holodeck_core.engine.rescore import agent_file, eval_run_file, load_stored_run, rescore_run
-    from holodeck_core.engine.run import record_history
     from holodeck_core.reports import write_eval_run
     from holodeck_core.runner.gates import exit_code
 
