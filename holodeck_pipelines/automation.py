@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_core.engine import record_failed_run
-from holodeck_core.engine import suite as engine_suite
+from holodeck_core.engine.suite import register_prompt_versions
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import AgentPipeline
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
@@ -18,7 +18,7 @@ from holodeck_pipelines.run_tags import TRIGGER_TAG, BadRunTag, trigger_of
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
     """Snapshot the agent's active prompt files (docs/architecture.md). Returns (active keys,
     every registered key)."""
-    versions = engine_suite.register_versions(agent_file, project.project())
+    versions = register_prompt_versions(agent_file, project.project())
     for warning in versions.warnings:
         dg.get_dagster_logger().warning(warning)
     return versions.active, versions.registered

@@ -32,7 +32,7 @@ __all__ = [
     "estimate_suites",
     "load_suite",
     "provider_key_variables",
-    "register_versions",
+    "register_prompt_versions",
 ]
 
 
@@ -100,7 +100,7 @@ class PromptVersions:
     warnings: list[str]
 
 
-def register_versions(agent_file: Path, project: Project) -> PromptVersions:
+def register_prompt_versions(agent_file: Path, project: Project) -> PromptVersions:
     """Snapshot the agent's active prompt files (docs/architecture.md)."""
     loaded = loaded_agent(agent_file)
     store = PromptStore(project.prompts_dir, loaded.agent.name)
