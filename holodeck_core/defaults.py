@@ -186,6 +186,11 @@ REMOTE_ATTEMPTS = 2
 """Requests to a remote endpoint before it is called unreachable (DuckDB's ``http_retries``
 is one less; s3fs's retries)."""
 
+RUN_HISTORY_LOCK_TIMEOUT_S = 5.0
+"""Seconds ``holodeck test`` waits for another writer's lock on the DuckDB history before it
+reports the history as not updated (exit 3; the EvalRun is safe and ``holodeck history sync``
+ingests it later)."""
+
 PYTHON_TARGET_START_TIMEOUT_S = 120.0
 """Seconds a python target's host process may take to start and import the callable's module
 (not counted in any call's timeout)."""

@@ -9,18 +9,17 @@ every step iterates the run's partitions, each with its own materialization and 
 
 import asyncio
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
-from holodeck_core.engine.plan import estimate_cost, estimates_reader
-from holodeck_core.engine.run import shared_budgets
+from holodeck_core.engine import redact_text
+from holodeck_core.engine.launch import Launch, Suite, estimate_suites, launched_suite
 from holodeck_core.engine.stages import (
     AgentResponses,
     MetricResults,
@@ -32,13 +31,10 @@ from holodeck_core.engine.stages import (
     run_metric_stage,
     write_report,
 )
-from holodeck_core.engine.suite import load_suite
 from holodeck_core.errors import ConfigError
-from holodeck_core.history.backend import project_history
 from holodeck_core.models import Status
+from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.naming import dagster_name, job_name, partitions_def_name
-from holodeck_core.redaction import redact_text
-from holodeck_core.runner.suite import Suite, SuiteOptions
 from holodeck_pipelines.checks import (
     check_outputs,
     evaluations,
@@ -77,12 +73,13 @@ AGENT_STEP_RETRIES = 2
 BUDGET_TROUBLE = "were stopped by a budget"
 
 
-def stage_asset(**kwargs: Any) -> Any:
+def stage_asset(**kwargs: Any) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """``dg.asset`` with a backfill policy: a beta parameter of Dagster 1.13, whose warning is
     expected here."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
-        return dg.asset(**kwargs)
+        decorator: Callable[[Callable[..., Any]], dg.AssetsDefinition] = dg.asset(**kwargs)
+        return decorator
 
 
 @dataclass(frozen=True)
@@ -103,92 +100,128 @@ def backfill_policy(versions_per_run: int | None) -> dg.BackfillPolicy:
     return dg.BackfillPolicy.multi_run(versions_per_run)
 
 
-def build_agent_pipeline(
-    agent_file: Path, loaded: LoadedAgent, versions_per_run: int | None = None
-) -> AgentPipeline:
+@dataclass(frozen=True)
+class AgentSpec:
+    """What the assets of one agent share, read once when the definitions load."""
+
+    agent_file: Path
+    title: str
+    name: str
+    provider: str
+    evaluations: EvaluationConfig | None
+    partitions: dg.DynamicPartitionsDefinition
+    common: dict[str, Any]
+
+    @property
+    def estimated(self) -> dg.AssetKey:
+        """The asset whose materialization holds each version's estimate."""
+        return dg.AssetKey([self.name, "processed_files"])
+
+
+def agent_spec(agent_file: Path, loaded: LoadedAgent, versions_per_run: int | None) -> AgentSpec:
     name = dagster_name(loaded.agent.name)
     partitions = dg.DynamicPartitionsDefinition(name=partitions_def_name(loaded.agent.name))
-    owner_tags = {AGENT_TAG: name}
     owners = [f"team:{dagster_name(loaded.agent.author)}"] if loaded.agent.author else []
     common: dict[str, Any] = {
         "owners": owners,
         "key_prefix": [name],
         "group_name": name,
         "partitions_def": partitions,
-        "tags": owner_tags,
+        "tags": {AGENT_TAG: name},
         "io_manager_key": "holodeck_io_manager",
         "backfill_policy": backfill_policy(versions_per_run),
     }
-    checks = checks_of(loaded.agent.evaluations)
-    estimated = dg.AssetKey([name, "processed_files"])
+    return AgentSpec(
+        agent_file=agent_file,
+        title=loaded.agent.name,
+        name=name,
+        provider=loaded.agent.model.provider.value,
+        evaluations=loaded.agent.evaluations,
+        partitions=partitions,
+        common=common,
+    )
 
-    def suites(
-        context: dg.AssetExecutionContext,
-        project: HoloDeckProject,
-        keys: ModelProviderKeys | None = None,
-    ) -> dict[str, Suite]:
-        """The suite of each prompt version of the step's run, by partition key."""
-        built: dict[str, Suite] = {}
-        try:
-            settings = run_settings(context.run.tags, name)
-            trigger = settings.trigger
-            require_pools(context.instance, project.project())
-            for key in context.partition_keys:
-                options = SuiteOptions(
-                    prompt_key=key,
-                    trigger=trigger,
-                    dagster_run_id=context.run.run_id,
-                    partition_key=key,
-                    cli_args=[f"dagster:{context.job_def.name}"],
-                    api_keys=keys.fallbacks() if keys else {},
-                    trials=settings.trials,
-                    shared_budgets=shared_budgets(context.run.tags.get(BACKFILL_TAG)),
-                    estimator=recorded_estimate(context, estimated, key),
-                )
-                built[key] = load_suite(
-                    loaded_agent(agent_file), options, project=project.project()
-                )
-        except (ConfigError, BadRunTag) as exc:
-            # e.g. a partition added by hand in the UI with no prompt snapshot behind it, or a
-            # bad run tag from the launchpad: no retry can fix that, so fail at once and say
-            # which versions or values exist
-            raise dg.Failure(
-                description=redact_text(str(exc)),
-                metadata={"partition": ", ".join(context.partition_keys)},
-                allow_retries=False,
-            ) from None
-        trials = next(iter(built.values())).trials  # one agent, one setting for all versions
-        label_run(context, {AGENT_TAG: name, TRIGGER_TAG: trigger, TRIALS_TAG: trials})
-        return built
 
+def build_agent_pipeline(
+    agent_file: Path, loaded: LoadedAgent, versions_per_run: int | None = None
+) -> AgentPipeline:
+    """The agent's five assets and its job; nothing is loaded or written beyond ``loaded``
+    (the suites are built by the steps)."""
+    spec = agent_spec(agent_file, loaded, versions_per_run)
+    processed_files = processed_files_asset(spec)
+    return AgentPipeline(
+        agent_file=agent_file,
+        name=spec.name,
+        partitions=spec.partitions,
+        assets=[
+            processed_files,
+            agent_responses_asset(spec, processed_files),
+            metric_results_asset(spec),
+            report_summary_asset(spec),
+            eval_history_asset(spec),
+        ],
+        job=dg.define_asset_job(
+            job_name(spec.title),
+            selection=dg.AssetSelection.groups(spec.name),
+            description=f"Evaluate {spec.title} on one prompt version, or on several in "
+            "one run (a backfill).",
+            tags={AGENT_TAG: spec.name},
+        ),
+    )
+
+
+def suites(
+    spec: AgentSpec,
+    context: dg.AssetExecutionContext,
+    project: HoloDeckProject,
+    keys: ModelProviderKeys | None = None,
+) -> dict[str, Suite]:
+    """The suite of each prompt version of the step's run, by partition key."""
+    built: dict[str, Suite] = {}
+    try:
+        settings = run_settings(context.run.tags, spec.name)
+        require_pools(context.instance, project.project())
+        launch = Launch(
+            run_id=context.run.run_id,
+            job_name=context.job_def.name,
+            trigger=settings.trigger,
+            trials=settings.trials,
+            backfill=context.run.tags.get(BACKFILL_TAG),
+            api_keys=keys.fallbacks() if keys else {},
+        )
+        for key in context.partition_keys:
+            estimator = recorded_estimate(context, spec.estimated, key)
+            built[key] = launched_suite(spec.agent_file, project.project(), key, launch, estimator)
+    except (ConfigError, BadRunTag) as exc:
+        # e.g. a partition added by hand in the UI with no prompt snapshot behind it, or a
+        # bad run tag from the launchpad: no retry can fix that, so fail at once and say
+        # which versions or values exist
+        raise dg.Failure(
+            description=redact_text(str(exc)),
+            metadata={"partition": ", ".join(context.partition_keys)},
+            allow_retries=False,
+        ) from None
+    trials = next(iter(built.values())).trials  # one agent, one setting for all versions
+    label_run(context, {AGENT_TAG: spec.name, TRIGGER_TAG: launch.trigger, TRIALS_TAG: trials})
+    return built
+
+
+def processed_files_asset(spec: AgentSpec) -> dg.AssetsDefinition:
     @stage_asset(
         name="processed_files",
         kinds={"python", "markitdown"},
-        description=f"{loaded.agent.name}: test-case attachments converted to Markdown "
+        description=f"{spec.title}: test-case attachments converted to Markdown "
         "(content-addressed cache: repeats across prompt versions are free).",
-        **common,
+        **spec.common,
     )
     def processed_files(
         context: dg.AssetExecutionContext, project: HoloDeckProject
     ) -> dict[str, ProcessedFiles]:
-        stages = suites(context, project)
+        stages = suites(spec, context, project)
         # one read of the history for every version's estimate; a history this release
         # refuses (an earlier release's, docs/history.md) fails the step before any spend
-        with (
-            stage_errors(context, ", ".join(stages)),
-            estimates_reader(project_history(project.project())) as recorded,
-        ):
-            estimates = {
-                key: estimate_cost(
-                    stage.loaded,
-                    recorded,
-                    stage.prompt_key,
-                    stage.prompt.body,
-                    stage.trials,
-                    stage.cases,
-                )
-                for key, stage in stages.items()
-            }
+        with stage_errors(context, ", ".join(stages)):
+            estimates = estimate_suites(project.project(), stages)
         # before the agent step spends anything: on the run (its tags show in the backfill's
         # runs: the sum of its versions', and each version's for the agent step to read back)
         # and on each version's first materialization
@@ -196,27 +229,32 @@ def build_agent_pipeline(
         results: dict[str, ProcessedFiles] = {}
         for key, stage in stages.items():
             result = asyncio.run(process_suite_files(stage))
-            errors = result.errors
-            metadata = {"files": result.count, "cases_with_file_errors": len(errors)}
+            metadata = {"files": result.count, "cases_with_file_errors": len(result.errors)}
             context.add_asset_metadata(
                 {**metadata, **estimate_metadata(estimates[key])}, partition_key=key
             )
-            for case_id, messages in errors.items():
+            for case_id, messages in result.errors.items():
                 context.log.warning(redact_text(f"{key}: case {case_id}: {'; '.join(messages)}"))
             results[key] = result
         return results
 
+    return processed_files
+
+
+def agent_responses_asset(
+    spec: AgentSpec, processed_files: dg.AssetsDefinition
+) -> dg.AssetsDefinition:
     @stage_asset(
         name="agent_responses",
-        kinds={"python", loaded.agent.model.provider.value},
-        description=f"{loaded.agent.name}: the agent's answer, tool calls and token usage per "
+        kinds={"python", spec.provider},
+        description=f"{spec.title}: the agent's answer, tool calls and token usage per "
         "test case. Finished cases are journaled, so a rerun pays only for the rest.",
         pool=LLM_POOL,
         retry_policy=dg.RetryPolicy(
             max_retries=AGENT_STEP_RETRIES, delay=5, backoff=dg.Backoff.EXPONENTIAL
         ),
         deps=[processed_files],
-        **common,
+        **spec.common,
     )
     def agent_responses(
         context: dg.AssetExecutionContext, project: HoloDeckProject, keys: ModelProviderKeys
@@ -227,18 +265,10 @@ def build_agent_pipeline(
         # a retry or a re-execution resumes them all. A budget's refusal is not retried.
         stopped = StageFailures("cases", trouble=BUDGET_TROUBLE)
         failed = StageFailures("cases")
-        for key, stage in suites(context, project, keys).items():
+        for key, stage in suites(spec, context, project, keys).items():
             with stage_errors(context, key, retries=AGENT_STEP_RETRIES):
                 result = asyncio.run(respond(stage, preload=preload and not results))
-            metadata = {
-                "cases": len(result.runs),
-                "resumed_from_journal": sum(1 for run in result.runs if run.resumed),
-                "case_errors": sum(1 for run in result.runs if run.error),
-                "total_tokens": sum(run.usage.total_tokens for run in result.runs),
-                # calls that got an answer: a refused connection is an attempt, not a call
-                "model_calls": int(str(result.scheduler.get("answered", 0))),
-                "model_call_attempts": int(str(result.scheduler.get("attempts", 0))),
-            }
+            metadata = responses_metadata(result)
             runs = result.runs
             stopped.add(
                 key, [(r.case_id, r.error or "") for r in runs if r.budget_stopped], metadata
@@ -250,13 +280,30 @@ def build_agent_pipeline(
         failed.raise_if_any(context, retries=AGENT_STEP_RETRIES)
         return results
 
+    return agent_responses
+
+
+def responses_metadata(result: AgentResponses) -> dict[str, int]:
+    """What the agent step shows per version: cases, resumed, errors, tokens and calls."""
+    return {
+        "cases": len(result.runs),
+        "resumed_from_journal": sum(1 for run in result.runs if run.resumed),
+        "case_errors": sum(1 for run in result.runs if run.error),
+        "total_tokens": sum(run.usage.total_tokens for run in result.runs),
+        # calls that got an answer: a refused connection is an attempt, not a call
+        "model_calls": int(str(result.scheduler.get("answered", 0))),
+        "model_call_attempts": int(str(result.scheduler.get("attempts", 0))),
+    }
+
+
+def metric_results_asset(spec: AgentSpec) -> dg.AssetsDefinition:
     @stage_asset(
         name="metric_results",
         kinds={"python"},
-        description=f"{loaded.agent.name}: metric scores and PASS/FAIL/ERROR per test case "
+        description=f"{spec.title}: metric scores and PASS/FAIL/ERROR per test case "
         "(LLM-judge answers are cached).",
         pool=LLM_POOL,
-        **common,
+        **spec.common,
     )
     def metric_results(
         context: dg.AssetExecutionContext,
@@ -267,7 +314,7 @@ def build_agent_pipeline(
         results: dict[str, MetricResults] = {}
         # Successful judge answers are cached (docs/dagster.md), so a rerun pays only for the rest
         failed = StageFailures("judge calls")
-        for key, stage in suites(context, project, keys).items():
+        for key, stage in suites(spec, context, project, keys).items():
             result = asyncio.run(run_metric_stage(stage, agent_responses[key]))
             statuses = [r.status for r in result.results]
             metadata = {status.value.lower(): statuses.count(status) for status in Status}
@@ -279,12 +326,16 @@ def build_agent_pipeline(
         failed.raise_if_any(context)
         return results
 
+    return metric_results
+
+
+def report_summary_asset(spec: AgentSpec) -> dg.AssetsDefinition:
     @stage_asset(
         name="report_summary",
         kinds={"python", "json"},
-        description=f"{loaded.agent.name}: the run's TestReport and summary, written as an "
+        description=f"{spec.title}: the run's TestReport and summary, written as an "
         "EvalRun file (`results/<slug>/<timestamp>.json`) before anything else.",
-        **common,
+        **spec.common,
     )
     def report_summary(
         context: dg.AssetExecutionContext,
@@ -295,7 +346,7 @@ def build_agent_pipeline(
     ) -> dict[str, RunReport]:
         dashboard_url = project.project().settings.dashboard_url
         reports: dict[str, RunReport] = {}
-        for key, stage in suites(context, project, keys).items():
+        for key, stage in suites(spec, context, project, keys).items():
             report = write_report(stage, agent_responses[key], metric_results[key])
             context.add_asset_metadata(
                 report_metadata(report.eval_run, report.path, dashboard_url), partition_key=key
@@ -305,14 +356,21 @@ def build_agent_pipeline(
         replace_project_tags(context, result_tags({k: r.eval_run for k, r in reports.items()}))
         return reports
 
+    return report_summary
+
+
+def eval_history_asset(spec: AgentSpec) -> dg.AssetsDefinition:
+    asset = dg.AssetKey([spec.name, "eval_history"])
+    checks = checks_of(spec.evaluations)
+
     @stage_asset(
         name="eval_history",
         kinds={"duckdb"},
-        description=f"{loaded.agent.name}: the EvalRun appended to the DuckDB history "
+        description=f"{spec.title}: the EvalRun appended to the DuckDB history "
         "(one short transaction, idempotent by run id), with the run's checks.",
         pool=HISTORY_POOL,
-        check_specs=partitioned_checks(dg.AssetKey([name, "eval_history"]), partitions, checks),
-        **common,
+        check_specs=partitioned_checks(asset, spec.partitions, checks),
+        **spec.common,
     )
     def eval_history(
         context: dg.AssetExecutionContext,
@@ -320,53 +378,51 @@ def build_agent_pipeline(
         history: RunHistory,
         report_summary: dict[str, RunReport],
     ) -> Iterator[dg.Output[Any] | dg.AssetCheckEvaluation]:
-        # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
-        # the definitions every sensor tick and code server reload
-        from holodeck_core.engine.record import recording
-
-        asset = dg.AssetKey([name, "eval_history"])
         reports = {key: report_summary[key] for key in context.partition_keys}
-        runs = {key: (report.eval_run, location(report.path)) for key, report in reports.items()}
-        files = {key: redact_text(report.path) for key, report in reports.items()}
-        checked: dict[str, list[Verdict]] = {}
-        # the history is opened once for the step's versions: each version's run is written
-        # in its own transaction, its checks read on that connection
-        with (
-            history_failure(files),
-            recording(history.path, runs, prompts_dir=project.project().prompts_dir) as record,
-        ):
-            for key, (run, _) in runs.items():
-                with history_failure({key: files[key]}), record.run(key) as (written, con):
-                    checked[key] = run_checks(con, run, loaded.agent.evaluations)
-                skipped = skipped_checks(checked[key])
-                for check, reason in skipped.items():
-                    context.log.info(f"prompt version {key}: check {check} skipped: {reason}")
-                context.add_asset_metadata(
-                    {
-                        "run_id": run.metadata.run_id or "",
-                        "newly_ingested": written,
-                        "db": str(history.path),
-                        "checks skipped": skipped_table(skipped),
-                    },
-                    partition_key=key,
-                )
+        checked = record_and_check(context, spec, project, history, reports)
         yield dg.Output(report_summary)
         yield from evaluations(context.instance, asset, checked)
         yield from check_outputs(context, asset, checks)
 
-    return AgentPipeline(
-        agent_file=agent_file,
-        name=name,
-        partitions=partitions,
-        assets=[processed_files, agent_responses, metric_results, report_summary, eval_history],
-        job=dg.define_asset_job(
-            job_name(loaded.agent.name),
-            selection=dg.AssetSelection.groups(name),
-            description=f"Evaluate {loaded.agent.name} on one prompt version, or on several in "
-            "one run (a backfill).",
-            tags=owner_tags,
-        ),
-    )
+    return eval_history
+
+
+def record_and_check(
+    context: dg.AssetExecutionContext,
+    spec: AgentSpec,
+    project: HoloDeckProject,
+    history: RunHistory,
+    reports: dict[str, RunReport],
+) -> dict[str, list[Verdict]]:
+    """Write each version's run to the history and read its checks on that connection: the
+    history is opened once for the step's versions, each run written in its own transaction."""
+    # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
+    # the definitions every sensor tick and code server reload
+    from holodeck_core.engine.record import recording
+
+    runs = {key: (report.eval_run, location(report.path)) for key, report in reports.items()}
+    files = {key: redact_text(report.path) for key, report in reports.items()}
+    checked: dict[str, list[Verdict]] = {}
+    with (
+        history_failure(files),
+        recording(history.path, runs, prompts_dir=project.project().prompts_dir) as record,
+    ):
+        for key, (run, _) in runs.items():
+            with history_failure({key: files[key]}), record.run(key) as (written, con):
+                checked[key] = run_checks(con, run, spec.evaluations)
+            skipped = skipped_checks(checked[key])
+            for check, reason in skipped.items():
+                context.log.info(f"prompt version {key}: check {check} skipped: {reason}")
+            context.add_asset_metadata(
+                {
+                    "run_id": run.metadata.run_id or "",
+                    "newly_ingested": written,
+                    "db": str(history.path),
+                    "checks skipped": skipped_table(skipped),
+                },
+                partition_key=key,
+            )
+    return checked
 
 
 async def respond(stage: Suite, *, preload: bool) -> AgentResponses:

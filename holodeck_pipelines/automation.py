@@ -7,9 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from holodeck_core.config.cached import loaded_agent
-from holodeck_core.config.prompts import PromptStore
-from holodeck_core.history.failures import record_failed_run
+from holodeck_core.engine import record_failed_run
+from holodeck_core.engine.launch import register_prompt_versions
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import AgentPipeline
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
@@ -19,15 +18,10 @@ from holodeck_pipelines.run_tags import TRIGGER_TAG, BadRunTag, trigger_of
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
     """Snapshot the agent's active prompt files (docs/architecture.md). Returns (active keys,
     every registered key)."""
-    loaded = loaded_agent(agent_file)
-    store = PromptStore(project.project().prompts_dir, loaded.agent.name)
-    active = []
-    for prompt in loaded.active_prompts:
-        registration = store.register(prompt)
-        if registration.warning:
-            dg.get_dagster_logger().warning(registration.warning)
-        active.append(registration.key)
-    return active, [snapshot.key for snapshot in store.list()]
+    versions = register_prompt_versions(agent_file, project.project())
+    for warning in versions.warnings:
+        dg.get_dagster_logger().warning(warning)
+    return versions.active, versions.registered
 
 
 def partition_changes(

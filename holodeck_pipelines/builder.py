@@ -9,8 +9,8 @@ import os
 
 import dagster as dg
 
-from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.project import Project
+from holodeck_core.engine import loaded_agent
 from holodeck_core.errors import HolodeckError, safe_message
 from holodeck_pipelines.assets import AgentPipeline, build_agent_pipeline
 from holodeck_pipelines.automation import (

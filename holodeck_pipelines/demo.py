@@ -12,11 +12,8 @@ from typing import Any
 
 from holodeck_core.config.project import Project
 from holodeck_core.defaults import MODEL_SERVER_PORT as DEMO_PORT
+from holodeck_core.engine.demo import read_demo_runs, scripted_model_server
 from holodeck_core.errors import ConfigError
-from holodeck_core.history import store
-from holodeck_core.history.backend import project_history
-from holodeck_core.history.queries import compare_runs
-from holodeck_core.testing import load_rules, run_model_server
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
 from holodeck_pipelines.instance import project_instance
@@ -50,7 +47,7 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
         raise ConfigError(
             f"port {port} is in use: choose another --port, or --port 0 for a free one"
         )
-    with run_model_server(load_rules(rules_file), port=port) as server:
+    with scripted_model_server(rules_file, port=port) as server:
         os.environ["HOLODECK_MODEL_ENDPOINT"] = server.openai_base_url
         print(f"loopback model server: {server.openai_base_url} (scripted by {rules_file})")
         defs = build_definitions(project)
@@ -106,41 +103,21 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
     return 0
 
 
-_SUMMARY_SQL = (
-    "SELECT e.agent_name, e.prompt_version, e.passed, e.failed, e.errored, e.total_tests, "
-    "e.pass_rate, s.trials, s.pass_rate, s.ci95_low, s.ci95_high, s.pass_at_k, s.pass_hat_k, "
-    "s.flaky_cases, e.dagster_run_id, e.run_id "
-    "FROM eval_runs e JOIN v_run_stats s USING (run_id) "
-    "WHERE list_contains(?, e.dagster_run_id) ORDER BY e.agent_name, e.prompt_version"
-)
-
-
 def _print_summary(project: Project, run_ids: list[str], gates: dict[str, bool]) -> None:
     """Each run with its gate, then per agent its newest version against its first (never
     across agents: each agent's versions answer its own cases), then the example query."""
-    with store.reader(project_history(project)) as con:
-        rows = con.execute(_SUMMARY_SQL, [run_ids]).fetchall()
-        by_agent: dict[str, list[tuple[Any, ...]]] = {}
-        for row in rows:
-            by_agent.setdefault(row[0], []).append(row)
-        comparisons = {
-            agent: (runs[-1][1], runs[0][1], compare_runs(con, runs[0][-1], runs[-1][-1]).paired)
-            for agent, runs in by_agent.items()
-            if len(runs) > 1
-        }
-        query = con.execute(EXAMPLE_QUERY).fetchall()
-        columns = [d[0] for d in con.description or []]
+    runs = read_demo_runs(project, run_ids, EXAMPLE_QUERY)
     print("\nthis demo's runs (from the DuckDB history):")
-    for row in rows:
+    for row in runs.rows:
         print(_run_lines(row, gates.get(row[-2])))
-    for agent, (newer, older, paired) in comparisons.items():
+    for agent, (newer, older, paired) in runs.comparisons.items():
         if paired is not None:
             print(
                 f"\n  {agent} {newer} vs {older}, paired over the shared cases: "
                 f"{paired.pass_fraction.render()}"
             )
-    print(f"\n{EXAMPLE_QUERY}\n  " + " | ".join(columns))
-    for values in query:
+    print(f"\n{EXAMPLE_QUERY}\n  " + " | ".join(runs.columns))
+    for values in runs.query:
         print("  " + " | ".join(str(value) for value in values))
 
 

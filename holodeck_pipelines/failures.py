@@ -10,10 +10,10 @@ from typing import Any
 
 import dagster as dg
 
+from holodeck_core.engine import redact_text
 from holodeck_core.errors import ConfigError, HolodeckError, safe_message
 from holodeck_core.models import TestResult
 from holodeck_core.models.results import all_metric_results
-from holodeck_core.redaction import redact_text
 
 MAX_FAILING_ROWS = 50
 # "connection_error after 4 attempts: " / "server_error 503: ": the kind, said again per case

@@ -14,8 +14,8 @@ import dagster as dg
 from pydantic import BaseModel
 from upath import UPath
 
-from holodeck_core.config import remote
-from holodeck_core.redaction import redact
+from holodeck_core.engine import redact
+from holodeck_core.engine.artifacts import artifact_base
 
 
 class PydanticJsonIOManager(dg.ConfigurableIOManager):
@@ -24,20 +24,13 @@ class PydanticJsonIOManager(dg.ConfigurableIOManager):
     aws_secret_access_key: str | None = None
     endpoint_url: str | None = None
 
-    def _storage_options(self) -> dict[str, Any]:
-        """s3fs options for what is set (the rest the client finds in the environment)."""
-        if "://" not in self.base_url or self.base_url.startswith("file://"):
-            return {}
-        options = {
-            "key": self.aws_access_key_id,
-            "secret": self.aws_secret_access_key,
-            "endpoint_url": self.endpoint_url,
-        }
-        return {**remote.s3_options(), **{name: value for name, value in options.items() if value}}
-
     def _path(self, context: dg.OutputContext | dg.InputContext, partition: str) -> UPath:
-        base = UPath(self.base_url, **self._storage_options())
-        remote.bounded(base.fs)
+        base = artifact_base(
+            self.base_url,
+            key=self.aws_access_key_id,
+            secret=self.aws_secret_access_key,
+            endpoint_url=self.endpoint_url,
+        )
         path: UPath = base.joinpath(*context.asset_key.path, f"{partition}.json")
         return path
 

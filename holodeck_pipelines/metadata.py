@@ -11,15 +11,18 @@ from urllib.parse import quote
 import dagster as dg
 
 from holodeck_core.dashboard.links import dashboard_links
-from holodeck_core.defaults import REPORT_LINE_CHARS
 from holodeck_core.engine.plan import CostEstimate
+from holodeck_core.engine.launch import Estimator
+from holodeck_core.engine.summary import (
+    cost_markdown,
+    estimate_markdown,
+    percent,
+    render_markdown,
+    rounded,
+    usd_text,
+)
 from holodeck_core.models import EvalRun, ReportSummary, Status
 from holodeck_core.models.cost import RunEstimate
-from holodeck_core.reports import render_markdown
-from holodeck_core.reports.cost import cost_lines
-from holodeck_core.reports.markdown import markdown_text
-from holodeck_core.runner.options import Estimator
-from holodeck_core.stats.display import PERCENT_DECIMALS, number, rounded
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
 from holodeck_pipelines.metric_table import metric_table
 from holodeck_pipelines.run_tags import (
@@ -48,8 +51,7 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
     dozen entries, rounded and with their units; the numbers (pass rate, cost, wall time) are
     what the Plots tab draws across materializations, the per-metric statistics one table."""
     summary = run.report.summary
-    rate = round(summary.pass_rate, PERCENT_DECIMALS)
-    metadata: dict[str, Any] = {PASS_RATE_KEY: dg.MetadataValue.float(rate)}
+    metadata: dict[str, Any] = {PASS_RATE_KEY: dg.MetadataValue.float(percent(summary.pass_rate))}
     if summary.cost_usd is not None:
         metadata[COST_KEY] = dg.MetadataValue.float(rounded(summary.cost_usd))
     metadata |= {
@@ -57,13 +59,9 @@ def report_metadata(run: EvalRun, path: str, dashboard_url: str | None = None) -
         "wall time (s)": dg.MetadataValue.float(rounded((summary.wall_time_ms or 0) / 1000)),
         "metrics": metric_table(run),
     }
-    if summary.cost is not None:
-        metadata["cost breakdown"] = dg.MetadataValue.md(
-            "\n".join(
-                markdown_text(line, REPORT_LINE_CHARS)
-                for line in cost_lines(summary.cost, summary.passed)
-            )
-        )
+    breakdown = cost_markdown(summary)
+    if breakdown is not None:
+        metadata["cost breakdown"] = dg.MetadataValue.md(breakdown)
     failing = [r for r in run.report.results if r.status is not Status.PASS][:MAX_FAILING_ROWS]
     metadata["failing cases"] = case_table(
         [
@@ -108,7 +106,7 @@ def dashboard_markdown(base: str, run: EvalRun) -> str:
 def result_tags(reports: Mapping[str, EvalRun]) -> dict[str, str]:
     """The run's tags for its versions' results, for the Runs list: the pass rate in percent
     (a range over a backfill's versions) and the spend in USD (unknown when one is)."""
-    rates = sorted(round(r.report.summary.pass_rate, PERCENT_DECIMALS) for r in reports.values())
+    rates = sorted(percent(r.report.summary.pass_rate) for r in reports.values())
     spent = [run.report.summary.cost_usd for run in reports.values()]
     known = [usd for usd in spent if usd is not None]
     rate = f"{rates[0]}%" if rates[0] == rates[-1] else f"{rates[0]}% to {rates[-1]}%"
@@ -171,11 +169,6 @@ def _is_version(
     )
 
 
-def usd_text(usd: float | None) -> str:
-    """Dollars for a tag or a table: four significant digits (``0.003608``), or unknown."""
-    return "unknown" if usd is None else number(usd)
-
-
 def estimate_metadata(estimate: CostEstimate) -> dict[str, Any]:
     """``holodeck plan``'s estimate of the run (docs/cost.md), shown before any model call."""
     headings = estimate.headings.values()
@@ -187,14 +180,5 @@ def estimate_metadata(estimate: CostEstimate) -> dict[str, Any]:
     }
     if estimate.total_usd is not None:
         metadata["estimate/usd"] = dg.MetadataValue.float(estimate.total_usd)
-    rows = [
-        f"| {markdown_text(heading)} | {c.calls} | {c.tokens} | {usd_text(c.usd)} |"
-        for heading, c in estimate.headings.items()
-    ]
-    metadata["estimate"] = dg.MetadataValue.md(
-        f"Estimate of prompt {markdown_text(estimate.prompt_version)}: {estimate.cases} cases x "
-        f"{estimate.trials} trial(s), from {markdown_text(estimate.source)}; total "
-        f"{usd_text(estimate.total_usd)} USD\n\n| heading | calls | tokens | USD |\n"
-        "|---|---|---|---|\n" + "\n".join(rows)
-    )
+    metadata["estimate"] = dg.MetadataValue.md(estimate_markdown(estimate))
     return metadata

@@ -11,8 +11,8 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_core.config.project import Project
+from holodeck_core.engine import resolve_history
 from holodeck_core.errors import ConfigError
-from holodeck_core.history.backend import resolve_history
 from holodeck_pipelines.instance import project_instance
 
 LLM_POOL = "llm_api"

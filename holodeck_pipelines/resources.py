@@ -6,10 +6,9 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_core.config.project import Project
-from holodeck_core.history.backend import resolve_history
-from holodeck_core.history.store import History
+from holodeck_core.engine import History, resolve_history
+from holodeck_core.engine.launch import provider_key_variables
 from holodeck_core.models import ProviderEnum
-from holodeck_core.providers.table import PROVIDERS
 
 
 class HoloDeckProject(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -37,16 +36,13 @@ class ModelProviderKeys(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 def key_fields() -> dict[ProviderEnum, str]:
     """The field of :class:`ModelProviderKeys` holding each keyed provider's key."""
-    return {p: f"{p.value}_api_key" for p, spec in PROVIDERS.items() if spec.key_variable}
+    return {provider: f"{provider.value}_api_key" for provider in provider_key_variables()}
 
 
 def key_variables() -> dict[str, str]:
     """Each field of :class:`ModelProviderKeys` and the environment variable it is bound to."""
-    return {
-        field: variable
-        for provider, field in key_fields().items()
-        if (variable := PROVIDERS[provider].key_variable)
-    }
+    variables = provider_key_variables()
+    return {field: variables[provider] for provider, field in key_fields().items()}
 
 
 class RunHistory(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import dagster as dg
 
 from holodeck_core.defaults import MAX_VERSIONS_TAGGED, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.engine import shown_name
 from holodeck_core.models import Trigger
-from holodeck_core.tools.untrusted import shown_name
 
 TRIGGER_TAG = "holodeck/trigger"
 TRIALS_TAG = "holodeck/trials"

@@ -10,18 +10,23 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from holodeck_core.defaults import ALPHA
-from holodeck_core.history.cost_check import CostCheck, cost_check
-from holodeck_core.history.drift import control_agreement, judge_drift
-from holodeck_core.history.labels import judge_agreement_of, render_agreement
-from holodeck_core.history.regression import RegressionCheck, regression_check
-from holodeck_core.history.store import History
+from holodeck_core.engine.checks import (
+    CostCheck,
+    RegressionCheck,
+    agreement_of,
+    control_agreement_of,
+    cost_of,
+    drift_of,
+    gate_of,
+    regression_of,
+)
 from holodeck_core.models import EvalRun
 from holodeck_core.models.evaluation import EvaluationConfig
-from holodeck_core.runner.gates import check_gate
 
 if TYPE_CHECKING:
     import duckdb
+
+    from holodeck_core.engine import History
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,9 @@ def run_checks(
     """Every check of a run just written to the history ``con`` is connected to."""
     run_id = run.metadata.run_id or ""
     summary = run.report.summary
-    gate = check_gate(summary, evaluations.gate if evaluations else None)
-    regression = regression_check(
-        con,
-        run_id,
-        baseline=evaluations.baseline if evaluations else None,
-        strict=bool(evaluations and evaluations.regression == "strict"),
-        alpha=(evaluations.alpha if evaluations else None) or ALPHA,
-    )
+    gate = gate_of(run, evaluations)
+    regression = regression_of(con, run_id, evaluations)
+    cost = cost_of(con, run_id, regression, evaluations)
     return [
         dg.AssetCheckResult(
             check_name="pass_rate_gate",
@@ -89,7 +89,7 @@ def run_checks(
             },
         ),
         regression_result(regression),
-        *cost_results(con, run_id, regression, evaluations),
+        *([] if cost is None else [cost_result(cost)]),
         drift_result(con, run_id, evaluations),
         agreement_result(con, run_id, evaluations),
         dg.AssetCheckResult(
@@ -99,25 +99,6 @@ def run_checks(
             description=f"{summary.errored} cases could not be evaluated",
         ),
     ]
-
-
-def cost_results(
-    con: duckdb.DuckDBPyConnection,
-    run_id: str,
-    regression: RegressionCheck,
-    evaluations: EvaluationConfig | None,
-) -> list[Verdict]:
-    """``cost_regression`` against the run ``no_regression`` compared with, when asked for."""
-    if evaluations is None or evaluations.max_cost_increase is None:
-        return []
-    found = cost_check(
-        con,
-        run_id,
-        regression.previous,
-        evaluations.max_cost_increase,
-        not_compared=regression.not_compared,
-    )
-    return [cost_result(found)]
 
 
 def regression_result(check: RegressionCheck) -> Verdict:
@@ -155,19 +136,19 @@ def drift_result(
     db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> Verdict:
     limit = evaluations.judge_drift_max if evaluations else None
-    drift = judge_drift(db, run_id)
+    drift = drift_of(db, run_id)
     if not drift:
         return Skipped("judge_drift", "no evaluations.judge_control rows were scored")
     worst = max(abs(d.drift) for d in drift)
     passed = limit is None or worst <= limit
-    people = control_agreement(db, run_id)
+    people = control_agreement_of(db, run_id)
     metadata: dict[str, Any] = {
         f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift
     }
     metadata |= {
-        f"control_kappa/{r['metric_name']}": dg.MetadataValue.float(float(r["kappa"]))
+        f"control_kappa/{r.metric_name}": dg.MetadataValue.float(r.kappa)
         for r in people
-        if r["kappa"] is not None
+        if r.kappa is not None
     }
     return dg.AssetCheckResult(
         check_name="judge_drift",
@@ -175,7 +156,7 @@ def drift_result(
         severity=dg.AssetCheckSeverity.WARN,
         description=", ".join(f"{d.metric_name} {d.drift:+.3f} (n={d.n})" for d in drift)
         + ("" if passed else f": beyond evaluations.judge_drift_max {limit}")
-        + "".join(f"; against people on the control set: {render_agreement(r)}" for r in people),
+        + "".join(f"; against people on the control set: {r.text}" for r in people),
         metadata=metadata,
     )
 
@@ -183,25 +164,26 @@ def drift_result(
 def agreement_result(
     db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> Verdict:
-    """``judge_agreement``: Cohen's κ of each judge against the agent's human labels (DESIGN
-    docs/cli.md), a warning below ``evaluations.min_judge_kappa``."""
+    """``judge_agreement``: Cohen's κ of each judge against the agent's human labels
+    (docs/cli.md), a warning below ``evaluations.min_judge_kappa``."""
     minimum = evaluations.min_judge_kappa if evaluations else None
-    rows = judge_agreement_of(db, run_id)
-    rated = [r for r in rows if r["kappa"] is not None]
+    rated = [r for r in agreement_of(db, run_id) if r.kappa is not None]
     if not rated:
         return Skipped(
             "judge_agreement",
             "no human labels of this agent's judged cases yet (holodeck labels import)",
         )
-    low = [r for r in rated if minimum is not None and r["kappa"] < minimum]
+    low = [r for r in rated if minimum is not None and r.kappa is not None and r.kappa < minimum]
     return dg.AssetCheckResult(
         check_name="judge_agreement",
         passed=not low,
         severity=dg.AssetCheckSeverity.WARN,
-        description="; ".join(render_agreement(r) for r in rated)
+        description="; ".join(r.text for r in rated)
         + (f": below evaluations.min_judge_kappa {minimum}" if low else ""),
         metadata={
-            f"kappa/{r['metric_name']}": dg.MetadataValue.float(float(r["kappa"])) for r in rated
+            f"kappa/{r.metric_name}": dg.MetadataValue.float(r.kappa)
+            for r in rated
+            if r.kappa is not None
         },
     )
 

@@ -22,6 +22,7 @@ import pytest
 
 from holodeck_core.config.project import Project
 from holodeck_core.engine.record import recording
+from holodeck_core.errors import ConfigError
 from holodeck_core.history import schema, store
 from holodeck_core.history.backend import resolve_history
 from holodeck_core.history.ducklake import DuckLake
@@ -132,7 +133,7 @@ def test_a_failing_write_rolls_back_its_run_alone(tmp_path: Path) -> None:
     history = tmp_path / "history.duckdb"
     seen = []
     with (
-        pytest.raises(duckdb.ConversionException),
+        pytest.raises(ConfigError, match="run-3: not ingested"),
         recording(history, {key: (run, None) for key, run in runs.items()}) as record,
     ):
         for key in runs:

@@ -29,9 +29,9 @@ def add_rescore_parser(commands: argparse._SubParsersAction) -> None:  # type: i
 def run_rescore_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.console import print_summary
     from holodeck_core.cli.history_option import history_from
+    from holodeck_core.engine.record import record_history
     from holodeck_core.engine.report import run_exit_code
     from holodeck_core.engine.rescore import rescore_stored
-    from holodeck_core.engine.run import record_history
 
     rescored = rescore_stored(args.run, history_from(args), args.agent)
     run, path = rescored.run, rescored.path

@@ -65,8 +65,9 @@ def add_test_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
 def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.console import Progress, print_batch_line, print_summary
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.engine.record import record_run
     from holodeck_core.engine.report import run_exit_code, write_report
-    from holodeck_core.engine.run import record_run, run_estimate, run_suite, shared_budgets
+    from holodeck_core.engine.run import run_estimate, run_suite, shared_budgets
     from holodeck_core.engine.suite import SuiteOptions, load_suite
     from holodeck_core.models import Trigger
 

@@ -1,21 +1,16 @@
-"""Run a suite and record it: the EvalRun file first (it is the source of truth), then the
-journal closed, then the run appended to the history. What went wrong on the way that lost
-nothing comes back as warnings for the caller to show."""
+"""Run a suite (``holodeck test``), with its estimate and the budgets it shares with other
+runs; :mod:`holodeck_core.engine.record` records it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from holodeck_core.engine.stages import preload_history, save_eval_run
+from holodeck_core.engine.stages import preload_history
 from holodeck_core.errors import HolodeckError
 
 if TYPE_CHECKING:
-    from upath import UPath
-
     from holodeck_core.calls.shared_budget import BudgetPool
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.config.project import Project
@@ -29,18 +24,6 @@ class CaseListener(Protocol):
     """Told of every finished case (``resumed``: it came from the journal)."""
 
     def case_done(self, result: TestResult, resumed: bool) -> None: ...
-
-
-@dataclass
-class RecordedRun:
-    """A finished run, where its EvalRun file is, and what the caller should warn about."""
-
-    run: EvalRun
-    path: Path | UPath
-    warnings: list[str] = field(default_factory=list)
-    history_error: str | None = None
-    """Why the history misses the run (a lock that outlived its retries, a full disk): an
-    execution error (docs/cli.md, exit 3), though nothing is lost."""
 
 
 async def run_suite(
@@ -58,44 +41,6 @@ async def run_suite(
         return suite.eval_run(results, judge_control=await suite.score_judge_control())
     finally:
         await suite.aclose()
-
-
-def record_run(run: EvalRun, suite: Suite) -> RecordedRun:
-    """Write the EvalRun (or raise :class:`~holodeck_core.errors.ExecutionError`), then close
-    the journal: until the file is on disk, the journal holds the paid work. Then the
-    history, whose failure loses nothing but is reported (:attr:`RecordedRun.history_error`)."""
-    recorded = RecordedRun(run, save_eval_run(run, suite))
-    try:
-        suite.finish()
-    except OSError as exc:
-        recorded.warnings.append(f"the resume journal was not closed: {exc}")
-    recorded.history_error = record_history(run, recorded.path, suite.project, lock_timeout=5)
-    return recorded
-
-
-def record_history(
-    run: EvalRun, path: Path | UPath, project: Project, *, lock_timeout: float | None = None
-) -> str | None:
-    """Append the run to the project's history; the reason instead of an exception when it
-    cannot be (a busy database): the EvalRun file is safe and ``holodeck history sync`` ingests
-    it later."""
-    from holodeck_core.history.backend import project_history
-    from holodeck_core.history.ingest import ingest_run
-
-    try:
-        ingest_run(
-            project_history(project),
-            run,
-            source_path=path,
-            prompts_dir=project.prompts_dir,
-            lock_timeout=lock_timeout,
-        )
-    except HolodeckError as exc:
-        return (
-            f"the run history was not updated ({exc}); the EvalRun is safe, run "
-            f"`holodeck history sync {path.parent}` later"
-        )
-    return None
 
 
 def run_estimate(

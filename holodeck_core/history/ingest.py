@@ -291,13 +291,19 @@ def write_batch(
             for prepared in runs:
                 report.merge(write_batch(db_path, [prepared], lock_timeout=lock_timeout))
             return report
-        where = runs[0].source or f"run {runs[0].run_id}"
-        reason = " ".join(str(exc).split())[:300]
-        report.problems.append(Problem(file=where, message=f"not ingested: {reason}"))
+        report.problems.append(refusal(runs[0], exc))
         return report
     for prepared, was_written in zip(runs, written, strict=True):
         (report.ingested if was_written else report.skipped).append(prepared.run_id)
     return report
+
+
+def refusal(prepared: PreparedRun, exc: Exception) -> Problem:
+    """A value of ``prepared`` the history refuses (beyond a column's range, text that is not
+    UTF-8), naming its EvalRun file."""
+    where = prepared.source or f"run {prepared.run_id}"
+    reason = " ".join(str(exc).split())[:300]
+    return Problem(file=where, message=f"not ingested: {reason}")
 
 
 def _batches(items: Iterable[PreparedRun], size: int) -> Iterator[list[PreparedRun]]:

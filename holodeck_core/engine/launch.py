@@ -1,0 +1,118 @@
+"""The suites of orchestrated runs (docs/dagster.md): one per prompt version of a run launched
+by an orchestrator (Dagster), its estimate before any call, and the prompt versions that become
+partitions. Loading a suite reads its prompt snapshot, so nothing here runs while the
+definitions load: only the steps, the sensor and ``holodeck partitions`` call it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from holodeck_core.config.cached import loaded_agent
+from holodeck_core.config.prompts import PromptStore
+from holodeck_core.engine.plan import CostEstimate, estimate_cost, estimates_reader
+from holodeck_core.engine.run import shared_budgets
+from holodeck_core.engine.suite import Suite, SuiteOptions, load_suite
+from holodeck_core.history.backend import project_history
+from holodeck_core.providers.table import PROVIDERS
+from holodeck_core.runner.options import Estimator
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from holodeck_core.config.project import Project
+    from holodeck_core.models import ProviderEnum, Trigger
+
+__all__ = [
+    "Estimator",
+    "Launch",
+    "PromptVersions",
+    "Suite",
+    "estimate_suites",
+    "launched_suite",
+    "provider_key_variables",
+    "register_prompt_versions",
+]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the orchestrator says of a run: its id and job, why it started, the trials asked
+    for, the backfill it belongs to (its shared budget) and the provider keys it holds."""
+
+    run_id: str
+    job_name: str
+    trigger: Trigger
+    trials: int | None = None
+    backfill: str | None = None
+    api_keys: Mapping[ProviderEnum, str] = field(default_factory=dict)
+
+
+def launched_suite(
+    agent_file: Path,
+    project: Project,
+    prompt_key: str,
+    launch: Launch,
+    estimator: Estimator | None = None,
+) -> Suite:
+    """The suite of ``prompt_key`` (a registered prompt version: a
+    :class:`~holodeck_core.errors.ConfigError` lists those that exist) in the run ``launch``;
+    ``estimator`` gives its estimate (the one recorded before the agent step)."""
+    options = SuiteOptions(
+        prompt_key=prompt_key,
+        trigger=launch.trigger,
+        dagster_run_id=launch.run_id,
+        partition_key=prompt_key,
+        cli_args=[f"dagster:{launch.job_name}"],
+        api_keys=dict(launch.api_keys),
+        trials=launch.trials,
+        shared_budgets=shared_budgets(launch.backfill),
+        estimator=estimator,
+    )
+    return load_suite(loaded_agent(agent_file), options, project=project)
+
+
+def estimate_suites(project: Project, suites: Mapping[str, Suite]) -> dict[str, CostEstimate]:
+    """``holodeck plan``'s estimate of each suite, by key, from one read of the project's
+    history (a history this release refuses raises: fail before any spend)."""
+    with estimates_reader(project_history(project)) as recorded:
+        return {
+            key: estimate_cost(
+                suite.loaded,
+                recorded,
+                suite.prompt_key,
+                suite.prompt.body,
+                suite.trials,
+                suite.cases,
+            )
+            for key, suite in suites.items()
+        }
+
+
+@dataclass(frozen=True)
+class PromptVersions:
+    """The agent's prompt versions: the active ones (its prompt file and variants), every one
+    ever registered, and what registering them warned about (a label reused with a new body)."""
+
+    active: list[str]
+    registered: list[str]
+    warnings: list[str]
+
+
+def register_prompt_versions(agent_file: Path, project: Project) -> PromptVersions:
+    """Snapshot the agent's active prompt files (docs/architecture.md)."""
+    loaded = loaded_agent(agent_file)
+    store = PromptStore(project.prompts_dir, loaded.agent.name)
+    active, warnings = [], []
+    for prompt in loaded.active_prompts:
+        registration = store.register(prompt)
+        if registration.warning:
+            warnings.append(registration.warning)
+        active.append(registration.key)
+    return PromptVersions(active, [snapshot.key for snapshot in store.list()], warnings)
+
+
+def provider_key_variables() -> dict[ProviderEnum, str]:
+    """The environment variable of each provider that takes an API key (the provider table)."""
+    return {p: spec.key_variable for p, spec in PROVIDERS.items() if spec.key_variable}
