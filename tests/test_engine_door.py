@@ -1,6 +1,5 @@
-"""The engine is the one door (docs/architecture.md): the CLI's commands import the engine's
-use cases and a short list of shared modules, never the runner, the history, the reports or
-the statistics themselves; and loading a suite reads the disk once, in
+"""The engine is the one door (docs/architecture.md; its imports are checked in
+``tests/test_layering.py``): loading a suite reads the disk once, in
 ``engine/suite.py::load_suite``, so that building the ``Suite`` is pure."""
 
 from __future__ import annotations
@@ -15,57 +14,6 @@ import pytest
 from holodeck_core.config.loader import load_agent
 from holodeck_core.engine.suite import Suite, SuiteOptions, load_suite, read_inputs
 from holodeck_core.errors import ConfigError
-from tests.test_layering import MODULES, imports, where
-
-CLI_MODULES = (
-    "main",
-    "test",
-    "validate",
-    "rescore",
-    "plan",
-    "prompts",
-    "gate",
-    "console",
-    "argtypes",
-    "target_option",
-    "history_option",
-    "model_server",
-    "dashboard",
-)
-"""The commands that run, score, plan and launch (the history and labels commands have their
-own rule)."""
-ALLOWED = (
-    "holodeck_core.engine",
-    "holodeck_core.models",
-    "holodeck_core.errors",
-    "holodeck_core.defaults",
-    "holodeck_core.naming",
-    "holodeck_core.config.project",
-    "holodeck_core.config.loader",
-    "holodeck_core.terminal",
-    "holodeck_core.cli",
-)
-LAUNCHED = {
-    "holodeck_core.cli.model_server": ("holodeck_core.testing",),
-    "holodeck_core.cli.dashboard": ("holodeck_core.dashboard", "holodeck_core.testing"),
-}
-"""The two commands that start an application of their own: the loopback model server, and
-the dashboard (a layer above the engine) with the example's seed runs."""
-
-
-def within(name: str, packages: tuple[str, ...]) -> bool:
-    return any(name == p or name.startswith(f"{p}.") for p in packages)
-
-
-def test_the_cli_reaches_the_domain_through_the_engine() -> None:
-    offenders = [
-        f"{where(module, line)}: {module} imports {name}"
-        for module in (f"holodeck_core.cli.{name}" for name in CLI_MODULES)
-        for line, name in imports(MODULES[module], type_checking=True)
-        if name.startswith("holodeck_core") and not within(name, ALLOWED + LAUNCHED.get(module, ()))
-    ]
-    assert offenders == []
-
 
 AGENT = """\
 name: pure

@@ -157,6 +157,78 @@ def test_the_pipelines_import_the_engine_never_the_cli() -> None:
     assert offenders == []
 
 
+DOOR = (
+    "holodeck_core.engine",
+    "holodeck_core.models",
+    "holodeck_core.errors",
+    "holodeck_core.defaults",
+    "holodeck_core.naming",
+    "holodeck_core.config.project",
+    "holodeck_core.config.loader",
+)
+"""What the CLI and the pipelines may import of the domain (docs/architecture.md, "the engine
+is the only door upward"): the engine's use cases and the vocabulary every layer shares."""
+DOOR_EXCEPTIONS = {
+    "holodeck_core.cli": ("holodeck_core.cli", "holodeck_core.terminal"),
+    "holodeck_core.cli.model_server": ("holodeck_core.testing",),
+    "holodeck_core.cli.dashboard": ("holodeck_core.dashboard", "holodeck_core.testing"),
+    "holodeck_pipelines": ("holodeck_pipelines", "holodeck_core.dashboard.links"),
+}
+"""The few others, by importing module or package: the CLI's own modules and the terminal's
+safe text; the two commands that start an application of their own (the loopback model
+server; the dashboard, a layer above the engine, with the example's seed runs); and the
+dashboard's deep links in the pipelines' metadata."""
+
+
+def allowed_through_the_door(module: str) -> tuple[str, ...]:
+    extra = [
+        names
+        for owner_, names in DOOR_EXCEPTIONS.items()
+        if module == owner_ or module.startswith(f"{owner_}.")
+    ]
+    return DOOR + tuple(name for names in extra for name in names)
+
+
+def side_doors(modules: dict[str, Path]) -> list[str]:
+    """``file:line: module imports name`` for each import of the CLI or the pipelines that
+    reaches the domain around the engine (lazy and type-only imports count)."""
+    found = []
+    for module, path in modules.items():
+        if not module.startswith(("holodeck_core.cli", "holodeck_pipelines")):
+            continue
+        allowed = allowed_through_the_door(module)
+        for line, name in imports(path, type_checking=True):
+            if name.split(".")[0] in ("holodeck_core", "holodeck_pipelines") and not any(
+                name == room or name.startswith(f"{room}.") for room in allowed
+            ):
+                shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+                found.append(f"{shown}:{line}: {module} imports {name}")
+    return found
+
+
+def test_the_cli_and_the_pipelines_reach_the_domain_through_the_engine() -> None:
+    assert side_doors(MODULES) == []
+
+
+def test_a_side_door_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    """The check itself: an asset module importing the runner lazily, and a command importing
+    the history under ``TYPE_CHECKING``, are each named where they are; the engine is not."""
+    assets, command = tmp_path / "assets.py", tmp_path / "history.py"
+    assets.write_text(
+        "import dagster as dg\nfrom holodeck_core.engine.run import run_suite\n"
+        "def build():\n    from holodeck_core.runner.suite import Suite\n"
+    )
+    command.write_text(
+        "from typing import TYPE_CHECKING\nfrom holodeck_core.terminal import plain\n"
+        "if TYPE_CHECKING:\n    from holodeck_core.history.store import History\n"
+    )
+    planted = {"holodeck_pipelines.assets": assets, "holodeck_core.cli.history": command}
+    assert side_doors(planted) == [
+        f"{assets}:4: holodeck_pipelines.assets imports holodeck_core.runner.suite",
+        f"{command}:4: holodeck_core.cli.history imports holodeck_core.history.store",
+    ]
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     found: list[list[str]] = []
     done: set[str] = set()
