@@ -284,3 +284,9 @@ def test_holodeck_test_records_its_candidate_and_its_baseline_is_of_that_candida
         assert main([*argv, "--summary", str(summary)]) == 0
     capsys.readouterr()
     assert f"- baseline: {version} run `{large[:12]}`" in summary.read_text()
+    # its cost estimate was measured on the same configuration's run, not the newer mini one
+    [(source,)] = rows(
+        db, "SELECT estimate_source FROM run_costs JOIN eval_runs USING (run_id) "
+        "ORDER BY finished_at DESC LIMIT 1",
+    )  # fmt: skip
+    assert large in source or large[:12] in source, source
