@@ -173,6 +173,15 @@ def test_previous_runs_trends_regressions_and_comparisons_stay_in_one_configurat
     )
 
 
+def test_the_previous_run_is_the_previous_healthy_run(tmp_path: Path) -> None:
+    db = tmp_path / "history.duckdb"
+    statuses = ("PPPP", "EEEE", "PPPF")  # the second run is an infrastructure failure
+    ingest_runs(db, [make_run(s, day(n), run_id=f"r{n}") for n, s in enumerate(statuses)])
+    assert rows(
+        db, "SELECT run_id, run_seq, previous_run_id, pass_rate_change FROM v_runs ORDER BY 2"
+    ) == [("r0", 1, None, None), ("r1", 2, "r0", -1.0), ("r2", 3, "r0", -0.25)]
+
+
 def test_flaky_cases_are_counted_within_one_configuration(matrix: store.History) -> None:
     flaky = rows(
         matrix,

@@ -31,9 +31,10 @@ SELECT
     cost_usd / NULLIF(passed, 0) AS cost_per_pass,
     git_commit, holodeck_version, config_hash, dataset_hash, source_path,
     row_number() OVER w AS run_seq,
-    lag(run_id) OVER w AS previous_run_id,
-    pass_rate - lag(pass_rate) OVER w AS pass_rate_change
-FROM eval_runs
+    lag(CASE WHEN healthy THEN run_id END IGNORE NULLS) OVER w AS previous_run_id,
+    pass_rate - lag(CASE WHEN healthy THEN pass_rate END IGNORE NULLS) OVER w
+        AS pass_rate_change
+FROM (SELECT *, run_id IN (SELECT run_id FROM v_counted_runs) AS healthy FROM eval_runs)
 WINDOW w AS (PARTITION BY agent_slug, prompt_version, model_candidate
              ORDER BY finished_at, run_id);
 
