@@ -299,3 +299,20 @@ def test_holodeck_test_records_its_candidate_and_its_baseline_is_of_that_candida
         "ORDER BY finished_at DESC LIMIT 1",
     )  # fmt: skip
     assert large in source or large[:12] in source, source
+
+
+def test_a_file_whose_candidate_is_no_partition_key_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A candidate name is data from the file: one that holodeck.yaml could not have declared
+    (markup, a formula, a terminal escape) never reaches the history."""
+    data = json.loads(make_run("PPPP", day(0), run_id="hostile-1").to_json())
+    data["metadata"]["model_candidate"] = '=HYPERLINK("x")\x1b[2J'
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "hostile.json").write_text(json.dumps(data))
+    db = tmp_path / "history.duckdb"
+    code, _, err = run_cli(capsys, "sync", str(folder), "--db", str(db))
+    assert code == 2 and "Traceback" not in err and "\x1b" not in err
+    assert "hostile.json: metadata.model_candidate" in said(err)
+    assert not db.exists() or rows(db, "SELECT count(*) FROM eval_runs") == [(0,)]
