@@ -9,6 +9,7 @@ older EvalRun file without a candidate synced as ``default``."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,8 @@ def test_compare_names_both_configurations_and_refuses_two_agents(
     )
     assert code in (0, 1)
     assert json.loads(out)["configuration_b"] == "support-bot · v2 · fast"
+    code, out, _ = run_cli(capsys, "show", "s-v2-fast-2", "--db", str(db))
+    assert code == 0 and re.search(r"model candidate +fast", out), out
 
 
 def test_runs_shows_the_candidate_once_another_ran(
