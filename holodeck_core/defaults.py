@@ -120,7 +120,8 @@ T975 = (
 and the history's SQL macros (``holodeck_t975``, and ``holodeck_t95`` to three places) are
 built from this one table."""
 HISTORY_FLAKY_WINDOW = 10
-"""``v_flaky_cases`` looks at the last this-many runs of each prompt version; the table macro
+"""``v_flaky_cases`` looks at the last this-many runs of each configuration (agent, prompt
+version, model candidate); the table macro
 ``flaky_cases(n)`` takes another window (docs/history.md)."""
 
 # ------------------------------------------------ untrusted input (docs/agent-yaml.md, limits)

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from holodeck_core.defaults import OWN_MODEL_CANDIDATE
 from holodeck_core.engine.history import money, number
 from holodeck_core.terminal import one_line, plain
 
@@ -79,12 +80,16 @@ def print_rows(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> N
 
 
 def print_runs(runs: list[dict[str, Any]]) -> None:
+    """The runs, with a model candidate column once any of them ran another candidate than
+    the agent's own model (``default``)."""
+    candidates = any(r["model_candidate"] != OWN_MODEL_CANDIDATE for r in runs)
     table = Table(title="runs, newest first")
     table.add_column("run", no_wrap=True)
     for column in (
         "finished (UTC)",
         "agent",
         "prompt",
+        *(("candidate",) if candidates else ()),
         "trigger",
         "tests",
         "pass",
@@ -99,6 +104,7 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
             str(r["finished_at"])[:19],
             r["agent_slug"],
             r["prompt_version"],
+            *((r["model_candidate"],) if candidates else ()),
             r["trigger"] or "-",
             str(r["total_tests"]),
             _pct(r["pass_rate"]),
@@ -139,6 +145,7 @@ def render_detail(detail: RunDetail, only_failures: bool) -> None:
         ("agent", f"{run['agent_name']} ({run['agent_slug']})"),
         ("prompt", f"{run['prompt_version']} (body {str(run['prompt_body_hash'])[:12]})"),
         ("model / judge", f"{run['model_name']} / {run['judge_model'] or '-'}"),
+        ("model candidate", run["model_candidate"]),
         ("trigger", f"{run['trigger'] or '-'}  dagster run {run['dagster_run_id'] or '-'}"),
         ("finished (UTC)", str(run["finished_at"])),
         (
@@ -198,10 +205,10 @@ def render_comparison(result: Comparison) -> None:
 
 def print_sides(console: Console, result: Comparison) -> None:
     """One line per run: A, then B."""
-    for side, run in (("A", result.a), ("B", result.b)):
+    sides = (("A", result.a, result.configuration_a), ("B", result.b, result.configuration_b))
+    for side, run, configuration in sides:
         line = (
-            f" {_short(run['run_id'])}  {run['agent_slug']}  prompt "
-            f"{run['prompt_version']}  {str(run['finished_at'])[:19]}  pass "
+            f" {_short(run['run_id'])}  {configuration}  {str(run['finished_at'])[:19]}  pass "
             f"{_pct(run['pass_rate'])} ({run['passed']}/{run['total_tests']})  tokens "
             f"{_num(run['total_tokens'])}  cost {_usd(run['cost_usd'])}"
         )

@@ -1,5 +1,6 @@
 """``holodeck test --baseline REF``: the recorded run compared with a baseline (a run id or
-prefix, or a prompt version's newest run of the agent), decided as ``history compare`` and
+prefix, or a prompt version's newest run of the agent with the same model candidate: one
+configuration against another), decided as ``history compare`` and
 the Dagster ``no_regression`` check decide (docs/architecture.md)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ FROM eval_runs cur
 JOIN eval_runs base
   ON base.agent_slug = cur.agent_slug
  AND (base.prompt_version = ? OR base.prompt_label = ?)
+ AND base.model_candidate = cur.model_candidate
  AND base.run_id <> cur.run_id
  AND base.trigger IS DISTINCT FROM 'rescore'
 WHERE cur.run_id = ?
@@ -47,7 +49,8 @@ def compare_with_baseline(
             except ConfigError:
                 raise ConfigError(
                     f"--baseline {baseline}: no run of that prompt version and no run with "
-                    f"that id in {history}; `holodeck history runs` lists them"
+                    f"that id in {history} (a prompt version's runs count with this run's "
+                    "model candidate only); `holodeck history runs` lists them"
                 ) from None
         if base == run_id:
             raise ConfigError(f"--baseline {baseline} is the run just recorded: pick another")

@@ -167,7 +167,8 @@ def estimate_cost(
     cases: list[TestCaseModel] | None = None,
 ) -> CostEstimate:
     """The run's expected spend on ``cases`` (default: all the agent's): measured per case in
-    the newest recorded run of this prompt version with costs (cases it lacks at the mean of
+    the newest recorded run of this configuration (prompt version and model candidate) with
+    costs (cases it lacks at the mean of
     the others), else (nothing recorded, or the history unreachable) from sizes. One history
     read (a few small queries, on ``history`` itself when it is a connection), or none."""
     cases = loaded.agent.cases if cases is None else cases
@@ -239,10 +240,11 @@ def _measured(
     with store.opened(history) as con:
         row = con.execute(
             "SELECT r.run_id FROM eval_runs r JOIN run_costs USING (run_id) "
-            "WHERE r.agent_slug = ? AND r.prompt_version = ? AND EXISTS "
+            "WHERE r.agent_slug = ? AND r.prompt_version = ? AND r.model_candidate = ? "
+            "AND EXISTS "
             "(SELECT 1 FROM call_costs c WHERE c.run_id = r.run_id AND c.heading = 'agent') "
             "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT 1",
-            [slugify(loaded.agent.name), prompt_version],
+            [slugify(loaded.agent.name), prompt_version, loaded.candidate.name],
         ).fetchone()
         if row is None:
             return None

@@ -62,7 +62,7 @@ def _metric_means(
 FLAKY_BEFORE = """
 WITH head AS (SELECT agent_slug, finished_at FROM eval_runs WHERE run_id = $b),
 hist AS (
-    SELECT e.run_id, e.finished_at, e.prompt_version, t.case_id, t.status,
+    SELECT e.run_id, e.finished_at, e.prompt_version, e.model_candidate, t.case_id, t.status,
            c.case_fingerprint, c.trials_disagree
     FROM v_counted_runs e
     JOIN head h ON e.agent_slug = h.agent_slug
@@ -76,7 +76,8 @@ lagged AS (
                        THEN {'status': status, 'fingerprint': case_fingerprint} END
                   IGNORE NULLS) OVER w AS previous
     FROM hist
-    WINDOW w AS (PARTITION BY prompt_version, case_id ORDER BY finished_at, run_id)
+    WINDOW w AS (PARTITION BY prompt_version, model_candidate, case_id
+                 ORDER BY finished_at, run_id)
 )
 SELECT DISTINCT case_id FROM lagged
 WHERE trials_disagree

@@ -22,10 +22,16 @@ if TYPE_CHECKING:
 
 MIN_PREFIX = 4
 RUN_COLUMNS = (
-    "run_id", "agent_name", "agent_slug", "prompt_version", "trigger", "model_name",
+    "run_id", "agent_name", "agent_slug", "prompt_version", "model_candidate",
+    "model_fingerprint", "trigger", "model_name",
     "finished_at", "total_tests", "passed", "failed", "errored", "pass_rate", "total_tokens",
     "cost_usd", "dataset_hash", "wall_time_ms", "source_path",
 )  # fmt: skip
+
+
+def configuration(run: dict[str, Any]) -> str:
+    """A run's configuration as people read it: agent · prompt version · model candidate."""
+    return f"{run['agent_slug']} · {run['prompt_version']} · {run['model_candidate']}"
 
 
 def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -197,6 +203,14 @@ class Comparison:
     rule); otherwise only a significant drop of the paired comparison is (docs/architecture.md)."""
 
     @property
+    def configuration_a(self) -> str:
+        return configuration(self.a)
+
+    @property
+    def configuration_b(self) -> str:
+        return configuration(self.b)
+
+    @property
     def pass_rate_a(self) -> float:
         """A's pass rate over its whole test set (what a CI gate reads)."""
         return float(self.a["pass_rate"])
@@ -275,6 +289,8 @@ class Comparison:
         return {
             "run_a": self.a,
             "run_b": self.b,
+            "configuration_a": self.configuration_a,
+            "configuration_b": self.configuration_b,
             "warnings": self.warnings,
             "common_cases": self.common_cases,
             "only_in_a": self.only_in_a,
@@ -317,10 +333,12 @@ def compare_runs(
 ) -> Comparison:
     """Per-case flips, metric deltas, pass-rate, token and cost deltas of B against A, and
     the paired comparison that decides a regression (unless ``strict``). An infrastructure
-    failure on either side is refused unless ``include_failed`` (docs/cli.md)."""
+    failure on either side is refused unless ``include_failed``, and so are runs of two agents
+    (docs/cli.md)."""
     if not include_failed:
         refuse_failed(con, run_a, run_b)
     a, b = _run_pair(con, run_a, run_b)
+    _refuse_other_agents(a, b)
     cases = _case_pairs(con, run_a, run_b)
     common = [c for c in cases if c[2] is not None and c[3] is not None]
     only_a = [c[0] for c in cases if c[3] is None]
@@ -366,6 +384,21 @@ def _run_pair(
     return sides[run_a], sides[run_b]
 
 
+def _refuse_other_agents(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """Two agents answer different test suites with different tools: their runs are never
+    paired (a ConfigError saying what to compare instead)."""
+    if a["agent_slug"] == b["agent_slug"]:
+        return
+    raise ConfigError(
+        f"run {str(a['run_id'])[:12]} ({configuration(a)}) and run {str(b['run_id'])[:12]} "
+        f"({configuration(b)}) are runs of different agents ({a['agent_slug']} vs "
+        f"{b['agent_slug']}), which are never compared: compare two runs of one agent "
+        "(its prompt versions and model candidates; `holodeck history runs --agent NAME` "
+        "lists them), or read each agent's cells side by side in the configuration_cells "
+        "view (docs/history.md)"
+    )
+
+
 def _case_pairs(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> list[tuple[Any, ...]]:
     """Every case of either run: (case_id, test_name, status A, status B, tokens A, tokens B),
     a side's status None where the case is not in that run."""
@@ -385,7 +418,7 @@ def _case_pairs(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> list[
 def _pair_warnings(
     a: dict[str, Any], b: dict[str, Any], common: int, only_a: int, only_b: int
 ) -> list[str]:
-    """What makes the two runs less comparable: other test sets, other agents."""
+    """What makes the two runs less comparable: other test sets."""
     warnings = []
     if a["dataset_hash"] != b["dataset_hash"] or only_a or only_b:
         warnings.append(
@@ -393,8 +426,6 @@ def _pair_warnings(
             f"{str(a['dataset_hash'])[:12]} vs {str(b['dataset_hash'])[:12]}): comparing the "
             f"{common} common case(s); {only_a} only in A, {only_b} only in B"
         )
-    if a["agent_slug"] != b["agent_slug"]:
-        warnings.append(f"comparing different agents: {a['agent_slug']} vs {b['agent_slug']}")
     return warnings
 
 

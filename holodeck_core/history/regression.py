@@ -1,5 +1,6 @@
 """The ``no_regression`` check's comparison: a run against the previous run of the same
-agent and prompt (or, with ``evaluations.baseline``, the latest run of that prompt version),
+configuration, its agent, prompt and model candidate (or, with ``evaluations.baseline``, the
+latest run of that prompt version with the same candidate),
 decided exactly as ``holodeck history compare`` decides (docs/architecture.md). Infrastructure
 failures are never a baseline, and a run that is one is not compared (docs/cli.md).
 
@@ -43,6 +44,7 @@ FROM eval_runs cur
 JOIN v_counted_runs prev
   ON prev.agent_name = cur.agent_name
  AND prev.prompt_body_hash = cur.prompt_body_hash
+ AND prev.model_candidate = cur.model_candidate
  AND prev.run_id <> cur.run_id
  AND prev.finished_at <= cur.finished_at
 WHERE cur.run_id = ?
@@ -56,6 +58,7 @@ FROM eval_runs cur
 JOIN v_counted_runs base
   ON base.agent_slug = cur.agent_slug
  AND (base.prompt_version = ? OR base.prompt_label = ?)
+ AND base.model_candidate = cur.model_candidate
  AND base.run_id <> cur.run_id
 WHERE cur.run_id = ?
 ORDER BY base.finished_at DESC, base.run_id DESC

@@ -40,6 +40,7 @@ SQL_FILES = (
     "views/comparisons.sql",
     "views/judges.sql",
     "views/cost.sql",
+    "views/configurations.sql",
 )
 """In the order they run: a view reads only what an earlier statement made."""
 
@@ -70,6 +71,11 @@ MAIN_VIEWS = (
 """The views most reads go through (docs/history.md): a DuckLake gives the same rows as the
 file for each (tests/test_lake.py), and the history benchmark times them
 (bench/history_bench.py)."""
+
+ABSENT_COLUMNS = {"model_candidate": f"'{defaults.OWN_MODEL_CANDIDATE}'"}
+"""What a column an older history lacks reads as when its rows are carried over (a SQL
+literal; any other such column reads as NULL): a run without a model candidate ran the agent's
+own model."""
 
 REBUILD_COMMAND = "holodeck history rebuild"
 

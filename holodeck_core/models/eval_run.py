@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from holodeck_core.defaults import MAX_CANDIDATE_NAME_LENGTH
 from holodeck_core.models.agent import Agent
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.report import TestReport
@@ -56,7 +57,10 @@ class EvalRunMetadata(StrictModel):
     dagster_run_id: str | None = None
     partition_key: str | None = None
     model_candidate: str | None = Field(
-        None, description="The model candidate run (holodeck.yaml models:, docs/agent-yaml.md)."
+        None,
+        pattern=rf"^[a-z0-9_]{{1,{MAX_CANDIDATE_NAME_LENGTH}}}$",
+        description="The model candidate run (holodeck.yaml models:, docs/agent-yaml.md): a "
+        "partition key, as holodeck.yaml's names are.",
     )
     model_fingerprint: str | None = Field(
         None,
