@@ -18,7 +18,7 @@ import pytest
 
 from holodeck_core.cli.main import main
 from holodeck_core.config.loader import load_agent
-from holodeck_core.engine.baseline import compare_with_baseline
+from holodeck_core.engine.baseline import baseline_comparison
 from holodeck_core.history import store
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.history.queries import compare_runs
@@ -206,7 +206,7 @@ def test_the_regression_check_and_the_baseline_pick_the_same_configuration(
 ) -> None:
     assert regression_check(matrix, "s-v1-fast-2").previous == "s-v1-fast-1"
     assert regression_check(matrix, "s-v2-default-3", baseline="v1").previous == "s-v1-default-3"
-    comparison = compare_with_baseline(matrix, "s-v2-default-3", "v1", strict=False, alpha=0.05)
+    comparison = baseline_comparison(matrix, "s-v2-default-3", "v1", strict=False, alpha=0.05)
     assert comparison.a["run_id"] == "s-v1-default-3"
     assert comparison.configuration_a == "support-bot · v1 · default"
 

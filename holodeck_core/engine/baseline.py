@@ -12,6 +12,7 @@ from holodeck_core.errors import ConfigError
 if TYPE_CHECKING:
     from holodeck_core.config.project import Project
     from holodeck_core.history.queries import Comparison
+    from holodeck_core.history.store import History
 
 NEWEST_OF_VERSION = """
 SELECT base.run_id
@@ -35,10 +36,19 @@ def compare_with_baseline(
     over a run prefix that happens to read the same; a baseline with no run is a ConfigError
     saying what exists."""
     from holodeck_core.history.backend import project_history
+
+    return baseline_comparison(
+        project_history(project), run_id, baseline, strict=strict, alpha=alpha
+    )
+
+
+def baseline_comparison(
+    history: History, run_id: str, baseline: str, *, strict: bool, alpha: float
+) -> Comparison:
+    """:func:`compare_with_baseline` in ``history``."""
     from holodeck_core.history.queries import compare_runs, resolve_run
     from holodeck_core.history.store import reader
 
-    history = project_history(project)
     with reader(history) as con:
         row = con.execute(NEWEST_OF_VERSION, [baseline, baseline, run_id]).fetchone()
         if row is not None:
