@@ -77,14 +77,18 @@ def test_summary_filters_runs(history: Path) -> None:
     assert result.options.tags == ["support"]
 
 
-def test_change_markers_at_each_version_change_then_first_appearances(history: Path) -> None:
+def test_change_markers_where_a_configurations_model_changes_then_first_appearances(
+    history: Path,
+) -> None:
     runs = summary_data.summary(history, data.Filters()).runs
-    assert [label for _, label in change_points(runs)] == ["prompt v3"]
+    assert change_points(runs) == []  # a new prompt version is a new series, not a change
     alternating = runs.iloc[[i % len(runs) for i in range(2 * MAX_MARKERS)]].copy()
-    versions = ["a" if i % 2 else "b" for i in range(len(alternating) - 1)] + ["c"]
-    alternating["prompt_version"] = versions  # A/B runs: too many changes to mark each
+    alternating[["agent_name", "prompt_version"]] = ["bot", "v1"]
+    models = ["a" if i % 2 else "b" for i in range(len(alternating) - 1)] + ["c"]
+    alternating["model_name"] = models  # an edited model, back and forth: too many to mark each
     alternating["finished_at"] = range(len(alternating))
-    assert [label for _, label in change_points(alternating)] == ["prompt a", "prompt c"]
+    labels = [label for _, label in change_points(alternating)]
+    assert labels == ["bot · v1 · default: model a", "bot · v1 · default: model c"]
 
 
 def test_connect_explains_missing_empty_old_and_foreign_files(tmp_path: Path) -> None:

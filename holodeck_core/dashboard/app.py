@@ -11,6 +11,7 @@ a page elsewhere that rebinds its own DNS name to 127.0.0.1 (DNS rebinding) is r
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +30,7 @@ from holodeck_core.dashboard import (
     ui,
 )
 from holodeck_core.dashboard.data import PageError, parse_query
+from holodeck_core.defaults import DASHBOARD_AGE_STEP_S
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
 
@@ -40,6 +42,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Names a browser on this machine reaches the dashboard by."""
 CHARTED = {"/", "/summary"}
 """Pages whose first paint draws Plotly charts."""
+AGED = {"/", "/summary", "/matrix"}
+"""Pages that say how old runs are: kept no longer than :data:`DASHBOARD_AGE_STEP_S`."""
 
 
 def render(db: History, pathname: str | None, search: str | None) -> Any:
@@ -49,7 +53,8 @@ def render(db: History, pathname: str | None, search: str | None) -> Any:
     if handler is None:
         return ui.notice("Page not found", f"There is no page {pathname!r}: try the Summary.")
     try:
-        return cache.cached(db, ("page", path, search or ""),
+        age_step = int(time.time() // DASHBOARD_AGE_STEP_S) if path in AGED else 0
+        return cache.cached(db, ("page", path, search or "", age_step),
                             lambda: handler(db, parse_query(search)))  # fmt: skip
     except PageError as exc:
         log.warning("%s: %s", exc.title, exc.message)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlencode
 
+from holodeck_core.dashboard.configs import CANDIDATE
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
 from holodeck_core.history.store import History
@@ -278,7 +279,7 @@ FILTERED_RUNS = f"""
 SELECT r.run_id, r.agent_name, r.agent_slug, r.prompt_version, r.model_provider, r.model_name,
        r.trigger, r.finished_at, r.total_tests, r.passed, r.failed, r.errored, r.pass_rate,
        r.total_tokens, r.cost_usd, r.cost_per_pass, r.wall_time_ms, r.total_duration_ms,
-       r.git_commit,
+       r.git_commit, {CANDIDATE} AS model_candidate,
        coalesce(p.tags, []) AS prompt_tags, h.infrastructure_failure
 FROM {RUNS} r
 JOIN v_run_health h USING (run_id)

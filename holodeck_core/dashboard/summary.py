@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from holodeck_core.dashboard import cache, runs_table, summary_data, tiles, ui
-from holodeck_core.dashboard.charts import metric_figure, pass_rate_figure
+from holodeck_core.dashboard.charts import Palette, metric_figure, pass_rate_figure
 from holodeck_core.dashboard.cost_data import costs
 from holodeck_core.dashboard.cost_view import cost_card
 from holodeck_core.dashboard.data import Filters, Options
@@ -62,11 +62,14 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
                 className="muted"),
                 *_window(data),
                 dcc.Graph(id="pass-rate-chart",
-                          figure=pass_rate_figure(data.charted, data.regressions))],
+                          figure=pass_rate_figure(data.charted, data.regressions,
+                                                   data.colours))],
                 className="card"),
             cost_card(cache.cached(db, ("costs", filters.to_query()),
-                                   lambda: costs(db, filters)), set(data.charted["run_id"])),
-            html.Div(_metric_tabs(data.metrics), className="card", id="metric-trends"),
+                                   lambda: costs(db, filters)), set(data.charted["run_id"]),
+                      data.colours),
+            html.Div(_metric_tabs(data.metrics, data.colours), className="card",
+                     id="metric-trends"),
             tiles.breakdown(data.metrics, str(data.runs.iloc[-1]["run_id"])),
             html.Div(runs_table.runs_table(data.runs, filters.to_query()), className="card"),
         ]  # fmt: skip
@@ -142,7 +145,7 @@ def _iso(day: date | None) -> str | None:
     return day.isoformat() if day else None
 
 
-def _metric_tabs(metrics: pd.DataFrame) -> list[Any]:
+def _metric_tabs(metrics: pd.DataFrame, colours: Palette) -> list[Any]:
     """A tab per kind (and unit: ms and USD metrics get their own); only the open tab's
     figure is drawn."""
     if metrics.empty:
@@ -155,7 +158,8 @@ def _metric_tabs(metrics: pd.DataFrame) -> list[Any]:
     groups = sorted(metrics["group"].unique(), key=lambda g: (order.get(g.split(" ")[0], 9), g))
     tabs = [
         dcc.Tab(label=group, value=group, children=dcc.Graph(
-            id=f"metric-chart-{i}", figure=metric_figure(metrics[metrics["group"] == group])))
+            id=f"metric-chart-{i}",
+            figure=metric_figure(metrics[metrics["group"] == group], colours)))
         for i, group in enumerate(groups)
     ]  # fmt: skip
     return [html.H3("Metric trends by kind"),
