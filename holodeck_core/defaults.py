@@ -276,6 +276,3 @@ tag is the first and last with the count (docs/dagster.md)."""
 DASHBOARD_AGE_STEP_S = 60
 """A page that says how old a run is ("2 h ago") is rendered again at least this often, even
 while the history is unchanged (docs/dashboard.md)."""
-MATRIX_ALPHA = 0.05
-"""The Matrix page's ties: a cell whose paired comparison with the best cell has a
-BH-adjusted p at or above this is not significantly different from it (docs/dashboard.md)."""

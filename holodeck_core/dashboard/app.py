@@ -20,11 +20,13 @@ import flask
 from dash import Dash, Input, Output, dcc, html
 
 from holodeck_core.dashboard import (
+    agent_filter,
     cache,
     compare_view,
     explorer_view,
     judges,
     long_text,
+    matrix_view,
     scripts,
     summary,
     ui,
@@ -37,10 +39,11 @@ from holodeck_core.history.store import History
 log = logging.getLogger("holodeck.dashboard")
 
 PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer_view.page,
-         "/compare": compare_view.page, "/judges": judges.page}  # fmt: skip
+         "/compare": compare_view.page, "/matrix": matrix_view.page,
+         "/judges": judges.page}  # fmt: skip
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Names a browser on this machine reaches the dashboard by."""
-CHARTED = {"/", "/summary"}
+CHARTED = {"/", "/summary", "/matrix"}
 """Pages whose first paint draws Plotly charts."""
 AGED = {"/", "/summary", "/matrix"}
 """Pages that say how old runs are: kept no longer than :data:`DASHBOARD_AGE_STEP_S`."""
@@ -124,6 +127,7 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
         dcc.Location(id="url", refresh="callback-nav"),
         html.Div([html.B("HoloDeck eval runs"), dcc.Link("Summary", href="/"),
                   dcc.Link("Explorer", href="/explorer"), dcc.Link("Compare", href="/compare"),
+                  dcc.Link("Matrix", href="/matrix"),
                   dcc.Link("Judges", href="/judges"),
                   html.Span(str(db), className="db")], className="nav"),
         dcc.Loading(html.Div(id="page"), delay_show=300),
@@ -139,4 +143,5 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
     judges.register(app, db)
     long_text.register(app, db)
     compare_view.register(app)
+    agent_filter.register(app)
     return app

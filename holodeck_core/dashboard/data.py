@@ -302,13 +302,21 @@ class Options:
     last_day: date | None
 
 
+def agent_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every agent in the history, by name (the agent filters)."""
+    return [str(a) for (a,) in con.execute(AGENTS).fetchall()]
+
+
+AGENTS = "SELECT DISTINCT agent_name FROM eval_runs ORDER BY 1"
+
+
 def options(con: duckdb.DuckDBPyConnection) -> Options:
     def distinct(sql: str) -> list[str]:
         return [str(r[0]) for r in con.execute(sql).fetchall() if r[0] is not None]
 
     days = con.execute("SELECT min(day), max(day) FROM v_runs").fetchone() or (None, None)
     return Options(
-        agents=distinct("SELECT DISTINCT agent_name FROM eval_runs ORDER BY 1"),
+        agents=distinct(AGENTS),
         prompt_versions=distinct("SELECT DISTINCT prompt_version FROM eval_runs ORDER BY 1"),
         models=distinct("SELECT DISTINCT model_name FROM eval_runs ORDER BY 1"),
         triggers=distinct("SELECT DISTINCT trigger FROM eval_runs ORDER BY 1"),

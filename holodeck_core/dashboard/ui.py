@@ -55,6 +55,8 @@ td.fixed::after { content: " fixed"; color: #2f9e44; font-size: .7rem; font-weig
           border-radius: 6px; padding: 1rem 1.4rem; }
 .muted { color: #7b8794; font-size: .8rem; }
 .kpi .delta { font-size: .75rem; color: #7b8794; } .kpi .spark { display: block; margin: .2rem 0; }
+#matrix-grid td { vertical-align: top; min-width: 170px; }
+#matrix-grid .cell.tie { background: #ebfbee; } .cell-rate { font-size: 1.1rem; }
 .kpi-row h4 { margin: .2rem 0 .4rem; } .kpi .prior { font-size: .72rem; color: #52606d; }
 .kpi .delta.better { color: #2f9e44; } .kpi .delta.worse { color: #c92a2a; }
 .notes { background: #fff4e6; border: 1px solid #f0c36d; border-radius: 6px;
