@@ -133,6 +133,7 @@ class Filters:
     end: date | None = None
     prompt_versions: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)
     triggers: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     min_pass_rate: float | None = None
@@ -142,7 +143,7 @@ class Filters:
 
     KEYS: ClassVar[dict[str, str]] = {
         "agents": "agent", "prompt_versions": "prompt", "models": "model",
-        "triggers": "trigger", "tags": "tag",
+        "candidates": "candidate", "triggers": "trigger", "tags": "tag",
     }  # fmt: skip
     """List filters and their URL keys (values joined with commas)."""
 
@@ -238,6 +239,7 @@ class Filters:
             ("r.agent_name", self.agents),
             ("r.prompt_version", self.prompt_versions),
             ("r.model_name", self.models),
+            (CANDIDATE, self.candidates),
             ("r.trigger", self.triggers),
         ):
             if values:
@@ -296,6 +298,7 @@ class Options:
     agents: list[str]
     prompt_versions: list[str]
     models: list[str]
+    candidates: list[str]
     triggers: list[str]
     tags: list[str]
     first_day: date | None
@@ -319,6 +322,7 @@ def options(con: duckdb.DuckDBPyConnection) -> Options:
         agents=distinct(AGENTS),
         prompt_versions=distinct("SELECT DISTINCT prompt_version FROM eval_runs ORDER BY 1"),
         models=distinct("SELECT DISTINCT model_name FROM eval_runs ORDER BY 1"),
+        candidates=distinct(f"SELECT DISTINCT {CANDIDATE} FROM eval_runs r ORDER BY 1"),
         triggers=distinct("SELECT DISTINCT trigger FROM eval_runs ORDER BY 1"),
         tags=distinct("SELECT DISTINCT unnest(tags) FROM prompt_versions ORDER BY 1"),
         first_day=days[0],

@@ -24,7 +24,7 @@ from holodeck_core.history.store import History
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
-FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-trigger", "f-tag")
+FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-candidate", "f-trigger", "f-tag")
 KIND_ORDER = tiles.KIND_ORDER
 
 
@@ -124,6 +124,7 @@ def _filters(filters: Filters, options: Options) -> html.Div:
             _dropdown("f-prompt", "Prompt version", options.prompt_versions,
                       filters.prompt_versions),
             _dropdown("f-model", "Model", options.models, filters.models),
+            _dropdown("f-candidate", "Candidate", options.candidates, filters.candidates),
             _dropdown("f-trigger", "Trigger", options.triggers, filters.triggers),
             _dropdown("f-tag", "Prompt tag", options.tags, filters.tags),
             html.Div([html.Label("Date range"),
@@ -180,12 +181,12 @@ def register(app: Dash, db: History) -> None:
     )
     def _filter(
         agents: list[str] | None, prompts: list[str] | None, models: list[str] | None,
-        triggers: list[str] | None, tags: list[str] | None, start: str | None,
-        end: str | None, min_rate: float | None, shown: str | None,
+        candidates: list[str] | None, triggers: list[str] | None, tags: list[str] | None,
+        start: str | None, end: str | None, min_rate: float | None, shown: str | None,
     ) -> Any:  # fmt: skip
         query = Filters(
             agents=agents or [], prompt_versions=prompts or [], models=models or [],
-            triggers=triggers or [], tags=tags or [],
+            candidates=candidates or [], triggers=triggers or [], tags=tags or [],
             start=date.fromisoformat(start[:10]) if start else None,
             end=date.fromisoformat(end[:10]) if end else None,
             min_pass_rate=None if min_rate is None else float(min_rate),
