@@ -46,8 +46,17 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def rows_of(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]:
-    return {name: con.execute(sql).fetchall() for name, sql in CARRIED.items()}
+NEW_COLUMNS = "model_candidate, model_fingerprint"
+"""eval_runs columns the fixture's history lacks (a rebuild carries them as ``default``, NULL)."""
+
+
+def rows_of(
+    con: duckdb.DuckDBPyConnection, *, rebuilt: bool = False
+) -> dict[str, list[tuple[Any, ...]]]:
+    sqls = dict(CARRIED)
+    if rebuilt:
+        sqls["r4"] = sqls["r4"].replace("(ingested_at)", f"(ingested_at, {NEW_COLUMNS})")
+    return {name: con.execute(sql).fetchall() for name, sql in sqls.items()}
 
 
 def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -131,7 +140,10 @@ def test_rebuild_keeps_the_file_aside_and_carries_over_what_only_it_holds(
     [aside] = [p for p in tmp_path.iterdir() if p.name.startswith("history.duckdb.before-rebuild")]
     assert digest(aside) == was and aside.name in done.stderr.replace("\n", "")
     with store.reader(db) as con:
-        assert rows_of(con) == expected
+        assert rows_of(con, rebuilt=True) == expected
+        assert con.execute(
+            f"SELECT run_id, {NEW_COLUMNS} FROM eval_runs ORDER BY run_id"
+        ).fetchall() == [(run, "default", None) for run in RUNS]
         assert con.execute("SELECT version, description FROM schema_version").fetchall() == [
             (schema.SCHEMA_VERSION, schema.SCHEMA_DESCRIPTION)
         ]
@@ -195,7 +207,10 @@ def test_rebuild_on_a_lake_moves_it_aside_and_carries_over(tmp_path: Path) -> No
     asides = sorted(p.name for p in folder.iterdir() if ".before-rebuild-" in p.name)
     assert [name.split(".before-rebuild-")[0] for name in asides] == ["catalog.ducklake", "data"]
     with store.reader(lake) as con:
-        assert rows_of(con) == expected
+        assert rows_of(con, rebuilt=True) == expected
+        assert con.execute(
+            f"SELECT run_id, {NEW_COLUMNS} FROM eval_runs ORDER BY run_id"
+        ).fetchall() == [(run, "default", None) for run in RUNS]
     moved = DuckLake(lake.url, str(folder / asides[0]), f"{folder / asides[1]}/")
     with moved.connect_as_written() as old:  # the old lake is whole, beside the new one
         assert rows_of(old) == expected

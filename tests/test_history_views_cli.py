@@ -1,5 +1,5 @@
 """The DuckDB run history, read: the views (pass-rate trend, regressions, flaky cases, metric trend
-with its interval, runs, errors) worked out on the hand-made sample history, the ten example
+with its interval, runs, errors) worked out on the hand-made sample history, the twelve example
 queries and column list of docs/history.md, and the ``holodeck history`` commands compare (paired
 and strict), sql (one SELECT only, nothing written), runs/show and the default database."""
 
@@ -130,11 +130,9 @@ def doc_queries() -> list[str]:
     return re.findall(r"```sql\n(.*?)```", examples, flags=re.DOTALL)
 
 
-def test_the_ten_doc_queries_run_and_answer(
-    history: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_doc_queries_run_and_answer(history: Path, capsys: pytest.CaptureFixture[str]) -> None:
     queries = doc_queries()
-    assert len(queries) == 10
+    assert len(queries) == 12
     for number, sql in enumerate(queries, start=1):
         code, out, err = run_cli(capsys, "sql", sql, "--db", str(history), "--format", "json")
         assert code == 0, f"query {number}: {err}"
@@ -186,6 +184,7 @@ def test_docs_describe_every_column(history: Path) -> None:
         "v_errors",
         "v_cost_by_run",
         "v_cost_by_case",
+        "configuration_cells",
     ):
         columns = [r[0] for r in query(history, f"DESCRIBE {relation}")]
         missing = [c for c in columns if f"`{c}`" not in text]

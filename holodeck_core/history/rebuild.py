@@ -3,8 +3,8 @@ kept aside, with what only the old one holds carried over (docs/history.md).
 
 The EvalRun files found (the folders given, else the project's agents' ``results/`` folders)
 are ingested into a new history; then come, read from the old history at whatever schema it
-has (columns it lacks are NULL): the runs no file held any more (their rows, as
-``history sync --from`` copies them), and the tables no EvalRun holds
+has (columns it lacks are NULL, a model candidate ``default``): the runs no file held any more
+(their rows, as ``history sync --from`` copies them), and the tables no EvalRun holds
 (:data:`~holodeck_core.history.schema.HISTORY_ONLY_TABLES`: human labels, failed runs, the
 budget ledger). The old history is never deleted:
 
@@ -168,9 +168,11 @@ def _columns(old: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
 
 
 def _select(table: str, present: set[str]) -> str:
-    """The old table's rows with this schema's columns (NULL where it lacks one), in order."""
+    """The old table's rows with this schema's columns (NULL, or the value of
+    :data:`~holodeck_core.history.schema.ABSENT_COLUMNS`, where it lacks one), in order."""
     columns = [
-        f.name if f.name in present else f"NULL AS {f.name}" for f in schema.arrow_schema(table)
+        f.name if f.name in present else f"{schema.ABSENT_COLUMNS.get(f.name, 'NULL')} AS {f.name}"
+        for f in schema.arrow_schema(table)
     ]
     return f"SELECT {', '.join(columns)} FROM {table}"
 

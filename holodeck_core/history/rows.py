@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from holodeck_core.defaults import OWN_MODEL_CANDIDATE
 from holodeck_core.history.tabular import TableRows
 from holodeck_core.models import EvalRun, MetricResult, Status, TestResult, ToolInvocation
 from holodeck_core.naming import slugify
@@ -315,6 +316,8 @@ def _run_row(
         "prompt_source": meta.prompt_version.source,
         "model_provider": meta.agent_config.model.provider.value,
         "model_name": meta.agent_config.model.name,
+        "model_candidate": meta.model_candidate or OWN_MODEL_CANDIDATE,
+        "model_fingerprint": meta.model_fingerprint,
         "judge_model": _judge_model(run),
         "trigger": meta.trigger.value if meta.trigger is not None else None,
         "dagster_run_id": meta.dagster_run_id,

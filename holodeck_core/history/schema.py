@@ -40,6 +40,7 @@ SQL_FILES = (
     "views/comparisons.sql",
     "views/judges.sql",
     "views/cost.sql",
+    "views/configurations.sql",
 )
 """In the order they run: a view reads only what an earlier statement made."""
 
@@ -58,6 +59,11 @@ TABLES = (
 
 HISTORY_ONLY_TABLES = ("failed_runs", "human_labels", "budget_ledger")
 """Tables no EvalRun file holds: a rebuild carries their rows over."""
+
+ABSENT_COLUMNS = {"model_candidate": f"'{defaults.OWN_MODEL_CANDIDATE}'"}
+"""What a column an older history lacks reads as when its rows are carried over (a SQL
+literal; any other such column reads as NULL): a run without a model candidate ran the agent's
+own model."""
 
 REBUILD_COMMAND = "holodeck history rebuild"
 

@@ -19,6 +19,8 @@ CREATE TABLE eval_runs (
     prompt_source      VARCHAR,
     model_provider     VARCHAR,
     model_name         VARCHAR,
+    model_candidate    VARCHAR NOT NULL,
+    model_fingerprint  VARCHAR,
     judge_model        VARCHAR,
     trigger            VARCHAR,
     dagster_run_id     VARCHAR,

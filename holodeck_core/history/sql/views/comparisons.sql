@@ -1,12 +1,13 @@
--- Paired comparisons of each run with the previous run of its agent and prompt version:
+-- Paired comparisons of each run with the previous run of its configuration (agent, prompt
+-- version, model candidate):
 -- holodeck_run_comparisons_raw(since) and holodeck_run_comparisons(since) (Benjamini-Hochberg
 -- adjusted per tick) compute only the heads of the UTC day of `since` and later, grouping the
 -- paired runs' trial rows only; the views are the macros with NULL (every head).
 
 CREATE MACRO holodeck_run_comparisons_raw(since) AS TABLE
 WITH pairs AS (
-    SELECT agent_slug, prompt_version,
-           lag(run_id) OVER (PARTITION BY agent_slug, prompt_version
+    SELECT agent_slug, prompt_version, model_candidate,
+           lag(run_id) OVER (PARTITION BY agent_slug, prompt_version, model_candidate
                              ORDER BY finished_at, run_id) AS base_run_id,
            run_id AS head_run_id
     FROM v_counted_runs
@@ -28,7 +29,7 @@ WHERE since IS NULL
 GROUP BY run_id, case_id
 ),
 cases AS (
-    SELECT p.agent_slug, p.prompt_version, p.base_run_id, p.head_run_id,
+    SELECT p.agent_slug, p.prompt_version, p.model_candidate, p.base_run_id, p.head_run_id,
            a.pass_fraction AS xa, b.pass_fraction AS xb,
            b.pass_fraction - a.pass_fraction AS d,
            a.trials = 1 AND b.trials = 1 AS one_trial
@@ -37,7 +38,7 @@ cases AS (
     JOIN trials b ON b.run_id = p.head_run_id AND b.case_id = a.case_id
 ),
 agg AS (
-    SELECT agent_slug, prompt_version, base_run_id, head_run_id, count(*) AS n,
+    SELECT agent_slug, prompt_version, model_candidate, base_run_id, head_run_id, count(*) AS n,
            avg(xa) AS mean_a, avg(xb) AS mean_b, avg(d) AS mean_diff,
            stddev_samp(d) / sqrt(count(*)) AS se,
            bool_and(one_trial) AS one_trial,
@@ -57,7 +58,8 @@ tested AS (
     FROM agg
 )
 SELECT
-    agent_slug, prompt_version, base_run_id, head_run_id, n, mean_a, mean_b, mean_diff, se,
+    agent_slug, prompt_version, model_candidate, base_run_id, head_run_id, n, mean_a, mean_b,
+    mean_diff, se,
     ci95_low, ci95_high, only_a, only_b,
     CASE WHEN one_trial THEN 'mcnemar_midp' WHEN n < 2 THEN 'none' ELSE 'paired_t' END AS test,
     p_value,

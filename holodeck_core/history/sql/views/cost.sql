@@ -25,7 +25,7 @@ GROUP BY c.run_id, r.agent_slug, r.prompt_version, r.finished_at, c.case_id, t.s
 
 CREATE VIEW v_cost_by_run AS
 SELECT
-    r.run_id, r.agent_slug, r.prompt_version, r.finished_at,
+    r.run_id, r.agent_slug, r.prompt_version, r.model_candidate, r.finished_at,
     CAST(r.finished_at AS DATE) AS day, r.total_tests, r.passed,
     CASE WHEN bool_or(c.heading = 'agent' AND c.cost_usd IS NULL) THEN NULL ELSE sum(c.cost_usd) FILTER (WHERE c.heading = 'agent') END AS agent_usd,
     CASE WHEN bool_or(c.heading = 'judge' AND c.cost_usd IS NULL) THEN NULL ELSE sum(c.cost_usd) FILTER (WHERE c.heading = 'judge') END AS judge_usd,
@@ -49,7 +49,8 @@ SELECT
 FROM eval_runs r
 JOIN run_costs k USING (run_id)
 LEFT JOIN call_costs c USING (run_id)
-GROUP BY r.run_id, r.agent_slug, r.prompt_version, r.finished_at, r.total_tests, r.passed;
+GROUP BY r.run_id, r.agent_slug, r.prompt_version, r.model_candidate, r.finished_at,
+         r.total_tests, r.passed;
 
 CREATE VIEW v_budget_spend AS
 SELECT

@@ -1,10 +1,11 @@
 -- Runs: one row each (v_runs), the daily trend, case flips between runs (v_regressions),
+-- each of one configuration (agent, prompt version, model candidate; docs/history.md),
 -- errors, and infrastructure failures kept apart (v_run_health: more than max_error_share of
 -- a run's cases ERROR); v_counted_runs holds the other runs, which the trend, comparison and
 -- flaky views read. Runs are ordered by finished_at, then run_id.
 
 CREATE VIEW v_run_health AS
-SELECT run_id, agent_slug, prompt_version, finished_at, total_tests, errored,
+SELECT run_id, agent_slug, prompt_version, model_candidate, finished_at, total_tests, errored,
        CAST(errored AS DOUBLE) / NULLIF(total_tests, 0) AS error_share,
        coalesce(max_error_share, {{ max_error_share }}) AS max_error_share,
        errored > coalesce(max_error_share, {{ max_error_share }}) * total_tests
@@ -18,7 +19,8 @@ WHERE e.run_id NOT IN (SELECT run_id FROM v_run_health WHERE infrastructure_fail
 CREATE VIEW v_runs AS
 SELECT
     run_id, agent_name, agent_slug, prompt_version, prompt_label, prompt_body_hash,
-    model_provider, model_name, judge_model, trigger, dagster_run_id, partition_key,
+    model_provider, model_name, model_candidate, model_fingerprint, judge_model, trigger,
+    dagster_run_id, partition_key,
     started_at, finished_at, CAST(finished_at AS DATE) AS day,
     wall_time_ms, total_duration_ms,
     total_tests, passed, failed, errored, failed + errored AS not_passed,
@@ -32,13 +34,15 @@ SELECT
     lag(run_id) OVER w AS previous_run_id,
     pass_rate - lag(pass_rate) OVER w AS pass_rate_change
 FROM eval_runs
-WINDOW w AS (PARTITION BY agent_slug, prompt_version ORDER BY finished_at, run_id);
+WINDOW w AS (PARTITION BY agent_slug, prompt_version, model_candidate
+             ORDER BY finished_at, run_id);
 
 CREATE VIEW v_pass_rate_trend AS
 SELECT
     agent_slug,
     any_value(agent_name) AS agent_name,
     prompt_version,
+    model_candidate,
     CAST(finished_at AS DATE) AS day,
     count(*) AS runs,
     sum(total_tests) AS total_tests,
@@ -52,19 +56,19 @@ SELECT
     sum(total_tokens) AS total_tokens,
     sum(cost_usd) AS cost_usd
 FROM v_counted_runs
-GROUP BY agent_slug, prompt_version, CAST(finished_at AS DATE);
+GROUP BY agent_slug, prompt_version, model_candidate, CAST(finished_at AS DATE);
 
 CREATE VIEW v_regressions AS
 WITH ordered AS (
     SELECT run_id, agent_slug,
-           lag(run_id) OVER (PARTITION BY agent_slug, prompt_version
+           lag(run_id) OVER (PARTITION BY agent_slug, prompt_version, model_candidate
                              ORDER BY finished_at, run_id) AS base_run_id
     FROM v_counted_runs
 ),
 latest AS (
-    SELECT agent_slug, prompt_version, run_id, finished_at
+    SELECT agent_slug, prompt_version, model_candidate, run_id, finished_at
     FROM v_counted_runs
-    QUALIFY row_number() OVER (PARTITION BY agent_slug, prompt_version
+    QUALIFY row_number() OVER (PARTITION BY agent_slug, prompt_version, model_candidate
                                ORDER BY finished_at DESC, run_id DESC) = 1
 ),
 pairs AS (
@@ -76,6 +80,7 @@ pairs AS (
     FROM latest a
     JOIN latest b
       ON a.agent_slug = b.agent_slug
+     AND a.model_candidate = b.model_candidate
      AND a.prompt_version <> b.prompt_version
      AND (a.finished_at < b.finished_at
           OR (a.finished_at = b.finished_at AND a.run_id < b.run_id))
@@ -85,6 +90,7 @@ SELECT
     p.agent_slug,
     rb.prompt_version AS base_prompt_version,
     rh.prompt_version AS head_prompt_version,
+    rh.model_candidate,
     p.base_run_id,
     p.head_run_id,
     rb.finished_at AS base_finished_at,
@@ -125,7 +131,7 @@ all_errors AS (
     FROM tool_invocations WHERE error IS NOT NULL
 )
 SELECT
-    e.run_id, r.agent_slug, r.prompt_version, r.finished_at,
+    e.run_id, r.agent_slug, r.prompt_version, r.model_candidate, r.finished_at,
     e.case_id, t.test_name, t.status AS case_status,
     e.source, e.name, e.turn_index, e.message
 FROM all_errors e

@@ -1,7 +1,8 @@
 -- Trials and statistics: each case's trials (v_case_trials), per-run pass fractions with
 -- their intervals (v_run_stats), per-run metric means with intervals on their scale
 -- (v_metric_stats, v_metric_trend), and flaky cases (flaky_cases(last_n), v_flaky_cases over
--- the last defaults.HISTORY_FLAKY_WINDOW runs of each prompt version).
+-- the last defaults.HISTORY_FLAKY_WINDOW runs of each configuration: agent, prompt version,
+-- model candidate).
 
 CREATE VIEW v_case_trials AS
 SELECT
@@ -34,7 +35,7 @@ sized AS (
     FROM per_run
 )
 SELECT
-    r.run_id, e.agent_slug, e.prompt_version, e.finished_at,
+    r.run_id, e.agent_slug, e.prompt_version, e.model_candidate, e.finished_at,
     r.n AS cases, r.trials, r.p AS pass_rate,
     CASE WHEN r.trials = 1 THEN 'wilson_cc' ELSE 'wilson_cc_effective_n' END AS method,
     r.se, r.n_effective,
@@ -79,7 +80,8 @@ sized AS (
     JOIN moments m USING (run_id, metric_name)
 )
 SELECT
-    p.run_id, e.agent_slug, e.prompt_version, e.finished_at, p.metric_name, p.n, p.mean,
+    p.run_id, e.agent_slug, e.prompt_version, e.model_candidate, e.finished_at, p.metric_name,
+    p.n, p.mean,
     p.se,
     CASE WHEN p.in_unit THEN 't_hall_skewness' ELSE 'wilson_cc_effective_n' END AS method,
     p.n_effective,
@@ -109,7 +111,8 @@ WITH per_run AS (
     GROUP BY m.run_id, m.metric_name
 )
 SELECT
-    p.run_id, r.agent_slug, r.prompt_version, r.finished_at, p.metric_name, p.kind, p.unit,
+    p.run_id, r.agent_slug, r.prompt_version, r.model_candidate, r.finished_at, p.metric_name,
+    p.kind, p.unit,
     p.direction, p.n, p.mean, p.stddev, s.method, s.ci95_low, s.ci95_high,
     CAST(p.passed AS DOUBLE) / NULLIF(p.passed + p.failed, 0) AS metric_pass_rate,
     p.errors
@@ -119,14 +122,14 @@ LEFT JOIN v_metric_stats s USING (run_id, metric_name);
 
 CREATE MACRO flaky_cases(last_n) AS TABLE
 WITH recent AS (
-    SELECT run_id, agent_slug, prompt_version, finished_at,
-           row_number() OVER (PARTITION BY agent_slug, prompt_version
+    SELECT run_id, agent_slug, prompt_version, model_candidate, finished_at,
+           row_number() OVER (PARTITION BY agent_slug, prompt_version, model_candidate
                               ORDER BY finished_at DESC, run_id DESC) AS recency
     FROM v_counted_runs
     WHERE trigger IS DISTINCT FROM 'rescore'
 ),
 windowed AS (
-    SELECT r.agent_slug, r.prompt_version, r.finished_at, r.run_id,
+    SELECT r.agent_slug, r.prompt_version, r.model_candidate, r.finished_at, r.run_id,
            t.case_id, t.test_name, t.status, c.case_fingerprint, c.trials_disagree,
            lag(CASE WHEN t.status <> 'ERROR'
                     THEN {'status': t.status, 'fingerprint': c.case_fingerprint} END
@@ -135,12 +138,13 @@ windowed AS (
     JOIN test_results t ON t.run_id = r.run_id
     LEFT JOIN v_case_trials c ON c.run_id = t.run_id AND c.case_id = t.case_id
     WHERE r.recency <= last_n
-    WINDOW w AS (PARTITION BY r.agent_slug, r.prompt_version, t.case_id
+    WINDOW w AS (PARTITION BY r.agent_slug, r.prompt_version, r.model_candidate, t.case_id
                  ORDER BY r.finished_at, r.run_id)
 )
 SELECT
     agent_slug,
     prompt_version,
+    model_candidate,
     case_id,
     arg_max(test_name, finished_at) AS test_name,
     count(*) AS runs,
@@ -156,7 +160,7 @@ SELECT
     arg_max(status, finished_at) AS last_status,
     max(finished_at) AS last_seen
 FROM windowed
-GROUP BY agent_slug, prompt_version, case_id
+GROUP BY agent_slug, prompt_version, model_candidate, case_id
 HAVING flips > 0 OR disagreeing_runs > 0;
 
 CREATE VIEW v_flaky_cases AS
