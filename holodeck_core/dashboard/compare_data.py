@@ -11,7 +11,6 @@ import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.dashboard.configs import CANDIDATE
 from holodeck_core.dashboard.cost_data import run_money
 from holodeck_core.dashboard.data import (
     RUNS,
@@ -77,7 +76,7 @@ def picker(con: duckdb.DuckDBPyConnection, agent: str) -> list[dict[str, Any]]:
     """The runs the pickers offer: ``agent``'s newest (Compare pairs runs of one agent)."""
     return rows(
         con.execute(
-            f"SELECT r.run_id, r.agent_name, r.prompt_version, {CANDIDATE} AS model_candidate, "
+            "SELECT r.run_id, r.agent_name, r.prompt_version, r.model_candidate, "
             "r.finished_at, r.pass_rate FROM eval_runs r WHERE r.agent_name = ? "
             "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT ?",
             [agent, PICKER_LIMIT],

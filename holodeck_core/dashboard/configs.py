@@ -13,20 +13,18 @@ import html
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.defaults import OWN_MODEL_CANDIDATE
-
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
 COLUMNS = ["agent_name", "prompt_version", "model_candidate"]
 """The columns that name a run's configuration."""
-CANDIDATE = f"'{OWN_MODEL_CANDIDATE}'"
-"""A run's model candidate over ``v_runs r`` (``default``: the agent's own model)."""
 SEPARATOR = " · "
 GOLDEN_ANGLE = 137.508
 """Degrees between two agents' hues: neighbours in the agent list stay far apart."""
-SHADES = (0.38, 0.52, 0.30, 0.62, 0.45, 0.24, 0.70)
-"""Lightness of an agent's configurations, in order (dark and light alternate)."""
+LIGHTNESS = (0.25, 0.72)
+"""The darkest and the lightest shade of an agent's configurations, spread evenly between."""
+HUE_STEP = 0.035
+"""Neighbouring shades of one agent also turn its hue a little (a third of them each way)."""
 
 Config = tuple[str, str, str]
 
@@ -61,8 +59,11 @@ def palette(configs: Iterable[Config]) -> dict[Config, str]:
     for a, agent in enumerate(agents):
         hue = (a * GOLDEN_ANGLE + 220) % 360 / 360
         own = [c for c in chosen if c[0] == agent]
+        dark, light = LIGHTNESS
         for i, config in enumerate(own):
-            red, green, blue = colorsys.hls_to_rgb(hue, SHADES[i % len(SHADES)], 0.65)
+            lightness = dark + (light - dark) * i / max(1, len(own) - 1)
+            turned = (hue + HUE_STEP * (i % 3 - 1)) % 1
+            red, green, blue = colorsys.hls_to_rgb(turned, lightness, 0.65)
             colours[config] = f"rgb({red * 255:.0f}, {green * 255:.0f}, {blue * 255:.0f})"
     return colours
 

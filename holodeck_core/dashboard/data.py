@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlencode
 
-from holodeck_core.dashboard.configs import CANDIDATE
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.history import schema, store
 from holodeck_core.history.store import History
@@ -239,7 +238,7 @@ class Filters:
             ("r.agent_name", self.agents),
             ("r.prompt_version", self.prompt_versions),
             ("r.model_name", self.models),
-            (CANDIDATE, self.candidates),
+            ("r.model_candidate", self.candidates),
             ("r.trigger", self.triggers),
         ):
             if values:
@@ -281,7 +280,7 @@ FILTERED_RUNS = f"""
 SELECT r.run_id, r.agent_name, r.agent_slug, r.prompt_version, r.model_provider, r.model_name,
        r.trigger, r.finished_at, r.total_tests, r.passed, r.failed, r.errored, r.pass_rate,
        r.total_tokens, r.cost_usd, r.cost_per_pass, r.wall_time_ms, r.total_duration_ms,
-       r.git_commit, {CANDIDATE} AS model_candidate,
+       r.git_commit, r.model_candidate,
        coalesce(p.tags, []) AS prompt_tags, h.infrastructure_failure
 FROM {RUNS} r
 JOIN v_run_health h USING (run_id)
@@ -322,7 +321,7 @@ def options(con: duckdb.DuckDBPyConnection) -> Options:
         agents=distinct(AGENTS),
         prompt_versions=distinct("SELECT DISTINCT prompt_version FROM eval_runs ORDER BY 1"),
         models=distinct("SELECT DISTINCT model_name FROM eval_runs ORDER BY 1"),
-        candidates=distinct(f"SELECT DISTINCT {CANDIDATE} FROM eval_runs r ORDER BY 1"),
+        candidates=distinct("SELECT DISTINCT model_candidate FROM eval_runs ORDER BY 1"),
         triggers=distinct("SELECT DISTINCT trigger FROM eval_runs ORDER BY 1"),
         tags=distinct("SELECT DISTINCT unnest(tags) FROM prompt_versions ORDER BY 1"),
         first_day=days[0],

@@ -13,7 +13,7 @@ from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.dashboard.configs import CANDIDATE, label
+from holodeck_core.dashboard.configs import label
 from holodeck_core.dashboard.cost_data import run_money
 from holodeck_core.dashboard.data import (
     PageError,
@@ -94,13 +94,13 @@ class RunChoice:
     candidate: str | None = None
 
 
-RUN_LIST = f"""
-SELECT r.run_id, r.prompt_version, {CANDIDATE} AS model_candidate, r.finished_at, r.pass_rate,
+RUN_LIST = """
+SELECT r.run_id, r.prompt_version, r.model_candidate, r.finished_at, r.pass_rate,
        r.total_tests, r.trigger
 FROM v_runs r
 WHERE r.agent_name = $agent
   AND ($prompt IS NULL OR r.prompt_version = $prompt)
-  AND ($candidate IS NULL OR {CANDIDATE} = $candidate)
+  AND ($candidate IS NULL OR r.model_candidate = $candidate)
 ORDER BY r.finished_at DESC, r.run_id DESC
 LIMIT $limit
 """
@@ -115,11 +115,7 @@ def explorer(
     with connect(db) as con:
         require_runs(con, db)
         run_id = resolve(con, run_ref) if run_ref else _newest(con, choice)
-        (found,) = rows(
-            con.execute(
-                f"SELECT *, {CANDIDATE} AS model_candidate FROM v_runs r WHERE run_id = ?", [run_id]
-            )
-        )
+        (found,) = rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [run_id]))
         run = {**found, **run_money(con, found)}
         if run["agent_name"] != choice.agent or not _of(run, choice):
             choice = RunChoice(str(run["agent_name"]))  # the run decides whose runs are listed

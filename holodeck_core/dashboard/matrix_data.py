@@ -8,38 +8,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.dashboard.configs import CANDIDATE
 from holodeck_core.dashboard.data import agent_names, connect, require_runs, rows
 from holodeck_core.history.paired import compare_paired
 from holodeck_core.history.store import History
-from holodeck_core.history.tabular import literal
 from holodeck_core.stats.multiple import Adjustment
 from holodeck_core.stats.paired import Verdict, adjust_family
 
 if TYPE_CHECKING:
     import duckdb
 
-CELLS = f"""
-SELECT r.run_id, r.prompt_version, {CANDIDATE} AS model_candidate, r.finished_at, r.pass_rate,
-       r.total_tests, r.cost_usd, r.cost_usd / nullif(r.total_tests, 0) AS cost_per_case,
-       r.cost_per_pass
-FROM v_runs r JOIN v_run_health h USING (run_id)
-WHERE r.agent_name = ? AND NOT h.infrastructure_failure
-QUALIFY row_number() OVER (PARTITION BY r.prompt_version, {CANDIDATE}
-                           ORDER BY r.finished_at DESC, r.run_id DESC) = 1
-ORDER BY r.prompt_version, model_candidate
+CELLS = """
+SELECT *, total_tests AS cases FROM configuration_cells
+WHERE agent_name = ? ORDER BY prompt_version, model_candidate
 """
-"""The newest healthy run of each of the agent's configurations (infrastructure failures,
-docs/cli.md, are no cell)."""
-
-CELL_STATS = """
-SELECT s.run_id, s.ci95_low, s.ci95_high, s.cases,
-       (SELECT quantile_cont(t.execution_time_ms, 0.5) FROM test_results t
-        WHERE t.run_id = s.run_id) AS latency_ms
-FROM v_run_stats s WHERE s.run_id IN ({ids})
-"""
-"""Each cell's pass-rate interval (Wilson, or clustered over K > 1 trials; docs/cli.md) and
-its median case latency. The runs are named as literals so DuckDB reads only their rows."""
+"""The newest healthy run of each of the agent's configurations with its interval, cost and
+latency (docs/history.md; infrastructure failures, docs/cli.md, are no cell)."""
 
 
 @dataclass
@@ -47,7 +30,7 @@ class Matrix:
     agent: str
     agents: list[str]
     cells: list[dict[str, Any]]
-    """Per configuration: its run's columns (:data:`CELLS`, :data:`CELL_STATS`), ``best``,
+    """Per configuration: its run's columns (:data:`CELLS`), ``best``,
     ``tie`` (not significantly different from the best), ``p_adjusted`` and ``frontier``."""
     prompts: list[str] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)
@@ -67,9 +50,6 @@ def matrix(db: History, agent: str | None) -> Matrix:
         chosen = agent or _newest_agent(con)
         cells = rows(con.execute(CELLS, [chosen]))
         if cells:
-            ids = ", ".join(literal(str(c["run_id"])) for c in cells)
-            stats = {r["run_id"]: r for r in rows(con.execute(CELL_STATS.format(ids=ids)))}
-            cells = [c | stats.get(c["run_id"], {}) for c in cells]
             _mark_ties(con, cells)
     _mark_frontier(cells)
     return Matrix(

@@ -66,10 +66,10 @@ def _cell(data: Matrix, prompt: str, candidate: str) -> Any:
     lines: list[Any] = [
         html.Div([html.B(ui.pct(cell["pass_rate"])), f" {mark}" if mark else ""],
                  className="cell-rate"),
-        html.Div(ui.interval({"ci_low": cell.get("ci95_low"), "ci_high": cell.get("ci95_high"),
-                              "ci_n": cell.get("cases")}, ui.pct), className="muted"),
+        html.Div(ui.interval({"ci_low": cell["ci95_low"], "ci_high": cell["ci95_high"],
+                              "ci_n": cell["cases"]}, ui.pct), className="muted"),
         html.Div(f"{ui.usd(cell['cost_per_pass'])} per passing case", className="muted"),
-        html.Div(f"latency p50 {ui.seconds(cell.get('latency_ms'))}", className="muted"),
+        html.Div(f"latency p50 {ui.seconds(cell['latency_p50_ms'])}", className="muted"),
         html.Div(f"{ui.age(cell['finished_at'])} ago"
                  + ("" if p is None else f" · adjusted p = {p:.3g} vs best"), className="muted"),
         dcc.Link("runs", href=agent_filter.href("explorer", data.agent, prompt=prompt,
@@ -83,8 +83,8 @@ def _cell(data: Matrix, prompt: str, candidate: str) -> Any:
 
 
 def scatter(data: Matrix) -> Figure:
-    """Cost per case against pass rate, a point per cell of known cost (its colour that of its
-    configuration on the Summary), the Pareto frontier as a line."""
+    """Cost per case against pass rate, a point per cell of known cost (a shade of the agent's
+    hue per configuration), the Pareto frontier as a line."""
     known = [c for c in data.cells if c["cost_per_case"] is not None]
     colours = configs.palette((data.agent, str(c["prompt_version"]), str(c["model_candidate"]))
                               for c in data.cells)  # fmt: skip

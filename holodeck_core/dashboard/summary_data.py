@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.dashboard import configs
-from holodeck_core.dashboard.configs import CANDIDATE
 from holodeck_core.dashboard.data import (
     FILTERED_RUNS,
     Filters,
@@ -62,7 +61,7 @@ instead. Only the comparisons of the heads since the oldest charted run's day ar
 10's macro, whole ticks)."""
 
 METRICS = """
-SELECT m.run_id, r.agent_name, r.prompt_version, {candidate} AS model_candidate, r.finished_at,
+SELECT m.run_id, r.agent_name, r.prompt_version, r.model_candidate, r.finished_at,
        m.metric_name,
        any_value(m.kind) AS kind, any_value(m.unit) AS unit,
        avg(coalesce(m.score, m.raw_score)) AS mean, max(m.threshold) AS threshold,
@@ -118,7 +117,7 @@ def summary(db: History, filters: Filters) -> SummaryData:
         runs = con.execute(f"{ranked} ORDER BY f.finished_at, f.run_id", params).df()
         charted = runs[runs["charted"]]
         ids = ", ".join(literal(str(i)) for i in charted["run_id"])
-        metrics = con.execute(METRICS.format(ids=ids or "NULL", candidate=CANDIDATE)).df()
+        metrics = con.execute(METRICS.format(ids=ids or "NULL")).df()
         if ids:
             found_intervals = con.execute(RUN_INTERVALS.format(ids=ids)).fetchall()
             intervals = {str(r[0]): r[1:] for r in found_intervals}
