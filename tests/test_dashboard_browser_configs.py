@@ -191,8 +191,11 @@ def test_the_matrix_grid_marks_the_best_and_its_ties(page: Page, base: str) -> N
             if "★ best" in text or "≈ tie" in text:
                 marked.add((prompt, candidate))
     assert marked == TIES
-    best = page.locator("#matrix-grid td", has_text="★ best").inner_text()
-    assert "v3" not in best or "compare with best" not in best
+    assert (
+        "compare with best" not in page.locator("#matrix-grid td", has_text="★ best").inner_text()
+    )
+    pair = page.locator("#matrix-grid a", has_text="compare with best").first.get_attribute("href")
+    assert pair == "/compare?runs=acme-v3-large-1%2Cacme-v1-default-1"  # the newest runs
     frontier = page.evaluate(
         "() => document.querySelector('#matrix-scatter .js-plotly-plot').data"
         ".filter(t => t.name === 'Pareto frontier').map(t => t.y)"

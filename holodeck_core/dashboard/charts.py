@@ -48,6 +48,11 @@ def _times(column: pd.Series) -> list[str]:
     return [str(t) for t in column]
 
 
+def _texts(columns: pd.DataFrame) -> list[list[str]]:
+    """Outside text for a hover (Plotly reads tags in the values it inserts), row by row."""
+    return [[configs.text(v) for v in row] for row in columns.values.tolist()]
+
+
 def change_points(runs: pd.DataFrame) -> list[tuple[Any, str]]:
     """(x, label) wherever a configuration's model differs from its previous run (its
     agent.yaml's model was edited); past :data:`MAX_MARKERS`, the first run of each new model
@@ -109,7 +114,7 @@ def pass_rate_figure(runs: pd.DataFrame, regressions: set[str], colours: Palette
             {"type": "scatter", "name": name, "x": x, "legendgroup": name,
              "y": (group["pass_rate"] * 100).round(2).tolist(), "mode": _mode(len(group)),
              "line": {"color": colour}, "marker": {"color": colour},
-             "customdata": group[["prompt_version", "model_name", "run_id"]].values.tolist(),
+             "customdata": _texts(group[["prompt_version", "model_name", "run_id"]]),
              "hovertemplate": "%{x}<br>%{y:.1f}% · prompt %{customdata[0]} · %{customdata[1]}"
              "<br>run %{customdata[2]}<extra>%{fullData.name}</extra>"},
         ]  # fmt: skip
@@ -120,7 +125,7 @@ def pass_rate_figure(runs: pd.DataFrame, regressions: set[str], colours: Palette
             "x": _times(dropped["finished_at"]),
             "y": (dropped["pass_rate"] * 100).round(2).tolist(),
             "marker": {"color": REGRESSION_COLOR, "size": 12, "symbol": "x"},
-            "customdata": dropped[["prompt_version", "run_id"]].values.tolist(),
+            "customdata": _texts(dropped[["prompt_version", "run_id"]]),
             "hovertemplate": "regression against the previous %{customdata[0]} run (paired, "
             "p < 0.05)<br>run %{customdata[1]}<extra></extra>",
         })  # fmt: skip

@@ -109,13 +109,14 @@ def other_agents(con: duckdb.DuckDBPyConnection, ids: list[str], agent: str) -> 
 
 
 def previous_of(con: duckdb.DuckDBPyConnection, ref: str) -> list[str]:
-    """The previous run of a run's agent and prompt version (its partition), and the run."""
+    """The previous run of a run's configuration (agent, prompt version, candidate), and the
+    run."""
     run_id = resolve(con, ref)
     found = con.execute("SELECT previous_run_id FROM v_runs WHERE run_id = ?", [run_id]).fetchone()
     if not found or found[0] is None:
         raise PageError(
             "No previous run",
-            f"Run {run_id[:12]} is the first run of its prompt version: there is nothing "
+            f"Run {run_id[:12]} is the first run of its configuration: there is nothing "
             "before it to compare with. Pick two runs on the Compare page.",
         )
     return [str(found[0]), run_id]

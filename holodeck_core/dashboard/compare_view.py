@@ -83,7 +83,7 @@ def _body(data: CompareData) -> list[Any]:
 
 def _title(data: CompareData, k: int) -> Any:
     run = data.runs[k]
-    label = f"{run['prompt_version']} · {ui.short(run['run_id'])}"
+    label = f"{run['prompt_version']} · {run['model_candidate']} · {ui.short(run['run_id'])}"
     suffix = " (baseline)" if k == data.baseline else ""
     return html.Span([dcc.Link(label, href=explorer_href(run["run_id"])), suffix])
 

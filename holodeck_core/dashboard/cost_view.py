@@ -1,7 +1,7 @@
 """The Summary's cost card (docs/cost.md): the cost of each run over time, a line per
 configuration, with its cost per passing case in the hover; a run whose cost is unknown (a
 model without a price) is marked "unknown" on the time axis, never drawn at 0; a table per
-prompt version; and the runs a budget stopped, with the verdict."""
+configuration; and the runs a budget stopped, with the verdict."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ UNKNOWN_COLOR = "#868e96"
 
 def cost_card(data: CostData, charted: set[str], colours: Palette) -> html.Div:
     """``charted``: the runs the chart draws (the Summary's, :data:`CHART_RUNS` per agent);
-    the table per prompt version counts every run."""
+    the table per configuration counts every run."""
     runs = data.runs
     return html.Div(
         [
@@ -38,7 +38,7 @@ def cost_card(data: CostData, charted: set[str], colours: Palette) -> html.Div:
             dcc.Graph(
                 id="cost-chart", figure=cost_figure(runs[runs["run_id"].isin(charted)], colours)
             ),
-            _by_version(runs),
+            _by_configuration(runs),
             *_stops(data.stops),
         ],
         className="card",
@@ -77,21 +77,29 @@ def cost_figure(runs: pd.DataFrame, colours: Palette) -> Figure:
     return {"data": traces, "layout": layout}
 
 
-def _by_version(runs: pd.DataFrame) -> html.Table:
-    """Per agent and prompt version: its runs, the latest run's cost and cost per passing
-    case, and what the runs of known cost spent (the unknown ones counted apart)."""
+def _by_configuration(runs: pd.DataFrame) -> html.Table:
+    """Per configuration: its runs, the latest run's cost and cost per passing case, and what
+    the runs of known cost spent (the unknown ones counted apart)."""
     body = []
-    for (agent, version), group in runs.groupby(["agent_name", "prompt_version"], sort=True):
+    for (agent, version, candidate), group in configs.series(runs):
         latest = group.iloc[-1]
         unknown = int(group["cost_usd"].isna().sum())
         known = group["cost_usd"].dropna()
         spent = ui.usd(known.sum()) if not known.empty else ui.usd(None)
         body.append([
-            agent, version, ui.num(len(group)), ui.usd(latest["cost_usd"]),
+            agent, version, candidate, ui.num(len(group)), ui.usd(latest["cost_usd"]),
             ui.usd(latest["cost_per_pass"]),
             spent + (f" ({unknown} run(s) of unknown cost not counted)" if unknown else ""),
         ])  # fmt: skip
-    header = ["agent", "prompt", "runs", "latest run", "latest per passing case", "spent"]
+    header = [
+        "agent",
+        "prompt",
+        "candidate",
+        "runs",
+        "latest run",
+        "latest per passing case",
+        "spent",
+    ]
     return ui.grid(header, body, "cost-by-version")
 
 

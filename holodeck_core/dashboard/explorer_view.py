@@ -102,7 +102,8 @@ def _detail(data: Explorer) -> list[Any]:
     header: list[Any] = [
         html.H3(f"Run {ui.short(run['run_id'])}"),
         html.P(
-            f"{run['agent_name']} · prompt {run['prompt_version']} · {run['model_provider']} "
+            f"{run['agent_name']} · prompt {run['prompt_version']} · candidate "
+            f"{run['model_candidate']} · {run['model_provider']} "
             f"{run['model_name']} · {run['trigger'] or '-'} · {ui.when(run['finished_at'])} · "
             f"{run['passed']}/{run['total_tests']} passed ({ui.pct(run['pass_rate'])}), "
             f"{run['errored']} errored · version {run['holodeck_version'] or 'not recorded'}",
@@ -117,7 +118,7 @@ def _detail(data: Explorer) -> list[Any]:
     if run.get("previous_run_id"):
         header.append(
             dcc.Link(
-                "Compare with the previous run of this prompt version",
+                "Compare with the previous run of this configuration",
                 href=compare_href([run["previous_run_id"], run["run_id"]]),
             )
         )
