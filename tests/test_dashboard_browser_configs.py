@@ -139,6 +139,13 @@ def test_every_trend_is_one_series_per_configuration_in_one_colour(
     for name, colour, ids in _traces(page, "cost-chart"):
         assert len({history.configs[str(i)] for i in ids}) == 1  # type: ignore[union-attr]
         assert colours[str(name)] == colour  # the same configuration, the same colour
+    page.wait_for_selector("#metric-chart-0 .js-plotly-plot")
+    metric_lines = page.evaluate(
+        "() => document.querySelector('#metric-chart-0 .js-plotly-plot').data"
+        ".map(t => [t.name, t.line.color, t.x.length])"
+    )
+    assert {name for name, _, _ in metric_lines} == set(colours)  # a line per configuration
+    assert all(colours[name] == colour and points == 2 for name, colour, points in metric_lines)
 
 
 def test_a_tile_row_per_agent_compares_with_the_same_configuration(page: Page, base: str) -> None:

@@ -1,9 +1,9 @@
-"""The Summary page: KPI tiles with sparklines and the change against the prior run, the
-pass-rate trend per agent (interval bands, prompt-version boundaries, paired regressions),
-the cost per run and prompt version (with the runs a budget stopped), metric trends in a tab
-per kind (a panel per metric with its threshold), a breakdown of the latest run per metric
-kind, filters (their notes say what a link asked for that does not exist or is not valid)
-and the runs table."""
+"""The Summary page: KPI tiles per agent with sparklines and the change against the previous
+run of the same configuration, the pass-rate trend per configuration (interval bands, model
+changes, paired regressions), the cost per run and configuration (with the runs a budget
+stopped), metric trends in a tab per kind (a panel per metric with its threshold), a breakdown
+of the latest run per metric kind, filters (their notes say what a link asked for that does
+not exist or is not valid) and the runs table."""
 
 from __future__ import annotations
 
@@ -55,9 +55,10 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
         parts += [
             tiles.kpis(data.runs),
             *_interval_methods(data),
-            html.Div([html.H3("Pass rate per agent"), html.P(
-                "Band: 95% interval. Dotted lines: a new prompt version or model. ✕: a run "
-                "significantly worse than the previous run of its prompt version (paired test). "
+            html.Div([html.H3("Pass rate per configuration"), html.P(
+                "A line per configuration (agent · prompt version · model candidate). Band: 95% "
+                "interval. Dotted lines: a configuration's model changed. ✕: a run "
+                "significantly worse than the previous run of its configuration (paired test). "
                 "▼: most cases ERROR (an infrastructure failure, not a regression).",
                 className="muted"),
                 *_window(data),
