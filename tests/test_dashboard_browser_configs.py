@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 import pytest
 
@@ -223,3 +224,15 @@ def test_compare_offers_one_agents_runs_and_refuses_two_agents(
     offered.first.wait_for()
     texts = offered.all_inner_texts()
     assert len(texts) == 18 and not [t for t in texts if bot[:4] in t]
+
+
+def test_judges_filters_by_agent_and_keeps_a_markup_name_as_text(page: Page, base: str) -> None:
+    page.goto(base + "/judges?" + urlencode({"agent": BOT}))
+    page.wait_for_selector("#labelling-sheets li")
+    sheets = page.locator("#labelling-sheets li").all_inner_texts()
+    assert len(sheets) == 4 and all(f" · {BOT} v" in s for s in sheets)
+    assert page.locator("#judges-page b").count() == 0
+    page.click("#judges-agent")
+    page.get_by_role("option", name=ACME).click()
+    page.wait_for_url("**/judges?agent=acme-support")
+    page.wait_for_function("document.querySelectorAll('#labelling-sheets li').length === 15")
