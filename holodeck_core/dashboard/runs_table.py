@@ -23,7 +23,7 @@ PAGE_SIZE = 20
 """Rows of the runs table sent to the browser at a time (sorted and paged on the server)."""
 COLUMNS = (
     ("finished", "finished"), ("agent_name", "agent"), ("prompt_version", "prompt"),
-    ("model_name", "model"), ("model_candidate", "candidate"), ("trigger", "trigger"),
+    ("model_name", "model"), ("trigger", "trigger"), ("model_candidate", "candidate"),
     ("total_tests", "tests"),
     ("passed", "passed"), ("failed", "failed"), ("errored", "errored"),
     ("pass_rate_pct", "pass rate %"), ("total_tokens", "tokens"), ("cost_usd", "cost USD"),
