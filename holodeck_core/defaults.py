@@ -309,3 +309,8 @@ BATCH_PROGRESS_EVERY_S = 30.0
 submitted and done)."""
 BATCH_CANCEL_S = 10.0
 """How long a stopping run (Ctrl-C) waits for the provider to take each batch's cancel."""
+# --------------------------------------------------------------------- dashboard configurations
+
+DASHBOARD_AGE_STEP_S = 60
+"""A page that says how old a run is ("2 h ago") is rendered again at least this often, even
+while the history is unchanged (docs/dashboard.md)."""

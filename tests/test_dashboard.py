@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from datetime import date
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 from holodeck_core.cli.main import build_parser, main
 from holodeck_core.dashboard import app as dashboard_app
 from holodeck_core.dashboard import compare_data, data, explorer_data, stats, summary_data
-from holodeck_core.dashboard.charts import MAX_MARKERS, change_points
+from holodeck_core.dashboard.charts import LABEL_ROWS, MAX_MARKERS, change_points, label_rows
 from holodeck_core.dashboard.links import compare_href, dashboard_links, explorer_href
 from holodeck_core.dashboard.runs_table import PAGE_SIZE, table_page
 from holodeck_core.history import store
@@ -77,14 +77,27 @@ def test_summary_filters_runs(history: Path) -> None:
     assert result.options.tags == ["support"]
 
 
-def test_change_markers_at_each_version_change_then_first_appearances(history: Path) -> None:
+def test_change_markers_where_a_configurations_model_changes_then_first_appearances(
+    history: Path,
+) -> None:
     runs = summary_data.summary(history, data.Filters()).runs
-    assert [label for _, label in change_points(runs)] == ["prompt v3"]
+    assert change_points(runs) == []  # a new prompt version is a new series, not a change
     alternating = runs.iloc[[i % len(runs) for i in range(2 * MAX_MARKERS)]].copy()
-    versions = ["a" if i % 2 else "b" for i in range(len(alternating) - 1)] + ["c"]
-    alternating["prompt_version"] = versions  # A/B runs: too many changes to mark each
+    alternating[["agent_name", "prompt_version"]] = ["bot", "v1"]
+    models = ["a" if i % 2 else "b" for i in range(len(alternating) - 1)] + ["c"]
+    alternating["model_name"] = models  # an edited model, back and forth: too many to mark each
     alternating["finished_at"] = range(len(alternating))
-    assert [label for _, label in change_points(alternating)] == ["prompt a", "prompt c"]
+    labels = [label for _, label in change_points(alternating)]
+    assert labels == ["bot · v1 · default: model a", "bot · v1 · default: model c"]
+
+
+def test_model_change_labels_close_together_take_rows_apart_and_the_rest_are_left_out() -> None:
+    start = datetime(2026, 1, 1)
+    marks = [(start + timedelta(seconds=i), f"agent · v{i} · default: model m{i}")
+             for i in range(LABEL_ROWS + 1)]  # fmt: skip
+    rows = label_rows(marks, start, start + timedelta(hours=1))
+    assert rows == [*range(LABEL_ROWS), None]  # a row each, then no room
+    assert label_rows(marks[:1], start, start) == [0]
 
 
 def test_connect_explains_missing_empty_old_and_foreign_files(tmp_path: Path) -> None:

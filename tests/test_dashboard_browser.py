@@ -143,19 +143,19 @@ def chart_annotations(page: Page, chart: str) -> list[str]:
     return [str(t) for t in texts]
 
 
-def test_summary_shows_both_prompt_versions_with_a_marker_at_the_change(
+def test_summary_shows_each_prompt_version_as_its_own_series(
     page: Page, server: tuple[str, Path], history: History
 ) -> None:
     visit(page, server, "/", "#summary-page #pass-rate-chart .js-plotly-plot")
-    # the agent's name prefixes the label only where the chart has several agents (the corpus
-    # sample runs ingested when ../shared is present)
-    label = "acme-support: prompt v2" if GENERATED.is_dir() else "prompt v2"
-    assert label in chart_annotations(page, "pass-rate-chart")
+    # a new prompt version is a new configuration: its own series, not a change in one line
+    assert not [a for a in chart_annotations(page, "pass-rate-chart") if "prompt v2" in a]
     series = page.evaluate(
-        "() => document.querySelector('#pass-rate-chart .js-plotly-plot').data"
-        ".filter(t => t.name === 'acme-support')[0].customdata.map(c => c[0])"
+        "() => Object.fromEntries(document.querySelector('#pass-rate-chart .js-plotly-plot')"
+        ".data.filter(t => t.name.startsWith('acme-support · ') && t.customdata)"
+        ".map(t => [t.name, t.customdata.map(c => c[0])]))"
     )
-    assert list(series) == ["v1", "v2", "v2"]
+    assert series == {"acme-support · v1 · default": ["v1"],
+                      "acme-support · v2 · default": ["v2", "v2"]}  # fmt: skip
     table = page.inner_text("#runs-table")
     assert "v1" in table and "v2" in table and "fake-bench-agent" in table
     assert page.inner_text("#kpi-runs .value") == "6"  # 2 Dagster + 1 CLI + 3 imported

@@ -117,7 +117,7 @@ def test_summary_shows_cost_per_run_and_version_and_unknown_as_unknown(
     traces = page.evaluate(
         "() => document.querySelector('#cost-chart .js-plotly-plot').data.map(t => [t.name, t.y])"
     )
-    by_name = dict(traces)
+    by_name = {name.removesuffix(" · default").replace(" · ", " "): y for name, y in traces}
     assert set(by_name) == {f"money {history.version_a}", f"money {history.version_b}"}
     cost_a, per_pass_a = money(history, history.priced)
     cost_b, _ = money(history, history.other)

@@ -170,32 +170,18 @@ def test_compare_says_why_it_shows_the_picker(page: Page, base: str, history: Hi
 # --------------------------------------------------------------------------- items 8, 8b
 
 
-def _boxes(page: Page, selector: str) -> list[dict[str, float]]:
-    return list(page.evaluate(
-        f"() => [...document.querySelectorAll({selector!r})].map(e => {{"
-        "const b = e.getBoundingClientRect(); return {x: b.x, y: b.y, w: b.width, h: b.height}})"
-    ))  # fmt: skip
-
-
-def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
-    return (a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"]
-            and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"])  # fmt: skip
-
-
-def test_pass_rate_chart_labels_apart_with_bands_and_regressions(
+def test_pass_rate_chart_series_per_configuration_with_bands_and_regressions(
     page: Page, base: str, history: History
 ) -> None:
-    visit(page, base + "/?failed=1", "#pass-rate-chart .js-plotly-plot .annotation")
-    labels = _boxes(page, "#pass-rate-chart .annotation, #pass-rate-chart .textpoint")
+    visit(page, base + "/?failed=1", "#pass-rate-chart .js-plotly-plot .scatterlayer")
     texts = page.locator("#pass-rate-chart .infolayer").text_content() or ""
-    assert "acme-support: prompt v2" in texts and "support-bot: prompt v3" in texts
-    assert len(labels) >= 2
-    assert not [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :] if _overlap(a, b)]
+    assert "prompt v2" not in texts  # a new prompt version is its own series, not a change
     traces = page.evaluate(
         "() => document.querySelector('#pass-rate-chart .js-plotly-plot').data"
         ".map(t => [t.name, t.fill || '', (t.customdata || []).map(c => c[c.length - 1])])"
     )
-    assert any(name == "acme-support 95% CI" and fill == "tonexty" for name, fill, _ in traces)
+    assert any(name == "acme-support · v2 · default 95% CI" and fill == "tonexty"
+               for name, fill, _ in traces)  # fmt: skip
     assert [ids for name, _, ids in traces if name == "regression"] == [[history.regressed]]
     failures = [ids for name, _, ids in traces if name == "infrastructure failure"]
     assert failures == [[history.errored]]  # not a regression: nothing was evaluated
@@ -212,7 +198,8 @@ def test_tiles_have_sparklines_and_a_delta_not_praising_an_all_error_run(
     methods = page.inner_text("#interval-methods")  # named once per page
     assert "Wilson score with continuity correction (pass rate" in methods
     assert "worse" in (tile.locator(".delta").get_attribute("class") or "")
-    assert page.locator("#kpi-latest-pass-rate-spark").get_attribute("alt") == "4 runs"
+    # its configuration's runs (support-bot · v3 · default), not the agent's v2 runs too
+    assert page.locator("#kpi-latest-pass-rate-spark").get_attribute("alt") == "2 runs"
     cost = page.locator("#kpi-cost .delta")
     assert cost.inner_text() == "▼ -$0.0100 USD vs prior"  # nothing ran: that is not "better"
     assert (cost.get_attribute("class") or "").split() == ["delta"]

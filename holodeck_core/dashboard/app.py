@@ -11,6 +11,7 @@ a page elsewhere that rebinds its own DNS name to 127.0.0.1 (DNS rebinding) is r
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,27 +20,33 @@ import flask
 from dash import Dash, Input, Output, dcc, html
 
 from holodeck_core.dashboard import (
+    agent_filter,
     cache,
     compare_view,
     explorer_view,
     judges,
     long_text,
+    matrix_view,
     scripts,
     summary,
     ui,
 )
 from holodeck_core.dashboard.data import PageError, parse_query
+from holodeck_core.defaults import DASHBOARD_AGE_STEP_S
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
 
 log = logging.getLogger("holodeck.dashboard")
 
 PAGES = {"/": summary.page, "/summary": summary.page, "/explorer": explorer_view.page,
-         "/compare": compare_view.page, "/judges": judges.page}  # fmt: skip
+         "/compare": compare_view.page, "/matrix": matrix_view.page,
+         "/judges": judges.page}  # fmt: skip
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Names a browser on this machine reaches the dashboard by."""
-CHARTED = {"/", "/summary"}
+CHARTED = {"/", "/summary", "/matrix"}
 """Pages whose first paint draws Plotly charts."""
+AGED = {"/", "/summary", "/matrix"}
+"""Pages that say how old runs are: kept no longer than :data:`DASHBOARD_AGE_STEP_S`."""
 
 
 def render(db: History, pathname: str | None, search: str | None) -> Any:
@@ -49,7 +56,8 @@ def render(db: History, pathname: str | None, search: str | None) -> Any:
     if handler is None:
         return ui.notice("Page not found", f"There is no page {pathname!r}: try the Summary.")
     try:
-        return cache.cached(db, ("page", path, search or ""),
+        age_step = int(time.time() // DASHBOARD_AGE_STEP_S) if path in AGED else 0
+        return cache.cached(db, ("page", path, search or "", age_step),
                             lambda: handler(db, parse_query(search)))  # fmt: skip
     except PageError as exc:
         log.warning("%s: %s", exc.title, exc.message)
@@ -119,6 +127,7 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
         dcc.Location(id="url", refresh="callback-nav"),
         html.Div([html.B("HoloDeck eval runs"), dcc.Link("Summary", href="/"),
                   dcc.Link("Explorer", href="/explorer"), dcc.Link("Compare", href="/compare"),
+                  dcc.Link("Matrix", href="/matrix"),
                   dcc.Link("Judges", href="/judges"),
                   html.Span(str(db), className="db")], className="nav"),
         dcc.Loading(html.Div(id="page"), delay_show=300),
@@ -134,4 +143,5 @@ def create_app(db: History, host: str = LOOPBACK_HOSTS[0]) -> Dash:
     judges.register(app, db)
     long_text.register(app, db)
     compare_view.register(app)
+    agent_filter.register(app)
     return app

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.dashboard import configs
 from holodeck_core.dashboard.stats import INFRASTRUCTURE_ERROR_SHARE
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
+Palette = dict[configs.Config, str]
+"""A colour per configuration (:func:`holodeck_core.dashboard.configs.palette`)."""
 Figure = dict[str, Any]
 """A Plotly figure as plain JSON: dcc.Graph takes it as is, and building it skips
 ``plotly.graph_objects`` validation (most of a page's render time on a large history)."""
@@ -45,21 +48,24 @@ def _times(column: pd.Series) -> list[str]:
     return [str(t) for t in column]
 
 
+def _texts(columns: pd.DataFrame) -> list[list[str]]:
+    """Outside text for a hover (Plotly reads tags in the values it inserts), row by row."""
+    return [[configs.text(v) for v in row] for row in columns.values.tolist()]
+
+
 def change_points(runs: pd.DataFrame) -> list[tuple[Any, str]]:
-    """(x, label) wherever an agent's prompt version or model differs from its previous run;
-    past :data:`MAX_MARKERS`, the first run of each new version or model only."""
+    """(x, label) wherever a configuration's model differs from its previous run (its
+    agent.yaml's model was edited); past :data:`MAX_MARKERS`, the first run of each new model
+    only."""
     changes: list[tuple[Any, str]] = []
     firsts: list[tuple[Any, str]] = []
-    several = runs["agent_name"].nunique() > 1
-    for agent, group in runs.groupby("agent_name", sort=True):
-        previous: tuple[str, str] | None = None
-        seen: set[tuple[str, str]] = set()
+    for config, group in configs.series(runs):
+        previous: str | None = None
+        seen: set[str] = set()
         for row in group.itertuples():
-            current = (str(row.prompt_version), str(row.model_name))
+            current = str(row.model_name)
             if previous is not None and current != previous:
-                what = (f"prompt {current[0]}" if current[0] != previous[0]
-                        else f"model {current[1]}")  # fmt: skip
-                label = f"{agent}: {what}" if several else what
+                label = configs.text(f"{configs.label(config)}: model {current}")
                 changes.append((row.finished_at, label))
                 if current not in seen:
                     firsts.append((row.finished_at, label))
@@ -88,25 +94,27 @@ def label_rows(marks: list[tuple[Any, str]], first: Any, last: Any) -> list[int 
     return rows
 
 
-def pass_rate_figure(runs: pd.DataFrame, regressions: set[str]) -> Figure:
-    """Per agent: the pass rate, its 95% interval as a band, the runs whose paired comparison
-    with the previous run of their prompt version is a regression, the runs that mostly
-    errored (infrastructure failures, docs/cli.md); prompt-version and model boundaries as
-    dotted lines with their labels above the plot."""
+def pass_rate_figure(runs: pd.DataFrame, regressions: set[str], colours: Palette) -> Figure:
+    """Per configuration (agent, prompt version, model candidate; never a line across two):
+    the pass rate, its 95% interval as a band, the runs whose paired comparison with the
+    previous run of their configuration is a regression, the runs that mostly errored
+    (infrastructure failures, docs/cli.md); model changes within a configuration as dotted
+    lines with their labels above the plot."""
     traces: list[dict[str, Any]] = []
-    for agent, group in runs.groupby("agent_name", sort=True):
-        x = _times(group["finished_at"])
+    for config, group in configs.series(runs):
+        x, colour = _times(group["finished_at"]), colours[config]
+        name = configs.text(configs.label(config))
+        band = {"type": "scatter", "x": x, "mode": "lines", "line": {"width": 0},
+                "hoverinfo": "skip", "showlegend": False, "legendgroup": name,
+                "name": f"{name} 95% CI"}  # fmt: skip
         traces += [
-            {"type": "scatter", "x": x, "y": (group["ci_high"] * 100).round(2).tolist(),
-             "mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False,
-             "legendgroup": str(agent), "name": f"{agent} 95% CI"},
-            {"type": "scatter", "x": x, "y": (group["ci_low"] * 100).round(2).tolist(),
-             "mode": "lines", "line": {"width": 0}, "fill": "tonexty", "hoverinfo": "skip",
-             "fillcolor": "rgba(76, 110, 245, 0.15)", "legendgroup": str(agent),
-             "name": f"{agent} 95% CI", "showlegend": False},
-            {"type": "scatter", "name": str(agent), "x": x, "legendgroup": str(agent),
+            band | {"y": (group["ci_high"] * 100).round(2).tolist()},
+            band | {"y": (group["ci_low"] * 100).round(2).tolist(), "fill": "tonexty",
+                    "fillcolor": configs.translucent(colour, 0.12)},
+            {"type": "scatter", "name": name, "x": x, "legendgroup": name,
              "y": (group["pass_rate"] * 100).round(2).tolist(), "mode": _mode(len(group)),
-             "customdata": group[["prompt_version", "model_name", "run_id"]].values.tolist(),
+             "line": {"color": colour}, "marker": {"color": colour},
+             "customdata": _texts(group[["prompt_version", "model_name", "run_id"]]),
              "hovertemplate": "%{x}<br>%{y:.1f}% · prompt %{customdata[0]} · %{customdata[1]}"
              "<br>run %{customdata[2]}<extra>%{fullData.name}</extra>"},
         ]  # fmt: skip
@@ -117,7 +125,7 @@ def pass_rate_figure(runs: pd.DataFrame, regressions: set[str]) -> Figure:
             "x": _times(dropped["finished_at"]),
             "y": (dropped["pass_rate"] * 100).round(2).tolist(),
             "marker": {"color": REGRESSION_COLOR, "size": 12, "symbol": "x"},
-            "customdata": dropped[["prompt_version", "run_id"]].values.tolist(),
+            "customdata": _texts(dropped[["prompt_version", "run_id"]]),
             "hovertemplate": "regression against the previous %{customdata[0]} run (paired, "
             "p < 0.05)<br>run %{customdata[1]}<extra></extra>",
         })  # fmt: skip
@@ -149,32 +157,33 @@ def pass_rate_figure(runs: pd.DataFrame, regressions: set[str]) -> Figure:
         "height": 340 + LABEL_ROW_PX * used, "shapes": shapes, "annotations": annotations,
         "yaxis": {"title": {"text": "pass rate (%)"}, "range": [0, 105]},
         "xaxis": {"type": "date"}, "margin": {"t": 20 + LABEL_ROW_PX * used, "b": 40},
-        "legend": {"title": {"text": "agent"}},
+        "legend": {"title": {"text": "agent · prompt · candidate"}},
     }  # fmt: skip
     return {"data": traces, "layout": layout}
 
 
-def metric_figure(metrics: pd.DataFrame) -> Figure:
+def metric_figure(metrics: pd.DataFrame, colours: Palette) -> Figure:
     """The metrics of one kind (and unit): a panel per metric stacked on a shared time axis,
-    one line per agent, the metric's threshold as a dashed line (a minimum for scores, a
-    maximum for ms and USD)."""
-    several = metrics["agent_name"].nunique() > 1
+    one line per configuration, the metric's threshold as a dashed line (a minimum for scores,
+    a maximum for ms and USD)."""
     names = sorted(metrics["metric_name"].unique())[:METRIC_PANELS]
     gap = 0.12 / max(1, len(names) - 1) if len(names) > 1 else 0.0
     height = (1 - gap * (len(names) - 1)) / len(names)
     traces: list[dict[str, Any]] = []
     layout: dict[str, Any] = {"height": 60 + 170 * len(names), "annotations": [], "shapes": [],
-                              "margin": {"t": 30, "b": 30}, "showlegend": several}  # fmt: skip
+                              "margin": {"t": 30, "b": 30}, "showlegend": True}  # fmt: skip
     for i, name in enumerate(names):
         axis = "" if i == 0 else str(i + 1)
         part = metrics[metrics["metric_name"] == name]
         traces += [
             {"type": "scatter", "mode": _mode(len(line)), "x": _times(line["finished_at"]),
              "y": [None if v != v else v for v in line["mean"].round(4).tolist()],
-             "name": str(agent), "legendgroup": str(agent), "showlegend": several and i == 0,
-             "xaxis": f"x{axis}", "yaxis": f"y{axis}",
-             "hovertemplate": f"{name}: %{{y:.3g}}<br>%{{x}}<extra>{agent}</extra>"}
-            for agent, line in part.groupby("agent_name", sort=True)
+             "name": configs.text(configs.label(config)), "legendgroup": configs.label(config),
+             "showlegend": i == 0, "line": {"color": colours[config]},
+             "marker": {"color": colours[config]}, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
+             "meta": [configs.text(name)],
+             "hovertemplate": "%{meta[0]}: %{y:.3g}<br>%{x}<extra>%{fullData.name}</extra>"}
+            for config, line in configs.series(part)
         ]  # fmt: skip
         top = 1 - i * (height + gap)
         unit = part["unit"].dropna()
@@ -186,7 +195,7 @@ def metric_figure(metrics: pd.DataFrame) -> Figure:
                                   "showticklabels": i == len(names) - 1} | (
             {"matches": "x"} if axis else {})  # fmt: skip
         thresholds = part["threshold"].dropna()
-        title = f"<b>{name}</b>"
+        title = f"<b>{configs.text(name)}</b>"
         if not thresholds.empty:
             value = float(thresholds.iloc[-1])
             layout["shapes"].append(

@@ -8,11 +8,19 @@ flaky cases from ``v_flaky_cases``.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.dashboard.cost_data import run_money
-from holodeck_core.dashboard.data import RUNS, PageError, connect, require_runs, resolve, rows
+from holodeck_core.dashboard.data import (
+    RUNS,
+    PageError,
+    agent_names,
+    connect,
+    require_runs,
+    resolve,
+    rows,
+)
 from holodeck_core.dashboard.explorer_data import load_run_file
 from holodeck_core.history.store import History
 
@@ -58,36 +66,72 @@ class CompareData:
     picker: list[dict[str, Any]]
     reason: str = ""
     """Why only the picker is shown, when the link named runs."""
+    agent: str = ""
+    """The agent whose runs are compared and offered."""
+    agents: list[str] = field(default_factory=list)
+    """Every agent in the history (the agent filter)."""
 
 
-def picker(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+def picker(con: duckdb.DuckDBPyConnection, agent: str) -> list[dict[str, Any]]:
+    """The runs the pickers offer: ``agent``'s newest (Compare pairs runs of one agent)."""
     return rows(
         con.execute(
-            "SELECT run_id, agent_name, prompt_version, finished_at, pass_rate FROM eval_runs "
-            "ORDER BY finished_at DESC, run_id DESC LIMIT ?",
-            [PICKER_LIMIT],
+            "SELECT r.run_id, r.agent_name, r.prompt_version, r.model_candidate, "
+            "r.finished_at, r.pass_rate FROM eval_runs r WHERE r.agent_name = ? "
+            "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT ?",
+            [agent, PICKER_LIMIT],
         )
     )
 
 
+def chosen_agent(con: duckdb.DuckDBPyConnection, ids: list[str], agent: str | None) -> str:
+    """The agent whose runs Compare offers: the baseline's when runs are named, else the
+    link's ``agent``, else the newest run's."""
+    if ids:
+        sql, params = "SELECT agent_name FROM eval_runs WHERE run_id = ?", [ids[0]]
+    elif agent:
+        return agent
+    else:
+        sql, params = "SELECT agent_name FROM eval_runs ORDER BY finished_at DESC LIMIT 1", []
+    found = con.execute(sql, params).fetchone()
+    return str(found[0]) if found else ""
+
+
+def other_agents(con: duckdb.DuckDBPyConnection, ids: list[str], agent: str) -> str:
+    """Why runs of several agents are not compared ("" when they are all ``agent``'s)."""
+    others = sorted({str(a) for (a,) in con.execute(
+        f"SELECT agent_name FROM eval_runs WHERE run_id IN ({', '.join('?' for _ in ids)})",
+        ids).fetchall()} - {agent})  # fmt: skip
+    if not others:
+        return ""
+    return (f"The link names runs of {', '.join(others)} beside {agent}'s: Compare pairs runs "
+            f"of one agent, so only {agent}'s runs are offered.")  # fmt: skip
+
+
 def previous_of(con: duckdb.DuckDBPyConnection, ref: str) -> list[str]:
-    """The previous run of a run's agent and prompt version (its partition), and the run."""
+    """The previous run of a run's configuration (agent, prompt version, candidate), and the
+    run."""
     run_id = resolve(con, ref)
     found = con.execute("SELECT previous_run_id FROM v_runs WHERE run_id = ?", [run_id]).fetchone()
     if not found or found[0] is None:
         raise PageError(
             "No previous run",
-            f"Run {run_id[:12]} is the first run of its prompt version: there is nothing "
+            f"Run {run_id[:12]} is the first run of its configuration: there is nothing "
             "before it to compare with. Pick two runs on the Compare page.",
         )
     return [str(found[0]), run_id]
 
 
 def compare(
-    db: History, refs: list[str], baseline_ref: str | None, previous: str | None = None
+    db: History,
+    refs: list[str],
+    baseline_ref: str | None,
+    previous: str | None = None,
+    agent: str | None = None,
 ) -> CompareData:
     """``refs`` (the first is the baseline unless ``baseline_ref`` says), or the run
-    ``previous`` against the run before it."""
+    ``previous`` against the run before it; runs of one agent only (``agent`` when no run is
+    named)."""
     from holodeck_core.history.queries import compare_runs
 
     if len(refs) > MAX_RUNS:
@@ -96,12 +140,15 @@ def compare(
         )
     with connect(db) as con:
         require_runs(con, db)
-        choices = picker(con)
         if previous:
             refs = previous_of(con, previous)
         ids = list(dict.fromkeys(resolve(con, ref) for ref in refs))
-        if len(ids) < 2:
-            return CompareData([], 0, [], [], [], [], choices, _why_picker(refs, ids))
+        agent = chosen_agent(con, ids, agent)
+        choices = picker(con, agent)
+        mixed = other_agents(con, ids, agent) if ids else ""
+        if len(ids) < 2 or mixed:
+            return CompareData([], 0, [], [], [], [], choices, mixed or _why_picker(refs, ids),
+                               agent, agent_names(con))  # fmt: skip
         base_id = resolve(con, baseline_ref) if baseline_ref else ids[0]
         if base_id not in ids:
             raise PageError(
@@ -118,13 +165,14 @@ def compare(
         ]
         matrix = _matrix(con, runs)
         bodies = {i: _body(con, run) for i, run in zip(ids, runs, strict=True)}
+        names = agent_names(con)
     base = ids.index(base_id)
     config = _config(runs)
     diffs = [
         "" if k == base else _diff(bodies[ids[base]], bodies[i], runs[base], runs[k])
         for k, i in enumerate(ids)
     ]
-    return CompareData(runs, base, comparisons, config, diffs, matrix, choices)
+    return CompareData(runs, base, comparisons, config, diffs, matrix, choices, "", agent, names)
 
 
 def _why_picker(refs: list[str], ids: list[str]) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from holodeck_core.dashboard import ui
+from holodeck_core.dashboard import agent_filter, ui
 from holodeck_core.dashboard.compare_data import MAX_RUNS, CompareData, compare
 from holodeck_core.dashboard.data import first
 from holodeck_core.dashboard.links import compare_href, explorer_href
@@ -30,7 +30,8 @@ HEADLINES = (
 
 def page(db: History, query: dict[str, list[str]]) -> html.Div:
     refs = [r for item in query.get("runs", []) for r in item.split(",") if r]
-    data = compare(db, refs, first(query, "baseline"), first(query, "previous_of"))
+    data = compare(db, refs, first(query, "baseline"), first(query, "previous_of"),
+                   first(query, "agent"))  # fmt: skip
     body = (
         _body(data)
         if data.runs
@@ -52,8 +53,9 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
 
 def _picker(data: CompareData) -> html.Div:
     options = [
-        {"label": f"{ui.when(r['finished_at'])} · {r['agent_name']} {r['prompt_version']} · "
-                  f"{ui.pct(r['pass_rate'])} · {ui.short(r['run_id'])}", "value": r["run_id"]}
+        {"label": f"{ui.when(r['finished_at'])} · {r['prompt_version']} · "
+                  f"{r['model_candidate']} · {ui.pct(r['pass_rate'])} · {ui.short(r['run_id'])}",
+         "value": r["run_id"]}
         for r in data.picker
     ]  # fmt: skip
     chosen = [r["run_id"] for r in data.runs]
@@ -61,6 +63,7 @@ def _picker(data: CompareData) -> html.Div:
     options += [{"label": ui.short(i), "value": i} for i in chosen if i not in known]
     baseline = chosen[data.baseline] if chosen else None
     return html.Div([
+        agent_filter.dropdown("compare", data.agents, data.agent),
         dcc.Store(id="cmp-state", data=compare_href(chosen, baseline)),
         html.Div([html.Label("Runs"), dcc.Dropdown(id="cmp-runs", options=options, value=chosen,
                                                    multi=True, placeholder="pick runs")]),
@@ -80,7 +83,7 @@ def _body(data: CompareData) -> list[Any]:
 
 def _title(data: CompareData, k: int) -> Any:
     run = data.runs[k]
-    label = f"{run['prompt_version']} · {ui.short(run['run_id'])}"
+    label = f"{run['prompt_version']} · {run['model_candidate']} · {ui.short(run['run_id'])}"
     suffix = " (baseline)" if k == data.baseline else ""
     return html.Span([dcc.Link(label, href=explorer_href(run["run_id"])), suffix])
 

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
 COSTS = """
-SELECT f.run_id, f.agent_name, f.prompt_version, f.finished_at, f.passed, f.cost_usd,
-       f.cost_per_pass
+SELECT f.run_id, f.agent_name, f.prompt_version, f.model_candidate, f.finished_at, f.passed,
+       f.cost_usd, f.cost_per_pass
 FROM ({runs}) f
 ORDER BY f.finished_at, f.run_id
 """

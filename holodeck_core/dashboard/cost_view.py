@@ -1,7 +1,7 @@
-"""The Summary's cost card (docs/cost.md): the cost of each run over time, a line per agent and
-prompt version, with its cost per passing case in the hover; a run whose cost is unknown (a
+"""The Summary's cost card (docs/cost.md): the cost of each run over time, a line per
+configuration, with its cost per passing case in the hover; a run whose cost is unknown (a
 model without a price) is marked "unknown" on the time axis, never drawn at 0; a table per
-prompt version; and the runs a budget stopped, with the verdict."""
+configuration; and the runs a budget stopped, with the verdict."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from dash import dcc, html
 
-from holodeck_core.dashboard import ui
-from holodeck_core.dashboard.charts import Figure
+from holodeck_core.dashboard import configs, ui
+from holodeck_core.dashboard.charts import Figure, Palette
 from holodeck_core.dashboard.cost_data import CostData, budget_text
 from holodeck_core.dashboard.links import explorer_href
 
@@ -20,21 +20,25 @@ if TYPE_CHECKING:
 UNKNOWN_COLOR = "#868e96"
 
 
-def cost_card(data: CostData, charted: set[str]) -> html.Div:
+def cost_card(data: CostData, charted: set[str], colours: Palette) -> html.Div:
     """``charted``: the runs the chart draws (the Summary's, :data:`CHART_RUNS` per agent);
-    the table per prompt version counts every run."""
+    the table per configuration counts every run."""
     runs = data.runs
     return html.Div(
         [
             html.H3("Cost per run"),
             html.P(
-                "A line per agent and prompt version; the hover gives the cost per passing "
-                "case. \u201cunknown\u201d: a run that called a model without a price (give it "
-                "one under pricing: in holodeck.yaml): its cost is not 0, it is not known.",
+                "A line per configuration (agent · prompt · candidate); the hover gives the "
+                "cost per passing case. \u201cunknown\u201d: a run that called a model "
+                "without a "
+                "price (give it one under pricing: in holodeck.yaml): its cost is not 0, it is "
+                "not known.",
                 className="muted",
             ),
-            dcc.Graph(id="cost-chart", figure=cost_figure(runs[runs["run_id"].isin(charted)])),
-            _by_version(runs),
+            dcc.Graph(
+                id="cost-chart", figure=cost_figure(runs[runs["run_id"].isin(charted)], colours)
+            ),
+            _by_configuration(runs),
             *_stops(data.stops),
         ],
         className="card",
@@ -42,12 +46,13 @@ def cost_card(data: CostData, charted: set[str]) -> html.Div:
     )
 
 
-def cost_figure(runs: pd.DataFrame) -> Figure:
+def cost_figure(runs: pd.DataFrame, colours: Palette) -> Figure:
     traces: list[dict[str, Any]] = []
-    for (agent, version), group in runs.groupby(["agent_name", "prompt_version"], sort=True):
+    for config, group in configs.series(runs):
         per_pass = [None if ui.missing(v) else round(float(v), 6) for v in group["cost_per_pass"]]
         traces.append({
-            "type": "scatter", "mode": "lines+markers", "name": f"{agent} {version}",
+            "type": "scatter", "mode": "lines+markers", "name": configs.text(configs.label(config)),
+            "line": {"color": colours[config]}, "marker": {"color": colours[config]},
             "x": [str(t) for t in group["finished_at"]],
             "y": [None if ui.missing(v) else round(float(v), 6) for v in group["cost_usd"]],
             "customdata": [[ui.usd(p), str(r)] for p, r in zip(per_pass, group["run_id"],
@@ -60,33 +65,41 @@ def cost_figure(runs: pd.DataFrame) -> Figure:
         {"x": str(row["finished_at"]), "y": 0, "xref": "x", "yref": "paper", "text": "unknown",
          "showarrow": True, "arrowhead": 0, "ay": -24, "ax": 0,
          "font": {"color": UNKNOWN_COLOR, "size": 10},
-         "hovertext": f"{row['agent_name']} {row['prompt_version']}: cost unknown "
-                      f"(run {ui.short(row['run_id'])})"}
+         "hovertext": configs.text(f"{configs.label(configs.of(row))}: cost unknown "
+                                   f"(run {ui.short(row['run_id'])})")}
         for row in unknown.to_dict("records")
     ]  # fmt: skip
     layout = {
         "height": 300, "annotations": annotations, "xaxis": {"type": "date"},
         "yaxis": {"title": {"text": "USD per run"}, "rangemode": "tozero"},
-        "margin": {"t": 20, "b": 40}, "legend": {"title": {"text": "agent, prompt"}},
+        "margin": {"t": 20, "b": 40}, "legend": {"title": {"text": "agent · prompt · candidate"}},
     }  # fmt: skip
     return {"data": traces, "layout": layout}
 
 
-def _by_version(runs: pd.DataFrame) -> html.Table:
-    """Per agent and prompt version: its runs, the latest run's cost and cost per passing
-    case, and what the runs of known cost spent (the unknown ones counted apart)."""
+def _by_configuration(runs: pd.DataFrame) -> html.Table:
+    """Per configuration: its runs, the latest run's cost and cost per passing case, and what
+    the runs of known cost spent (the unknown ones counted apart)."""
     body = []
-    for (agent, version), group in runs.groupby(["agent_name", "prompt_version"], sort=True):
+    for (agent, version, candidate), group in configs.series(runs):
         latest = group.iloc[-1]
         unknown = int(group["cost_usd"].isna().sum())
         known = group["cost_usd"].dropna()
         spent = ui.usd(known.sum()) if not known.empty else ui.usd(None)
         body.append([
-            agent, version, ui.num(len(group)), ui.usd(latest["cost_usd"]),
+            agent, version, candidate, ui.num(len(group)), ui.usd(latest["cost_usd"]),
             ui.usd(latest["cost_per_pass"]),
             spent + (f" ({unknown} run(s) of unknown cost not counted)" if unknown else ""),
         ])  # fmt: skip
-    header = ["agent", "prompt", "runs", "latest run", "latest per passing case", "spent"]
+    header = [
+        "agent",
+        "prompt",
+        "candidate",
+        "runs",
+        "latest run",
+        "latest per passing case",
+        "spent",
+    ]
     return ui.grid(header, body, "cost-by-version")
 
 

@@ -132,6 +132,7 @@ class Filters:
     end: date | None = None
     prompt_versions: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)
     triggers: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     min_pass_rate: float | None = None
@@ -141,7 +142,7 @@ class Filters:
 
     KEYS: ClassVar[dict[str, str]] = {
         "agents": "agent", "prompt_versions": "prompt", "models": "model",
-        "triggers": "trigger", "tags": "tag",
+        "candidates": "candidate", "triggers": "trigger", "tags": "tag",
     }  # fmt: skip
     """List filters and their URL keys (values joined with commas)."""
 
@@ -237,6 +238,7 @@ class Filters:
             ("r.agent_name", self.agents),
             ("r.prompt_version", self.prompt_versions),
             ("r.model_name", self.models),
+            ("r.model_candidate", self.candidates),
             ("r.trigger", self.triggers),
         ):
             if values:
@@ -278,7 +280,7 @@ FILTERED_RUNS = f"""
 SELECT r.run_id, r.agent_name, r.agent_slug, r.prompt_version, r.model_provider, r.model_name,
        r.trigger, r.finished_at, r.total_tests, r.passed, r.failed, r.errored, r.pass_rate,
        r.total_tokens, r.cost_usd, r.cost_per_pass, r.wall_time_ms, r.total_duration_ms,
-       r.git_commit,
+       r.git_commit, r.model_candidate,
        coalesce(p.tags, []) AS prompt_tags, h.infrastructure_failure
 FROM {RUNS} r
 JOIN v_run_health h USING (run_id)
@@ -295,10 +297,19 @@ class Options:
     agents: list[str]
     prompt_versions: list[str]
     models: list[str]
+    candidates: list[str]
     triggers: list[str]
     tags: list[str]
     first_day: date | None
     last_day: date | None
+
+
+def agent_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every agent in the history, by name (the agent filters)."""
+    return [str(a) for (a,) in con.execute(AGENTS).fetchall()]
+
+
+AGENTS = "SELECT DISTINCT agent_name FROM eval_runs ORDER BY 1"
 
 
 def options(con: duckdb.DuckDBPyConnection) -> Options:
@@ -307,9 +318,10 @@ def options(con: duckdb.DuckDBPyConnection) -> Options:
 
     days = con.execute("SELECT min(day), max(day) FROM v_runs").fetchone() or (None, None)
     return Options(
-        agents=distinct("SELECT DISTINCT agent_name FROM eval_runs ORDER BY 1"),
+        agents=distinct(AGENTS),
         prompt_versions=distinct("SELECT DISTINCT prompt_version FROM eval_runs ORDER BY 1"),
         models=distinct("SELECT DISTINCT model_name FROM eval_runs ORDER BY 1"),
+        candidates=distinct("SELECT DISTINCT model_candidate FROM eval_runs ORDER BY 1"),
         triggers=distinct("SELECT DISTINCT trigger FROM eval_runs ORDER BY 1"),
         tags=distinct("SELECT DISTINCT unnest(tags) FROM prompt_versions ORDER BY 1"),
         first_day=days[0],

@@ -9,12 +9,20 @@ loader; when that file is gone the page says so and shows what the history has.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.dashboard.configs import label
 from holodeck_core.dashboard.cost_data import run_money
-from holodeck_core.dashboard.data import PageError, connect, require_runs, resolve, rows
+from holodeck_core.dashboard.data import (
+    PageError,
+    agent_names,
+    connect,
+    require_runs,
+    resolve,
+    rows,
+)
 from holodeck_core.errors import HolodeckError
 from holodeck_core.history.store import History
 
@@ -67,6 +75,9 @@ class CaseDetail:
 class Explorer:
     run: dict[str, Any]
     runs: list[dict[str, Any]]
+    agents: list[str]
+    """Every agent in the history (the agent filter)."""
+    choice: RunChoice
     cases: list[dict[str, Any]]
     prompt: dict[str, Any]
     run_file: RunFile
@@ -74,26 +85,44 @@ class Explorer:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def explorer(db: History, run_ref: str | None, case_id: str | None) -> Explorer:
+@dataclass(frozen=True)
+class RunChoice:
+    """What the Explorer's run list shows: one agent's runs, or one configuration's."""
+
+    agent: str | None = None
+    prompt: str | None = None
+    candidate: str | None = None
+
+
+RUN_LIST = """
+SELECT r.run_id, r.prompt_version, r.model_candidate, r.finished_at, r.pass_rate,
+       r.total_tests, r.trigger
+FROM v_runs r
+WHERE r.agent_name = $agent
+  AND ($prompt IS NULL OR r.prompt_version = $prompt)
+  AND ($candidate IS NULL OR r.model_candidate = $candidate)
+ORDER BY r.finished_at DESC, r.run_id DESC
+LIMIT $limit
+"""
+"""The run list: the agent's (or one configuration's) newest runs."""
+
+
+def explorer(
+    db: History, run_ref: str | None, case_id: str | None, choice: RunChoice = RunChoice()
+) -> Explorer:
+    """The run ``run_ref`` (else the newest of ``choice``, else the newest run) with its agent's
+    runs listed (those of ``choice``'s configuration when it names one)."""
     with connect(db) as con:
         require_runs(con, db)
-        if run_ref:
-            run_id = resolve(con, run_ref)
-        else:
-            latest = con.execute(
-                "SELECT run_id FROM eval_runs ORDER BY finished_at DESC, run_id DESC LIMIT 1"
-            ).fetchone()
-            run_id = str(latest[0]) if latest else ""
+        run_id = resolve(con, run_ref) if run_ref else _newest(con, choice)
         (found,) = rows(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [run_id]))
         run = {**found, **run_money(con, found)}
-        runs = rows(
-            con.execute(
-                "SELECT run_id, prompt_version, finished_at, pass_rate, total_tests, trigger "
-                "FROM eval_runs WHERE agent_slug = ? ORDER BY finished_at DESC, run_id DESC "
-                "LIMIT ?",
-                [run["agent_slug"], RUN_LIST_LIMIT],
-            )
-        )
+        if run["agent_name"] != choice.agent or not _of(run, choice):
+            choice = RunChoice(str(run["agent_name"]))  # the run decides whose runs are listed
+        params = {"agent": choice.agent, "prompt": choice.prompt,
+                  "candidate": choice.candidate, "limit": RUN_LIST_LIMIT}  # fmt: skip
+        runs = rows(con.execute(RUN_LIST, params))
+        agents = agent_names(con)
         cases = rows(
             con.execute(
                 "SELECT case_id, test_name, status, turn_count, tools_matched, "
@@ -119,12 +148,40 @@ def explorer(db: History, run_ref: str | None, case_id: str | None) -> Explorer:
     return Explorer(
         run=run,
         runs=runs,
+        agents=agents,
+        choice=choice,
         cases=cases,
         prompt=prompts[0] if prompts else {},
         run_file=run_file,
         detail=detail,
         config=config,
     )
+
+
+def _of(run: dict[str, Any], choice: RunChoice) -> bool:
+    """Whether ``run`` is of ``choice``'s prompt version and candidate (when it names them)."""
+    return choice.prompt in (None, run["prompt_version"]) and choice.candidate in (
+        None, run["model_candidate"])  # fmt: skip
+
+
+def _newest(con: duckdb.DuckDBPyConnection, choice: RunChoice) -> str:
+    """The newest run of ``choice`` (of the history when it names no agent), or a page that
+    says the link names runs the history does not have."""
+    if choice.agent is None:
+        found = con.execute(
+            "SELECT run_id FROM eval_runs ORDER BY finished_at DESC, run_id DESC LIMIT 1"
+        ).fetchone()
+    else:
+        params = {"agent": choice.agent, "prompt": choice.prompt,
+                  "candidate": choice.candidate, "limit": 1}  # fmt: skip
+        found = con.execute(RUN_LIST, params).fetchone()
+    if not found:
+        raise PageError(
+            "No such runs",
+            f"No run in the history is of {label(c for c in astuple(choice) if c)}. Pick an "
+            "agent on this page or a cell on the Matrix page.",
+        )
+    return str(found[0])
 
 
 def _case(con: duckdb.DuckDBPyConnection, run_id: str, case_id: str) -> CaseDetail:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import yaml
 from dash import dcc, html
 
-from holodeck_core.dashboard import ui
+from holodeck_core.dashboard import agent_filter, ui
 from holodeck_core.dashboard.data import first
-from holodeck_core.dashboard.explorer_data import CaseDetail, Explorer, explorer
+from holodeck_core.dashboard.explorer_data import CaseDetail, Explorer, RunChoice, explorer
 from holodeck_core.dashboard.links import compare_href, explorer_href
 from holodeck_core.dashboard.long_text import case_text_href, shown
 from holodeck_core.history.store import History
@@ -25,12 +26,15 @@ FOLD_CHARS = 400
 
 
 def page(db: History, query: dict[str, list[str]]) -> html.Div:
-    data = explorer(db, first(query, "run"), first(query, "case"))
+    choice = RunChoice(first(query, "agent"), first(query, "prompt"), first(query, "candidate"))
+    data = explorer(db, first(query, "run"), first(query, "case"), choice)
     run_id = data.run["run_id"]
     case_id = data.detail.case["case_id"] if data.detail else None
     return html.Div(
         [
             html.H2("Explorer"),
+            html.Div([agent_filter.dropdown("explorer", data.agents, data.choice.agent or ""),
+                      *_configuration(data.choice)], className="filters"),
             html.Div(
                 [
                     html.Div([html.H4("Runs"), _runs(data, run_id)], className="card list"),
@@ -50,14 +54,31 @@ def _runs(data: Explorer, current: str) -> html.Div:
     return html.Div(
         [
             dcc.Link(
-                f"{ui.when(r['finished_at'])} · {r['prompt_version']} · {ui.pct(r['pass_rate'])}",
-                href=explorer_href(r["run_id"]),
+                f"{ui.when(r['finished_at'])} · {r['prompt_version']} · {r['model_candidate']} · "
+                f"{ui.pct(r['pass_rate'])}",
+                href=_within(data.choice, explorer_href(r["run_id"])),
                 className="current" if r["run_id"] == current else "",
             )
             for r in data.runs
         ],
         id="run-list",
     )
+
+
+def _within(choice: RunChoice, href: str) -> str:
+    """A link that keeps the run list narrowed to ``choice``'s configuration."""
+    narrowed = {"prompt": choice.prompt, "candidate": choice.candidate}
+    return href + "".join(f"&{urlencode({k: v})}" for k, v in narrowed.items() if v)
+
+
+def _configuration(choice: RunChoice) -> list[Any]:
+    """The configuration the run list is narrowed to (a Matrix cell's link), and the way out."""
+    if not (choice.prompt or choice.candidate):
+        return []
+    what = " · ".join(p for p in (choice.prompt, choice.candidate) if p)
+    return [html.Div([html.Label("\u00a0"), html.Span([
+        f"runs of {what} only · ", dcc.Link("all its runs", href=agent_filter.href(
+            "explorer", choice.agent or ""))], id="explorer-configuration")])]  # fmt: skip
 
 
 def _cases(data: Explorer, run_id: str, current: str | None) -> html.Div:
@@ -67,7 +88,7 @@ def _cases(data: Explorer, run_id: str, current: str | None) -> html.Div:
                 [ui.badge(c["status"]), c["test_name"] or c["case_id"],
                  html.Span(f" {c['turn_count']} turns", className="muted")
                  if c["turn_count"] else ""],
-                href=explorer_href(run_id, c["case_id"]),
+                href=_within(data.choice, explorer_href(run_id, c["case_id"])),
                 className="current" if c["case_id"] == current else "",
                 id=f"case-{c['case_id']}",
             )
@@ -81,7 +102,8 @@ def _detail(data: Explorer) -> list[Any]:
     header: list[Any] = [
         html.H3(f"Run {ui.short(run['run_id'])}"),
         html.P(
-            f"{run['agent_name']} · prompt {run['prompt_version']} · {run['model_provider']} "
+            f"{run['agent_name']} · prompt {run['prompt_version']} · candidate "
+            f"{run['model_candidate']} · {run['model_provider']} "
             f"{run['model_name']} · {run['trigger'] or '-'} · {ui.when(run['finished_at'])} · "
             f"{run['passed']}/{run['total_tests']} passed ({ui.pct(run['pass_rate'])}), "
             f"{run['errored']} errored · version {run['holodeck_version'] or 'not recorded'}",
@@ -96,7 +118,7 @@ def _detail(data: Explorer) -> list[Any]:
     if run.get("previous_run_id"):
         header.append(
             dcc.Link(
-                "Compare with the previous run of this prompt version",
+                "Compare with the previous run of this configuration",
                 href=compare_href([run["previous_run_id"], run["run_id"]]),
             )
         )

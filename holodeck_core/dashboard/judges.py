@@ -10,9 +10,10 @@ from typing import Any
 import flask
 from dash import Dash, html
 
-from holodeck_core.dashboard import ui
+from holodeck_core.dashboard import agent_filter, ui
 from holodeck_core.dashboard.data import (
     PageError,
+    agent_names,
     connect,
     first,
     parse_query,
@@ -34,15 +35,26 @@ RECENT_RUNS = 15
 
 
 def page(db: History, query: dict[str, list[str]]) -> html.Div:
+    """Every agent's judges, or the agent's of ``?agent=NAME`` (the agent filter)."""
+    agent = first(query, "agent")
     with connect(db) as con:
         require_runs(con, db)
-        found = agreement(con)
-        control = control_agreement_rows(con)
+        agents = agent_names(con)
+        slugs = {
+            str(s)
+            for (s,) in con.execute(
+                "SELECT DISTINCT agent_slug FROM eval_runs WHERE agent_name = ?", [agent]
+            ).fetchall()
+        }
+        found = [row for row in agreement(con) if not agent or row["agent_slug"] in slugs]
+        control = [
+            row for row in control_agreement_rows(con) if not agent or row["agent_slug"] in slugs
+        ]
         runs = con.execute(
             "SELECT run_id, finished_at, agent_name, prompt_version FROM eval_runs "
-            "ORDER BY finished_at DESC, run_id DESC LIMIT ?",
-            [RECENT_RUNS],
-        ).fetchall()
+            "WHERE ? IS NULL OR agent_name = ? ORDER BY finished_at DESC, run_id DESC LIMIT ?",
+            [agent, agent, RECENT_RUNS],
+        ).fetchall()  # fmt: skip
     rows = [html.Li(f"{row['agent_slug']}: {render_agreement(row)}") for row in found]
     controls = [
         html.Li(f"{row['agent_slug']} (run {ui.short(row['run_id'])}, "
@@ -60,6 +72,7 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
     return html.Div(
         [
             html.H2("Judges"),
+            html.Div([agent_filter.dropdown("judges", agents, agent)], className="filters"),
             _card("Agreement with people", rows, "judge-agreement",
                   "No human labels yet: download a run's labelling sheet below, fill in "
                   "human_passed (pass/fail) and/or human_score (0-1), then run "

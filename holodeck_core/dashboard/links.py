@@ -22,8 +22,8 @@ def compare_href(run_ids: Sequence[str], baseline: str | None = None, base: str 
 
 
 def previous_href(run_id: str, base: str = "") -> str:
-    """Compare a run with the previous run of its agent and prompt version (its partition),
-    resolved when the page is opened (the run need not be in the history yet)."""
+    """Compare a run with the previous run of its configuration (agent, prompt version, model
+    candidate), resolved when the page is opened (the run need not be in the history yet)."""
     return f"{base.rstrip('/')}/compare?{urlencode({'previous_of': run_id})}"
 
 

@@ -23,7 +23,8 @@ PAGE_SIZE = 20
 """Rows of the runs table sent to the browser at a time (sorted and paged on the server)."""
 COLUMNS = (
     ("finished", "finished"), ("agent_name", "agent"), ("prompt_version", "prompt"),
-    ("model_name", "model"), ("trigger", "trigger"), ("total_tests", "tests"),
+    ("model_name", "model"), ("trigger", "trigger"), ("model_candidate", "candidate"),
+    ("total_tests", "tests"),
     ("passed", "passed"), ("failed", "failed"), ("errored", "errored"),
     ("pass_rate_pct", "pass rate %"), ("total_tokens", "tokens"), ("cost_usd", "cost USD"),
     ("git_commit", "commit"), ("run", "run"),
@@ -51,7 +52,8 @@ def records(runs: pd.DataFrame, *, shown: bool = True) -> list[dict[str, Any]]:
         {
             "id": row["run_id"], "finished": ui.when(row["finished_at"]),
             "agent_name": row["agent_name"], "prompt_version": row["prompt_version"],
-            "model_name": row["model_name"], "trigger": row["trigger"],
+            "model_name": row["model_name"], "model_candidate": row["model_candidate"],
+            "trigger": row["trigger"],
             "total_tests": row["total_tests"], "passed": row["passed"], "failed": row["failed"],
             "errored": row["errored"],
             "pass_rate_pct": pill(row["pass_rate"]) if shown else round(100 * row["pass_rate"], 1),

@@ -1,9 +1,9 @@
-"""The Summary page: KPI tiles with sparklines and the change against the prior run, the
-pass-rate trend per agent (interval bands, prompt-version boundaries, paired regressions),
-the cost per run and prompt version (with the runs a budget stopped), metric trends in a tab
-per kind (a panel per metric with its threshold), a breakdown of the latest run per metric
-kind, filters (their notes say what a link asked for that does not exist or is not valid)
-and the runs table."""
+"""The Summary page: KPI tiles per agent with sparklines and the change against the previous
+run of the same configuration, the pass-rate trend per configuration (interval bands, model
+changes, paired regressions), the cost per run and configuration (with the runs a budget
+stopped), metric trends in a tab per kind (a panel per metric with its threshold), a breakdown
+of the latest run per metric kind, filters (their notes say what a link asked for that does
+not exist or is not valid) and the runs table."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from holodeck_core.dashboard import cache, runs_table, summary_data, tiles, ui
-from holodeck_core.dashboard.charts import metric_figure, pass_rate_figure
+from holodeck_core.dashboard.charts import Palette, metric_figure, pass_rate_figure
 from holodeck_core.dashboard.cost_data import costs
 from holodeck_core.dashboard.cost_view import cost_card
 from holodeck_core.dashboard.data import Filters, Options
@@ -24,7 +24,7 @@ from holodeck_core.history.store import History
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
-FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-trigger", "f-tag")
+FILTER_IDS = ("f-agent", "f-prompt", "f-model", "f-candidate", "f-trigger", "f-tag")
 KIND_ORDER = tiles.KIND_ORDER
 
 
@@ -55,18 +55,22 @@ def page(db: History, query: dict[str, list[str]]) -> html.Div:
         parts += [
             tiles.kpis(data.runs),
             *_interval_methods(data),
-            html.Div([html.H3("Pass rate per agent"), html.P(
-                "Band: 95% interval. Dotted lines: a new prompt version or model. ✕: a run "
-                "significantly worse than the previous run of its prompt version (paired test). "
+            html.Div([html.H3("Pass rate per configuration"), html.P(
+                "A line per configuration (agent · prompt version · model candidate). Band: 95% "
+                "interval. Dotted lines: a configuration's model changed. ✕: a run "
+                "significantly worse than the previous run of its configuration (paired test). "
                 "▼: most cases ERROR (an infrastructure failure, not a regression).",
                 className="muted"),
                 *_window(data),
                 dcc.Graph(id="pass-rate-chart",
-                          figure=pass_rate_figure(data.charted, data.regressions))],
+                          figure=pass_rate_figure(data.charted, data.regressions,
+                                                   data.colours))],
                 className="card"),
             cost_card(cache.cached(db, ("costs", filters.to_query()),
-                                   lambda: costs(db, filters)), set(data.charted["run_id"])),
-            html.Div(_metric_tabs(data.metrics), className="card", id="metric-trends"),
+                                   lambda: costs(db, filters)), set(data.charted["run_id"]),
+                      data.colours),
+            html.Div(_metric_tabs(data.metrics, data.colours), className="card",
+                     id="metric-trends"),
             tiles.breakdown(data.metrics, str(data.runs.iloc[-1]["run_id"])),
             html.Div(runs_table.runs_table(data.runs, filters.to_query()), className="card"),
         ]  # fmt: skip
@@ -121,6 +125,7 @@ def _filters(filters: Filters, options: Options) -> html.Div:
             _dropdown("f-prompt", "Prompt version", options.prompt_versions,
                       filters.prompt_versions),
             _dropdown("f-model", "Model", options.models, filters.models),
+            _dropdown("f-candidate", "Candidate", options.candidates, filters.candidates),
             _dropdown("f-trigger", "Trigger", options.triggers, filters.triggers),
             _dropdown("f-tag", "Prompt tag", options.tags, filters.tags),
             html.Div([html.Label("Date range"),
@@ -142,7 +147,7 @@ def _iso(day: date | None) -> str | None:
     return day.isoformat() if day else None
 
 
-def _metric_tabs(metrics: pd.DataFrame) -> list[Any]:
+def _metric_tabs(metrics: pd.DataFrame, colours: Palette) -> list[Any]:
     """A tab per kind (and unit: ms and USD metrics get their own); only the open tab's
     figure is drawn."""
     if metrics.empty:
@@ -155,7 +160,8 @@ def _metric_tabs(metrics: pd.DataFrame) -> list[Any]:
     groups = sorted(metrics["group"].unique(), key=lambda g: (order.get(g.split(" ")[0], 9), g))
     tabs = [
         dcc.Tab(label=group, value=group, children=dcc.Graph(
-            id=f"metric-chart-{i}", figure=metric_figure(metrics[metrics["group"] == group])))
+            id=f"metric-chart-{i}",
+            figure=metric_figure(metrics[metrics["group"] == group], colours)))
         for i, group in enumerate(groups)
     ]  # fmt: skip
     return [html.H3("Metric trends by kind"),
@@ -176,12 +182,12 @@ def register(app: Dash, db: History) -> None:
     )
     def _filter(
         agents: list[str] | None, prompts: list[str] | None, models: list[str] | None,
-        triggers: list[str] | None, tags: list[str] | None, start: str | None,
-        end: str | None, min_rate: float | None, shown: str | None,
+        candidates: list[str] | None, triggers: list[str] | None, tags: list[str] | None,
+        start: str | None, end: str | None, min_rate: float | None, shown: str | None,
     ) -> Any:  # fmt: skip
         query = Filters(
             agents=agents or [], prompt_versions=prompts or [], models=models or [],
-            triggers=triggers or [], tags=tags or [],
+            candidates=candidates or [], triggers=triggers or [], tags=tags or [],
             start=date.fromisoformat(start[:10]) if start else None,
             end=date.fromisoformat(end[:10]) if end else None,
             min_pass_rate=None if min_rate is None else float(min_rate),

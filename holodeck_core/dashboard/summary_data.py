@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from holodeck_core.dashboard import configs
 from holodeck_core.dashboard.data import (
     FILTERED_RUNS,
     Filters,
@@ -54,13 +55,14 @@ JOIN eval_runs e ON e.run_id = c.head_run_id
 WHERE c.verdict = 'regression' AND c.head_run_id IN ({ids})
   AND e.errored <= {share} * e.total_tests
 """
-"""Charted runs whose paired comparison with the previous run of their prompt version is a
+"""Charted runs whose paired comparison with the previous run of their configuration is a
 significant drop (docs/architecture.md); an infrastructure failure (docs/cli.md) is marked as one
 instead. Only the comparisons of the heads since the oldest charted run's day are computed (schema
 10's macro, whole ticks)."""
 
 METRICS = """
-SELECT m.run_id, r.agent_name, r.prompt_version, r.finished_at, m.metric_name,
+SELECT m.run_id, r.agent_name, r.prompt_version, r.model_candidate, r.finished_at,
+       m.metric_name,
        any_value(m.kind) AS kind, any_value(m.unit) AS unit,
        avg(coalesce(m.score, m.raw_score)) AS mean, max(m.threshold) AS threshold,
        count(*) FILTER (WHERE m.passed) AS passed,
@@ -96,6 +98,13 @@ class SummaryData:
     def charted(self) -> pd.DataFrame:
         """The runs the charts draw, oldest first."""
         return self.runs[self.runs["charted"]]
+
+    @property
+    def colours(self) -> dict[configs.Config, str]:
+        """A colour per configuration of the filtered runs, the same on every chart."""
+        return configs.palette(
+            configs.of(row) for row in self.runs[configs.COLUMNS].to_dict("records")
+        )
 
 
 def summary(db: History, filters: Filters) -> SummaryData:

@@ -1,5 +1,6 @@
-"""The Summary's KPI tiles (the latest run's figures, each with a sparkline of its agent's
-recent runs and the change against the prior run) and the breakdown panel per metric kind
+"""The Summary's KPI tiles (per agent, its latest run's figures, each with a sparkline of its
+configuration's recent runs and the change against the previous healthy run of that
+configuration) and the breakdown panel per metric kind
 (a bar and a value per metric of the latest run)."""
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from urllib.parse import quote
 
 from dash import html
 
-from holodeck_core.dashboard import ui
+from holodeck_core.dashboard import configs, ui
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
 SPARK_RUNS = 20
-"""Runs of the latest run's agent a sparkline shows."""
+"""Runs of the latest run's configuration a sparkline shows."""
 SPARK_W, SPARK_H = 110, 30
 KIND_ORDER = ("standard", "rag", "geval", "code")
 
@@ -55,41 +56,70 @@ def delta(
 
 
 def kpis(runs: pd.DataFrame) -> html.Div:
+    """The count of runs shown, then a row of tiles per agent (the agent of the newest run
+    first): its latest run against the previous healthy run of the same configuration."""
     runs = runs.astype(object).where(runs.notna(), None)  # pandas' NA as None
-    latest = runs.iloc[-1]
-    own = runs[runs["agent_name"] == latest["agent_name"]].tail(SPARK_RUNS)
-    prior = own.iloc[-2] if len(own) > 1 else None
+    newest_first = list(dict.fromkeys(reversed(runs["agent_name"].tolist())))
+    return html.Div(
+        [html.Div(ui.kpi("Runs", ui.num(len(runs)), f"{len(newest_first)} agent(s)"),
+                  className="kpis"),
+         *(_agent_row(runs, runs[runs["agent_name"] == agent], index)
+           for index, agent in enumerate(newest_first))],
+        id="kpi-rows",
+    )  # fmt: skip
+
+
+def _agent_row(runs: pd.DataFrame, agents_runs: pd.DataFrame, index: int) -> html.Div:
+    """One agent's tiles; the first row's ids are ``kpi-…``, the next ``kpi-…-2`` and on."""
+    latest = agents_runs.iloc[-1]
+    config = configs.of(latest)
+    own = agents_runs[[configs.of(row) == config for _, row in agents_runs.iterrows()]]
+    healthy = [row for _, row in own.iloc[:-1].iterrows() if not ui.infrastructure_failure(row)]
+    prior = healthy[-1] if healthy else None
     comparable = not ui.infrastructure_failure(latest)
+    suffix = "" if index == 0 else f"-{index + 1}"
+    spark = own.tail(SPARK_RUNS)
 
     def tile(label: str, column: str, fmt: Callable[[Any], str], change: Callable[[float], str],
-             higher_better: bool, sub: str) -> html.Div:  # fmt: skip
-        tile_id = f"kpi-{label.lower().replace(' ', '-')}"
+             higher_better: bool, sub: str, *extra: Any) -> html.Div:  # fmt: skip
+        tile_id = f"kpi-{label.lower().replace(' ', '-')}{suffix}"
         before = None if prior is None else prior[column]
         return html.Div(
             [html.Div(label, className="label"), html.Div(fmt(latest[column]), className="value"),
              delta(latest[column], before, change, higher_better, comparable or higher_better),
-             sparkline(own[column].tolist(), tile_id), html.Div(sub, className="sub")],
+             *extra, sparkline(spark[column].tolist(), tile_id), html.Div(sub, className="sub")],
             className="kpi", id=tile_id,
         )  # fmt: skip
 
-    where = f"{latest['agent_name']} {latest['prompt_version']}"
     note = "" if comparable else " · most cases ERROR: an infrastructure failure"
     return html.Div(
         [
-            tile("Latest pass rate", "pass_rate", ui.pct, lambda d: f"{100 * d:+.1f} pp", True,
-                 f"{where} · {ui.interval(latest, ui.pct)}{note}"),
-            ui.kpi("Runs", ui.num(len(runs)), f"{runs['agent_name'].nunique()} agent(s)"),
-            tile("Errored cases", "errored", ui.num, lambda d: f"{d:+,.0f}", False,
-                 f"{ui.num(runs['errored'].sum())} in all runs shown"),
-            tile("Tokens", "total_tokens", ui.num, lambda d: f"{d:+,.0f}", False,
-                 f"latest run · {ui.num(runs['total_tokens'].sum(min_count=1))} in all"),
-            tile("Cost", "cost_usd", ui.usd, ui.usd_change, False,
-                 f"latest run · {_spent(runs['cost_usd'])}"),
-            tile("Wall time", "wall_time_ms", ui.seconds, lambda d: f"{d / 1000:+.1f} s", False,
-                 "latest run, start to finish"),
+            html.H4(f"{configs.label(config)} · latest run {ui.age(latest['finished_at'])} ago"),
+            html.Div([
+                tile("Latest pass rate", "pass_rate", ui.pct, lambda d: f"{100 * d:+.1f} pp",
+                     True, f"{ui.interval(latest, ui.pct)}{note}", _prior(config, prior)),
+                tile("Errored cases", "errored", ui.num, lambda d: f"{d:+,.0f}", False,
+                     f"{ui.num(agents_runs['errored'].sum())} in all its runs shown"),
+                tile("Tokens", "total_tokens", ui.num, lambda d: f"{d:+,.0f}", False,
+                     f"latest run · {ui.num(agents_runs['total_tokens'].sum(min_count=1))} in all"),
+                tile("Cost", "cost_usd", ui.usd, ui.usd_change, False,
+                     f"latest run · {_spent(agents_runs['cost_usd'])}"),
+                tile("Wall time", "wall_time_ms", ui.seconds, lambda d: f"{d / 1000:+.1f} s",
+                     False, "latest run, start to finish"),
+            ], className="kpis"),
         ],
-        className="kpis",
+        className="kpi-row", id=f"kpi-row{suffix or '-1'}",
     )  # fmt: skip
+
+
+def _prior(config: configs.Config, prior: Any) -> html.Div:
+    """Which run the change is against: the previous healthy run of the configuration."""
+    if prior is None:
+        return html.Div(f"no prior healthy run of {configs.label(config)}", className="prior")
+    return html.Div(
+        f"vs prior {configs.label(configs.of(prior))}, {ui.age(prior['finished_at'])} ago",
+        className="prior",
+    )
 
 
 def _spent(cost: pd.Series) -> str:

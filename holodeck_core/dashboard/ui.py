@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 from dash import dcc, html
@@ -54,6 +55,9 @@ td.fixed::after { content: " fixed"; color: #2f9e44; font-size: .7rem; font-weig
           border-radius: 6px; padding: 1rem 1.4rem; }
 .muted { color: #7b8794; font-size: .8rem; }
 .kpi .delta { font-size: .75rem; color: #7b8794; } .kpi .spark { display: block; margin: .2rem 0; }
+#matrix-grid td { vertical-align: top; min-width: 170px; }
+#matrix-grid .cell.tie { background: #ebfbee; } .cell-rate { font-size: 1.1rem; }
+.kpi-row h4 { margin: .2rem 0 .4rem; } .kpi .prior { font-size: .72rem; color: #52606d; }
 .kpi .delta.better { color: #2f9e44; } .kpi .delta.worse { color: #c92a2a; }
 .notes { background: #fff4e6; border: 1px solid #f0c36d; border-radius: 6px;
          padding: .5rem 1rem; margin-bottom: 1rem; }
@@ -170,6 +174,19 @@ def short(run_id: str) -> str:
 
 def when(value: Any) -> str:
     return "-" if missing(value) else str(value)[:19].replace("T", " ")
+
+
+def age(value: Any, now: datetime | None = None) -> str:
+    """How long ago a (UTC) time was: ``40 s``, ``12 min``, ``2 h``, ``3 d``."""
+    if missing(value):
+        return "-"
+    seen = value.to_pydatetime() if hasattr(value, "to_pydatetime") else value
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    seconds = max(0.0, (now - seen.replace(tzinfo=None)).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def missing(value: Any) -> bool:
