@@ -245,6 +245,7 @@ class Timed:
     stdout: str
     stderr: str
     timed_out: bool = False
+    cpu: float = 0.0  # user + system CPU seconds of it and the descendants it waited for
 
     def tail(self, lines: int = 12, width: int = 300) -> str:
         text = (self.stderr.strip() or self.stdout.strip()).splitlines()
@@ -296,6 +297,7 @@ def run_timed(
             wall=wall,
             returncode=proc.returncode,
             max_rss_mb=usage.ru_maxrss / 1024,  # Linux: kilobytes
+            cpu=usage.ru_utime + usage.ru_stime,
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
             timed_out=expired.is_set(),
@@ -391,6 +393,11 @@ class ModelServer:
 def ideal(n_cases: int, concurrency: int, latency: float) -> float:
     """The ideal wall time, ``ceil(N / C) * L`` (docs/benchmarks.md)."""
     return math.ceil(n_cases / concurrency) * latency
+
+
+def load1() -> float:
+    """The machine's one-minute load average (printed beside every timed run)."""
+    return os.getloadavg()[0]
 
 
 def median(values: Sequence[float]) -> float:

@@ -42,6 +42,7 @@ class Config:
     concurrency: int  # what the ideal uses; ours: read back from the EvalRun; 0: the peak seen
     agent_dir: Path | None = None  # ours: where the EvalRun lands
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)  # client CPU seconds (user + system)
     inner: list[float] = field(default_factory=list)  # ours: the suite's own wall time
     peak: int = 0
     rss_mb: float = 0.0
@@ -61,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large-cases", type=int, default=2000, help="0 skips the large runs")
     parser.add_argument("--large-concurrency", type=int, default=100)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run at most")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="LABEL",
+        help="run only these configs (e.g. ours@20 floor@20 ours@100x2000 floor@100x2000)",
+    )
     args = parser.parse_args(argv)
     if args.cases < 1 or args.latency < 0 or args.repeat < 1 or args.peer_repeat < 1:
         parser.error("--cases, --repeat and --peer-repeat must be >= 1 and --latency >= 0")
@@ -91,6 +98,7 @@ def run_config(
         print(f"  {cfg.label} run {rep + 1}: FAILED ({problem})\n{timed.tail()}", flush=True)
         return
     cfg.walls.append(timed.wall)
+    cfg.cpus.append(timed.cpu)
     note = ""
     if cfg.who == "ours" and cfg.agent_dir is not None:
         run = c.latest_eval_run(cfg.agent_dir)
@@ -102,8 +110,9 @@ def run_config(
                 cfg.inner.append(inner / 1000)
                 note = f" (suite {inner / 1000:.2f} s)"
     print(
-        f"  {cfg.label:<20} run {rep + 1}: {timed.wall:6.2f} s{note}, "
-        f"peak concurrency {stats.get('peak_concurrency')}, peak RSS {timed.max_rss_mb:.0f} MB",
+        f"  {cfg.label:<20} run {rep + 1}: {timed.wall:6.2f} s{note}, CPU {timed.cpu:.2f} s, "
+        f"load {c.load1():.2f}, peak concurrency {stats.get('peak_concurrency')}, "
+        f"peak RSS {timed.max_rss_mb:.0f} MB",
         flush=True,
     )
 
@@ -137,6 +146,13 @@ def target_launch(agent: Path, parallel: int) -> Launch:
     return launch
 
 
+# The API the floor speaks beside each of ours: the generated agent is on ``openai``, whose
+# agent calls go to the Responses API (holodeck_core/providers/table.py); an ``http`` target
+# posts chat completions.
+AGENT_API = "responses"
+TARGET_API = "chat"
+
+
 def holodeck_launch(exe: Path, agent: Path) -> Launch:
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         del home
@@ -145,14 +161,14 @@ def holodeck_launch(exe: Path, agent: Path) -> Launch:
     return launch
 
 
-def floor_launch(n_cases: int, concurrency: int) -> Launch:
-    """``bench/sdk_floor.py``: the same cases through the bare SDK, in our venv."""
+def floor_launch(n_cases: int, concurrency: int, api: str = AGENT_API) -> Launch:
+    """``bench/sdk_floor.py``: the same cases through the bare SDK on ``api``, in our venv."""
 
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         del home
         script = c.REPO / "bench" / "sdk_floor.py"
         python = c.our_holodeck().parent / "python"
-        cmd = [str(python), str(script), base_url, str(n_cases), str(concurrency)]
+        cmd = [str(python), str(script), base_url, str(n_cases), str(concurrency), "--api", api]
         return cmd, c.base_env(), c.REPO / "bench"
 
     return launch
@@ -175,6 +191,7 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
         Config(f"ours@{eq}", "ours", ours_launch(ours_agent, eq), n, eq, tmp / "ours"),
         Config(f"floor@{eq}", "floor", floor_launch(n, eq), n, eq),
         Config(f"target@{eq}", "ours", target_launch(ours_agent, eq), n, eq, tmp / "ours"),
+        Config(f"floor-chat@{eq}", "floor", floor_launch(n, eq, TARGET_API), n, eq),
     ]
     if args.peer:
         exe = c.peer_holodeck(args.peer)
@@ -219,6 +236,8 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
                 big_agent.parent,
             ),
         )
+    if args.only:
+        configs = [cfg for cfg in configs if cfg.label in args.only]
     return configs
 
 
@@ -302,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{cfg.peak:>6} {cfg.rss_mb:>7.0f}"
             + (f"  FAILED: {'; '.join(cfg.failures)}" if cfg.failures else "")
         )
+        if cfg.cpus:
+            print(f"{'':<22} client CPU: median {c.median(cfg.cpus):.2f} s {c.runs_text(cfg.cpus)}")
         if cfg.inner:
             print(f"{'':<22} suite's own wall time (EvalRun): median {c.median(cfg.inner):.2f} s")
     print(f"start-up (1 case, L = 0): ours {c.fmt(startup)} s")
@@ -329,7 +350,7 @@ def ratios(
     out += [
         (f"floor/ideal@{eq}", c.ratio(med.get(f"floor@{eq}"), c.ideal(n, eq, latency))),
         (f"ours/floor@{eq}", c.ratio(med.get(f"ours@{eq}"), med.get(f"floor@{eq}"))),
-        (f"target/floor@{eq}", c.ratio(med.get(f"target@{eq}"), med.get(f"floor@{eq}"))),
+        (f"target/floor-chat@{eq}", c.ratio(med.get(f"target@{eq}"), med.get(f"floor-chat@{eq}"))),
     ]
     if args.large_cases:
         out += [
