@@ -196,3 +196,11 @@ reads back (docs/history.md)."""
 MAX_VERSIONS_TAGGED = 5
 """Prompt versions a Dagster run's ``holodeck/prompt_version`` tag names; a larger backfill's
 tag is the first and last with the count (docs/dagster.md)."""
+
+# --------------------------------------------------------------------- the run's own overhead
+
+RUN_GC_YOUNG_THRESHOLD = 10_000
+"""The cyclic collector's first-generation threshold while a suite's cases run (Python's
+default is 700): a run at C = 100 allocates millions of short-lived objects, and each young
+collection also walks the objects of the 100 calls in flight. Restored when the run ends
+(docs/benchmarks.md)."""

@@ -1,0 +1,109 @@
+"""What keeps a run's own overhead down (docs/benchmarks.md), held as behaviour, never as a
+time: the collector relaxed while the cases run and restored after, and redaction that copies
+only what it changes."""
+
+from __future__ import annotations
+
+import gc
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from holodeck_core.cli import console
+from holodeck_core.cli.main import main
+from holodeck_core.defaults import RUN_GC_YOUNG_THRESHOLD
+from holodeck_core.models import EvalRun
+from holodeck_core.redaction import REDACTED, redact
+from holodeck_core.runner.collector import relaxed_collector
+from holodeck_core.testing import run_model_server
+
+SECRET = "sk-overhead-secret-0123456789"
+
+
+def write_agent(folder: Path, url: str, cases: int) -> Path:
+    lines = "".join(
+        f"  - {{id: c{i}, input: 'case {i}', ground_truth: 'answer'}}\n" for i in range(cases)
+    )
+    agent = folder / "agent.yaml"
+    agent.write_text(
+        textwrap.dedent(f"""\
+        name: overhead
+        model: {{provider: openai, name: m, endpoint: "{url}", api_key: {SECRET}}}
+        instructions: {{inline: "Answer."}}
+        evaluations:
+          metrics: [{{type: standard, metric: equality}}]
+        test_cases:
+        """)
+        + lines
+    )
+    return agent
+
+
+def test_a_run_relaxes_the_collector_while_its_cases_run_and_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled())
+    seen: list[tuple[int, int]] = []
+    case_done = console.Progress.case_done
+
+    def recording(self: console.Progress, *args: Any) -> None:
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        case_done(self, *args)
+
+    monkeypatch.setattr(console.Progress, "case_done", recording)
+    rules = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, server.openai_base_url, 3)
+        assert main(["test", str(agent), "-q"]) == 0
+    assert len(seen) == 3
+    # while the cases ran: young collections rarer, what was alive before frozen
+    assert all(threshold >= RUN_GC_YOUNG_THRESHOLD and frozen > 0 for threshold, frozen in seen)
+    # afterwards the process collects as before (a Dagster worker runs on)
+    assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == before
+    [path] = tmp_path.glob("results/*/*/*.json")
+    run = EvalRun.model_validate_json(path.read_text())
+    assert run.report.summary.passed == 3 and SECRET not in path.read_text()
+
+
+def test_overlapping_runs_restore_the_collector_once_the_last_ends() -> None:
+    before = (gc.get_threshold(), gc.get_freeze_count())
+    with relaxed_collector():
+        with relaxed_collector():
+            assert gc.get_threshold()[0] >= RUN_GC_YOUNG_THRESHOLD
+        assert gc.get_threshold()[0] >= RUN_GC_YOUNG_THRESHOLD and gc.get_freeze_count() > 0
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+    with pytest.raises(RuntimeError), relaxed_collector():
+        raise RuntimeError("a run that fails restores it too")
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_redaction_copies_only_what_it_changes(tmp_path: Path) -> None:
+    rules = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, server.openai_base_url, 2)
+        assert main(["test", str(agent), "-q"]) == 0
+    [path] = tmp_path.glob("results/*/*/*.json")
+    run = EvalRun.model_validate_json(path.read_text())
+    # a clean EvalRun is not dumped, copied and validated again: it comes back itself
+    assert redact(run, [SECRET]) is run
+    clean = {"a": [1, "x", {"b": None}], "c": 2.5}
+    assert redact(clean) is clean
+    # where something changes, the containers on the way to it are new, the rest shared
+    data = {"keep": {"deep": ["x"]}, "case": {"text": f"echo {SECRET}", "n": 1}}
+    out = redact(data, [SECRET])
+    assert out["case"]["text"] == f"echo {REDACTED}" and out["case"]["n"] == 1
+    assert out is not data and out["case"] is not data["case"] and out["keep"] is data["keep"]
+    assert data["case"]["text"] == f"echo {SECRET}"  # the input is never changed
+    # a model with a secret in it is still redacted and valid, as before
+    first = run.report.results[0].model_copy(update={"agent_response": f"a {SECRET}"})
+    results = [first, *run.report.results[1:]]
+    dirty = run.model_copy(update={"report": run.report.model_copy(update={"results": results})})
+    redacted = redact(dirty, [SECRET])
+    assert redacted is not dirty and SECRET not in redacted.model_dump_json()
+    written = json.loads(redacted.model_dump_json())["report"]["results"]
+    assert written[0]["agent_response"] == f"a {REDACTED}"
+    # tuples come back as lists, as they always did
+    assert redact({"t": (1, "y")}) == {"t": [1, "y"]}
