@@ -92,7 +92,7 @@ def test_redaction_copies_only_what_it_changes(tmp_path: Path) -> None:
     clean = {"a": [1, "x", {"b": None}], "c": 2.5}
     assert redact(clean) is clean
     # where something changes, the containers on the way to it are new, the rest shared
-    data = {"keep": {"deep": ["x"]}, "case": {"text": f"echo {SECRET}", "n": 1}}
+    data: dict[str, Any] = {"keep": {"deep": ["x"]}, "case": {"text": f"echo {SECRET}", "n": 1}}
     out = redact(data, [SECRET])
     assert out["case"]["text"] == f"echo {REDACTED}" and out["case"]["n"] == 1
     assert out is not data and out["case"] is not data["case"] and out["keep"] is data["keep"]
@@ -107,3 +107,24 @@ def test_redaction_copies_only_what_it_changes(tmp_path: Path) -> None:
     assert written[0]["agent_response"] == f"a {REDACTED}"
     # tuples come back as lists, as they always did
     assert redact({"t": (1, "y")}) == {"t": [1, "y"]}
+
+
+def test_the_estimate_from_sizes_finds_the_project_and_its_prices_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from holodeck_core.config import project
+
+    calls: list[Path] = []
+    discover = project.Project.discover.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[project.Project], start: Path | None = None) -> project.Project:
+        calls.append(Path(start or "."))
+        return discover(cls, start)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(project.Project, "discover", classmethod(counting))
+    rules = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, server.openai_base_url, 30)
+        assert main(["test", str(agent), "-q"]) == 0
+    # a handful for the run (its results folder, its history...), never one per case
+    assert 0 < len(calls) < 10

@@ -19,6 +19,7 @@ from holodeck_core.models.cost import Heading, HeadingCost, RunEstimate, total_u
 if TYPE_CHECKING:
     import duckdb
 
+    from holodeck_core.calls.prices import PriceTable
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.history.store import History
     from holodeck_core.models import TestCaseModel, TokenUsage
@@ -182,7 +183,13 @@ def estimate_cost(
         parts = [per_case.get(case.id or "", mean) for case in cases]
         headings = _summed([_scaled(_summed(parts), trials), outside])
         return CostEstimate(prompt_version, len(cases), trials, f"run {run_id[:12]}", headings)
-    sizes = [_by_size(loaded, body, case) for case in cases]
+    from holodeck_core.calls.prices import load_price_table
+    from holodeck_core.config.project import Project
+
+    # the project and its prices once for the run, not once a case (2,000 cases: 2,000 walks
+    # up the folders and reads of $HOLODECK_PRICES)
+    prices = load_price_table(Project.discover(loaded.base_dir).settings.pricing)
+    sizes = [_by_size(loaded, body, case, prices) for case in cases]
     headings = _scaled(_summed(sizes), trials)
     return CostEstimate(prompt_version, len(cases), trials, "sizes", headings)
 
@@ -264,20 +271,17 @@ def _measured(
     )
 
 
-def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
+def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel, prices: PriceTable) -> Costs:
     """One trial of ``case`` from sizes (:func:`typical_tokens`): a call per turn (the
     prompt, the conversation so far and the tools' names, descriptions and schemas in; the
     expected answer, else a typical one capped by ``max_tokens``, out) and, per turn, the
     judge calls of the metrics it is scored by (precedence turn > case > agent), each the
     metric's own prompt template around the case, priced at its judge's rates."""
-    from holodeck_core.calls.prices import load_price_table
-    from holodeck_core.config.project import Project
     from holodeck_core.metrics.registry import select_metrics
     from holodeck_core.models import LLMProvider, TokenUsage
     from holodeck_core.providers.table import provider_spec
 
     agent = loaded.agent
-    prices = load_price_table(Project.discover(loaded.base_dir).settings.pricing)
     tools = [
         json.dumps({"name": t.name, "description": getattr(t, "description", "")})
         for t in agent.tools or []
