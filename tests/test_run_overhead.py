@@ -128,3 +128,58 @@ def test_the_estimate_from_sizes_finds_the_project_and_its_prices_once(
         assert main(["test", str(agent), "-q"]) == 0
     # a handful for the run (its results folder, its history...), never one per case
     assert 0 < len(calls) < 10
+
+
+def test_a_runs_rows_reach_duckdb_as_one_json_literal_with_every_value_intact() -> None:
+    """The history insert of a run (holodeck_core/history/tabular.py): the rows as one JSON
+    literal, not a VALUES list DuckDB parses value by value; what lands is what the
+    literals wrote, awkward values included, and a value JSON cannot hold (NaN) still goes
+    in as a literal."""
+    import datetime as dt
+
+    import duckdb
+
+    from holodeck_core.history import schema, tabular
+
+    columns: tuple[str, ...] = ("run_id", "case_id", "case_index", "status", "passed")
+    columns += ("test_input", "errors", "tool_calls", "cost_usd", "metadata", "executed_at")
+    columns += ("weight",)
+    aware = dt.datetime(2026, 12, 6, 5, 0, 1, 250000, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    awkward = ('it\'s "quoted"', "nul\0inside", "é ✓ \\n", "'); DROP TABLE x; --")
+    rows: list[tuple[Any, ...]] = [
+        (
+            "r",
+            f"c{i}",
+            i,
+            "PASS",
+            i % 2 == 0,
+            text,
+            [text, "a,b"],
+            [],
+            1e-05 * i,
+            '{"k": 1}',
+            aware,
+            None,
+        )
+        for i, text in enumerate(awkward)
+    ]
+    rows.append(("r", "nan", 9, "FAIL", False, None, None, None, float("nan"), None, None, 2.5))
+    written = {}
+    for way in ("insert", "values"):
+        con = duckdb.connect()
+        schema.create(con)
+        sql = "INSERT INTO test_results BY NAME {rows}"
+        if way == "insert":
+            for part in (rows[:-1], rows[-1:]):  # as one JSON literal; the NaN as literals
+                tabular.insert(con, sql, [tabular.TableRows("test_results", columns, part)])
+        else:
+            con.execute(sql.format(rows=tabular.values_select(columns, rows)))
+        written[way] = con.execute(
+            f"SELECT {', '.join(columns)} FROM test_results ORDER BY case_index"
+        ).fetchall()
+    assert len(written["insert"]) == len(rows)
+    assert repr(written["insert"]) == repr(written["values"])  # NaN == NaN only as text
+    assert written["insert"][1][5] == "nul\0inside"
+    assert written["insert"][0][10] == dt.datetime(2026, 12, 6, 3, 0, 1, 250000)  # in UTC
+    assert tabular.json_select(columns, rows[:4]) is not None
+    assert tabular.json_select(columns, rows) is None  # NaN: written as literals
