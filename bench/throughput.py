@@ -63,6 +63,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large-concurrency", type=int, default=100)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run at most")
     parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also run an earlier commit's holodeck_core/holodeck_pipelines, exported into DIR "
+        "(`git archive COMMIT holodeck_core holodeck_pipelines | tar -x -C DIR`), as base@…",
+    )
+    parser.add_argument(
         "--only",
         nargs="+",
         metavar="LABEL",
@@ -117,12 +123,17 @@ def run_config(
     )
 
 
-def ours_launch(agent: Path, parallel: int | None) -> Launch:
+def ours_launch(agent: Path, parallel: int | None, source: Path | None = None) -> Launch:
+    """Our CLI; ``source``: an earlier commit's packages (``--baseline``) imported first."""
+
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         cmd = [str(c.our_holodeck()), "test", str(agent), "--fresh", "-q"]
         if parallel is not None:
             cmd += ["--parallel", str(parallel)]
-        return cmd, c.our_env(home, base_url), agent.parent
+        env = c.our_env(home, base_url)
+        if source is not None:  # found before the editable install's finder
+            env["PYTHONPATH"] = str(source)
+        return cmd, env, agent.parent
 
     return launch
 
@@ -236,6 +247,12 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
                 big_agent.parent,
             ),
         )
+    if args.baseline:
+        base = Path(args.baseline).absolute()
+        configs.append(Config(f"base@{eq}", "ours", ours_launch(ours_agent, eq, base), n, eq))
+        if big_agent is not None:
+            big = ours_launch(big_agent, big_c, base)
+            configs.append(Config(f"base@{big_c}x{large}", "ours", big, large, big_c))
     if args.only:
         configs = [cfg for cfg in configs if cfg.label in args.only]
     return configs
@@ -357,6 +374,13 @@ def ratios(
             (f"floor/ideal@{big}", c.ratio(med.get(f"floor@{big}"), ideal_big)),
             (f"ours/floor@{big}", c.ratio(med.get(f"ours@{big}"), med.get(f"floor@{big}"))),
         ]
+    for setting in (str(eq), big):
+        if f"base@{setting}" in med:
+            base = med.get(f"base@{setting}")
+            out += [
+                (f"base/floor@{setting}", c.ratio(base, med.get(f"floor@{setting}"))),
+                (f"ours/base@{setting}", c.ratio(med.get(f"ours@{setting}"), base)),
+            ]
     for who in sorted({cfg.who for cfg in configs} - {"ours", "floor"}):
         for setting in ("default", str(eq), big):
             peer = med.get(f"{who}@{setting}")
