@@ -183,3 +183,24 @@ def test_a_runs_rows_reach_duckdb_as_one_json_literal_with_every_value_intact() 
     assert written["insert"][0][10] == dt.datetime(2026, 12, 6, 3, 0, 1, 250000)  # in UTC
     assert tabular.json_select(columns, rows[:4]) is not None
     assert tabular.json_select(columns, rows) is None  # NaN: written as literals
+
+
+def test_the_command_line_process_collects_young_objects_less_often_from_its_start() -> None:
+    """``holodeck``'s console script (holodeck_core.cli.main.entrypoint) relaxes the collector
+    before any command imports its modules; ``main()`` called in a process leaves it alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, sys\n"
+        "from holodeck_core.cli import main as cli\n"
+        "before = gc.get_threshold()[0]\n"
+        "cli.main = lambda: print(before, gc.get_threshold()[0]) or 0\n"
+        "cli.entrypoint()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    before, during = map(int, proc.stdout.split())
+    assert before < RUN_GC_YOUNG_THRESHOLD <= during
