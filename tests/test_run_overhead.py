@@ -204,3 +204,34 @@ def test_the_command_line_process_collects_young_objects_less_often_from_its_sta
     assert proc.returncode == 0, proc.stderr
     before, during = map(int, proc.stdout.split())
     assert before < RUN_GC_YOUNG_THRESHOLD <= during
+
+
+def test_a_run_estimated_from_the_history_imports_no_pandas(tmp_path: Path) -> None:
+    """The estimate before a run reads the previous run's costs with its values as SQL
+    literals: a bound Python parameter makes DuckDB import pandas (~1 s before the first
+    call of every run once a history exists)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from holodeck_core.cli.main import main\n"
+        "assert main(['test', sys.argv[1], '-q']) == 0\n"
+        "assert main(['test', sys.argv[1], '-q', '--fresh']) == 0\n"
+        "print([m for m in ('pandas', 'pyarrow') if m in sys.modules])\n"
+    )
+    rules = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, server.openai_base_url, 3)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(agent)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert any("estimate:" in line and "from run " in line for line in lines), proc.stdout
+    assert lines[-1] == "[]"

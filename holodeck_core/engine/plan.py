@@ -223,29 +223,31 @@ def _measured(
 ) -> tuple[str, dict[str, Costs], Costs] | None:
     """(run id, per case one trial's spend, the run's spend outside cases)."""
     from holodeck_core.history import store
+    from holodeck_core.history.tabular import literal
     from holodeck_core.naming import slugify
 
+    # values as SQL literals: DuckDB imports pandas for any bound Python parameter (~0.3 s
+    # CPU, ~1 s of wall before a run's first call; holodeck_core/history/tabular.py)
+    slug, version = literal(slugify(loaded.agent.name)), literal(prompt_version)
     with store.opened(history) as con:
         row = con.execute(
             "SELECT r.run_id FROM eval_runs r JOIN run_costs USING (run_id) "
-            "WHERE r.agent_slug = ? AND r.prompt_version = ? AND EXISTS "
+            f"WHERE r.agent_slug = {slug} AND r.prompt_version = {version} AND EXISTS "
             "(SELECT 1 FROM call_costs c WHERE c.run_id = r.run_id AND c.heading = 'agent') "
-            "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT 1",
-            [slugify(loaded.agent.name), prompt_version],
+            "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT 1"
         ).fetchone()
         if row is None:
             return None
         run_id = str(row[0])
         trials = dict(
             con.execute(
-                "SELECT case_id, count(*) FROM case_trials WHERE run_id = ? GROUP BY case_id",
-                [run_id],
+                "SELECT case_id, count(*) FROM case_trials "
+                f"WHERE run_id = {literal(run_id)} GROUP BY case_id"
             ).fetchall()
         )
         rows = con.execute(
             "SELECT case_id, heading, calls, prompt_tokens, completion_tokens, cost_usd, "
-            "unpriced_calls FROM call_costs WHERE run_id = ?",
-            [run_id],
+            f"unpriced_calls FROM call_costs WHERE run_id = {literal(run_id)}"
         ).fetchall()
     per_case: dict[str, Costs] = {}
     outside: Costs = {}
