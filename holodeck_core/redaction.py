@@ -373,6 +373,10 @@ def _walk(value: Any, scrubber: _Scrubber, key: str | None) -> Any:
     return value
 
 
+_SCALARS = frozenset({int, float, bool})
+"""Leaves that only a secret-named key redacts."""
+
+
 def _same(value: Any, redacted: Any) -> Any:
     """``value`` itself when redacting it changed nothing (an equal string is the same)."""
     return value if redacted == value else redacted
@@ -382,7 +386,10 @@ def _walk_dict(value: dict[Any, Any], scrubber: _Scrubber) -> dict[Any, Any]:
     out: dict[Any, Any] | None = None
     for index, (k, v) in enumerate(value.items()):
         new_key = _same(k, scrubber.key(k)) if isinstance(k, str) else k
-        new_value = _walk(v, scrubber, str(k))
+        if v is None or v.__class__ in _SCALARS:  # most leaves: as _walk would, inline
+            new_value = REDACTED if v is not None and is_secret_key(str(k)) else v
+        else:
+            new_value = _walk(v, scrubber, str(k))
         if out is None:
             if new_key is k and new_value is v:
                 continue
