@@ -62,13 +62,22 @@ def our_holodeck() -> Path:
 
 
 def precompile_ours() -> None:
-    """Write the bytecode of our packages, as pip does for every installed wheel (the peers'
-    included): an editable install compiles nothing, and with ``PYTHONDONTWRITEBYTECODE=1``
-    every run would recompile ~100 modules (0.5 s)."""
+    """Write the bytecode of our packages and of the venv's installed ones, as pip does for
+    every installed wheel (the peers' included): an editable install compiles nothing, nor
+    does ``uv sync`` by default, and with ``PYTHONDONTWRITEBYTECODE=1`` every run (ours and
+    the floor's) would recompile what it imports (openai alone: ~1 s). Up-to-date files are
+    skipped, so only the first bench run on a new venv pays (~1 min)."""
     python = str(our_holodeck().parent / "python")
-    packages = ["holodeck_core", "holodeck_pipelines"]
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    packages = ["holodeck_core", "holodeck_pipelines", purelib]
     cmd = [python, "-m", "compileall", "-q", *packages]
-    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=300)
+    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=900)
 
 
 def peer_holodeck(path: str) -> Path:
@@ -245,6 +254,7 @@ class Timed:
     stdout: str
     stderr: str
     timed_out: bool = False
+    cpu: float = 0.0  # user + system CPU seconds of it and the descendants it waited for
 
     def tail(self, lines: int = 12, width: int = 300) -> str:
         text = (self.stderr.strip() or self.stdout.strip()).splitlines()
@@ -296,6 +306,7 @@ def run_timed(
             wall=wall,
             returncode=proc.returncode,
             max_rss_mb=usage.ru_maxrss / 1024,  # Linux: kilobytes
+            cpu=usage.ru_utime + usage.ru_stime,
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
             timed_out=expired.is_set(),
@@ -391,6 +402,11 @@ class ModelServer:
 def ideal(n_cases: int, concurrency: int, latency: float) -> float:
     """The ideal wall time, ``ceil(N / C) * L`` (docs/benchmarks.md)."""
     return math.ceil(n_cases / concurrency) * latency
+
+
+def load1() -> float:
+    """The machine's one-minute load average (printed beside every timed run)."""
+    return os.getloadavg()[0]
 
 
 def median(values: Sequence[float]) -> float:

@@ -42,6 +42,7 @@ class Config:
     concurrency: int  # what the ideal uses; ours: read back from the EvalRun; 0: the peak seen
     agent_dir: Path | None = None  # ours: where the EvalRun lands
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)  # client CPU seconds (user + system)
     inner: list[float] = field(default_factory=list)  # ours: the suite's own wall time
     peak: int = 0
     rss_mb: float = 0.0
@@ -61,6 +62,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large-cases", type=int, default=2000, help="0 skips the large runs")
     parser.add_argument("--large-concurrency", type=int, default=100)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run at most")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also run an earlier commit's holodeck_core/holodeck_pipelines, exported into DIR "
+        "(`git archive COMMIT holodeck_core holodeck_pipelines | tar -x -C DIR`), as base@…",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="LABEL",
+        help="run only these configs (e.g. ours@20 floor@20 ours@100x2000 floor@100x2000)",
+    )
     args = parser.parse_args(argv)
     if args.cases < 1 or args.latency < 0 or args.repeat < 1 or args.peer_repeat < 1:
         parser.error("--cases, --repeat and --peer-repeat must be >= 1 and --latency >= 0")
@@ -91,6 +104,7 @@ def run_config(
         print(f"  {cfg.label} run {rep + 1}: FAILED ({problem})\n{timed.tail()}", flush=True)
         return
     cfg.walls.append(timed.wall)
+    cfg.cpus.append(timed.cpu)
     note = ""
     if cfg.who == "ours" and cfg.agent_dir is not None:
         run = c.latest_eval_run(cfg.agent_dir)
@@ -102,18 +116,24 @@ def run_config(
                 cfg.inner.append(inner / 1000)
                 note = f" (suite {inner / 1000:.2f} s)"
     print(
-        f"  {cfg.label:<20} run {rep + 1}: {timed.wall:6.2f} s{note}, "
-        f"peak concurrency {stats.get('peak_concurrency')}, peak RSS {timed.max_rss_mb:.0f} MB",
+        f"  {cfg.label:<20} run {rep + 1}: {timed.wall:6.2f} s{note}, CPU {timed.cpu:.2f} s, "
+        f"load {c.load1():.2f}, peak concurrency {stats.get('peak_concurrency')}, "
+        f"peak RSS {timed.max_rss_mb:.0f} MB",
         flush=True,
     )
 
 
-def ours_launch(agent: Path, parallel: int | None) -> Launch:
+def ours_launch(agent: Path, parallel: int | None, source: Path | None = None) -> Launch:
+    """Our CLI; ``source``: an earlier commit's packages (``--baseline``) imported first."""
+
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         cmd = [str(c.our_holodeck()), "test", str(agent), "--fresh", "-q"]
         if parallel is not None:
             cmd += ["--parallel", str(parallel)]
-        return cmd, c.our_env(home, base_url), agent.parent
+        env = c.our_env(home, base_url)
+        if source is not None:  # found before the editable install's finder
+            env["PYTHONPATH"] = str(source)
+        return cmd, env, agent.parent
 
     return launch
 
@@ -137,6 +157,13 @@ def target_launch(agent: Path, parallel: int) -> Launch:
     return launch
 
 
+# The API the floor speaks beside each of ours: the generated agent is on ``openai``, whose
+# agent calls go to the Responses API (holodeck_core/providers/table.py); an ``http`` target
+# posts chat completions.
+AGENT_API = "responses"
+TARGET_API = "chat"
+
+
 def holodeck_launch(exe: Path, agent: Path) -> Launch:
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         del home
@@ -145,14 +172,14 @@ def holodeck_launch(exe: Path, agent: Path) -> Launch:
     return launch
 
 
-def floor_launch(n_cases: int, concurrency: int) -> Launch:
-    """``bench/sdk_floor.py``: the same cases through the bare SDK, in our venv."""
+def floor_launch(n_cases: int, concurrency: int, api: str = AGENT_API) -> Launch:
+    """``bench/sdk_floor.py``: the same cases through the bare SDK on ``api``, in our venv."""
 
     def launch(base_url: str, home: Path) -> tuple[list[str], dict[str, str], Path]:
         del home
         script = c.REPO / "bench" / "sdk_floor.py"
         python = c.our_holodeck().parent / "python"
-        cmd = [str(python), str(script), base_url, str(n_cases), str(concurrency)]
+        cmd = [str(python), str(script), base_url, str(n_cases), str(concurrency), "--api", api]
         return cmd, c.base_env(), c.REPO / "bench"
 
     return launch
@@ -175,6 +202,7 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
         Config(f"ours@{eq}", "ours", ours_launch(ours_agent, eq), n, eq, tmp / "ours"),
         Config(f"floor@{eq}", "floor", floor_launch(n, eq), n, eq),
         Config(f"target@{eq}", "ours", target_launch(ours_agent, eq), n, eq, tmp / "ours"),
+        Config(f"floor-chat@{eq}", "floor", floor_launch(n, eq, TARGET_API), n, eq),
     ]
     if args.peer:
         exe = c.peer_holodeck(args.peer)
@@ -219,6 +247,14 @@ def build_configs(args: argparse.Namespace, tmp: Path) -> list[Config]:
                 big_agent.parent,
             ),
         )
+    if args.baseline:
+        base = Path(args.baseline).absolute()
+        configs.append(Config(f"base@{eq}", "ours", ours_launch(ours_agent, eq, base), n, eq))
+        if big_agent is not None:
+            big = ours_launch(big_agent, big_c, base)
+            configs.append(Config(f"base@{big_c}x{large}", "ours", big, large, big_c))
+    if args.only:
+        configs = [cfg for cfg in configs if cfg.label in args.only]
     return configs
 
 
@@ -302,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{cfg.peak:>6} {cfg.rss_mb:>7.0f}"
             + (f"  FAILED: {'; '.join(cfg.failures)}" if cfg.failures else "")
         )
+        if cfg.cpus:
+            print(f"{'':<22} client CPU: median {c.median(cfg.cpus):.2f} s {c.runs_text(cfg.cpus)}")
         if cfg.inner:
             print(f"{'':<22} suite's own wall time (EvalRun): median {c.median(cfg.inner):.2f} s")
     print(f"start-up (1 case, L = 0): ours {c.fmt(startup)} s")
@@ -329,13 +367,20 @@ def ratios(
     out += [
         (f"floor/ideal@{eq}", c.ratio(med.get(f"floor@{eq}"), c.ideal(n, eq, latency))),
         (f"ours/floor@{eq}", c.ratio(med.get(f"ours@{eq}"), med.get(f"floor@{eq}"))),
-        (f"target/floor@{eq}", c.ratio(med.get(f"target@{eq}"), med.get(f"floor@{eq}"))),
+        (f"target/floor-chat@{eq}", c.ratio(med.get(f"target@{eq}"), med.get(f"floor-chat@{eq}"))),
     ]
     if args.large_cases:
         out += [
             (f"floor/ideal@{big}", c.ratio(med.get(f"floor@{big}"), ideal_big)),
             (f"ours/floor@{big}", c.ratio(med.get(f"ours@{big}"), med.get(f"floor@{big}"))),
         ]
+    for setting in (str(eq), big):
+        if f"base@{setting}" in med:
+            base = med.get(f"base@{setting}")
+            out += [
+                (f"base/floor@{setting}", c.ratio(base, med.get(f"floor@{setting}"))),
+                (f"ours/base@{setting}", c.ratio(med.get(f"ours@{setting}"), base)),
+            ]
     for who in sorted({cfg.who for cfg in configs} - {"ours", "floor"}):
         for setting in ("default", str(eq), big):
             peer = med.get(f"{who}@{setting}")

@@ -314,3 +314,10 @@ BATCH_CANCEL_S = 10.0
 DASHBOARD_AGE_STEP_S = 60
 """A page that says how old a run is ("2 h ago") is rendered again at least this often, even
 while the history is unchanged (docs/dashboard.md)."""
+# --------------------------------------------------------------------- the run's own overhead
+
+RUN_GC_YOUNG_THRESHOLD = 10_000
+"""The cyclic collector's first-generation threshold while a suite's cases run (Python's
+default is 700): a run at C = 100 allocates millions of short-lived objects, and each young
+collection also walks the objects of the 100 calls in flight. Restored when the run ends
+(docs/benchmarks.md)."""

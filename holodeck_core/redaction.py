@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import re
@@ -288,11 +289,14 @@ def redact(value: M, secrets: Iterable[str] = ()) -> M: ...
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any: ...
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A redacted copy of ``value`` (a model comes back as the same model type, valid: see
-    :func:`_validated`)."""
+    :func:`_validated`), or ``value`` itself when nothing in it needed redacting: the walk
+    copies only what it changes, and a model is validated again only when its dump changed
+    (most of a run's EvalRun and journal lines hold no secret; docs/benchmarks.md)."""
     scrubber = _Scrubber(secrets)
     if isinstance(value, BaseModel):
-        data = _walk(value.model_dump(mode="json"), scrubber, key=None)
-        return _validated(type(value), data)
+        dumped = value.model_dump(mode="json")
+        data = _walk(dumped, scrubber, key=None)
+        return value if data is dumped else _validated(type(value), data)
     return _walk(value, scrubber, key=None)
 
 
@@ -346,10 +350,13 @@ def _soften(value: Any) -> Any:
 
 
 def _walk(value: Any, scrubber: _Scrubber, key: str | None) -> Any:
+    """``value`` redacted: the very same object when nothing under it changed, else a copy
+    of the containers on the way to each change (a run's EvalRun holds tens of thousands of
+    nodes; copying them all made garbage for the collector and a model to validate again)."""
     if isinstance(value, str):  # the common case first: most nodes are strings
         if key is not None and value not in ("", REDACTED) and is_secret_key(key):
             return REDACTED
-        return scrubber.scrub(value)
+        return _same(value, scrubber.scrub(value))
     if isinstance(value, SecretStr):
         return REDACTED
     if key is not None and is_secret_key(key) and value is not None:
@@ -357,16 +364,53 @@ def _walk(value: Any, scrubber: _Scrubber, key: str | None) -> Any:
     if isinstance(value, BaseModel):
         return _walk(value.model_dump(mode="json"), scrubber, key)
     if isinstance(value, dict):
-        if key in SECRET_MAPS:
-            return _mask_all(value)
-        return {
-            scrubber.key(k) if isinstance(k, str) else k: _walk(v, scrubber, str(k))
-            for k, v in value.items()
-        }
+        return _mask_all(value) if key in SECRET_MAPS else _walk_dict(value, scrubber)
     if isinstance(value, list | tuple):
         if value and all(isinstance(item, str) for item in value):
-            return scrubber.argv(list(value))
-        return [_walk(v, scrubber, None) for v in value]
+            argv = scrubber.argv(list(value))
+            return value if isinstance(value, list) and argv == value else argv
+        return _walk_list(value, scrubber)
+    return value
+
+
+_SCALARS = frozenset({int, float, bool})
+"""Leaves that only a secret-named key redacts."""
+
+
+def _same(value: Any, redacted: Any) -> Any:
+    """``value`` itself when redacting it changed nothing (an equal string is the same)."""
+    return value if redacted == value else redacted
+
+
+def _walk_dict(value: dict[Any, Any], scrubber: _Scrubber) -> dict[Any, Any]:
+    out: dict[Any, Any] | None = None
+    for index, (k, v) in enumerate(value.items()):
+        new_key = _same(k, scrubber.key(k)) if isinstance(k, str) else k
+        if v is None or v.__class__ in _SCALARS:  # most leaves: as _walk would, inline
+            new_value = REDACTED if v is not None and is_secret_key(str(k)) else v
+        else:
+            new_value = _walk(v, scrubber, str(k))
+        if out is None:
+            if new_key is k and new_value is v:
+                continue
+            out = dict(itertools.islice(value.items(), index))  # the unchanged ones before
+        out[new_key] = new_value
+    return value if out is None else out
+
+
+def _walk_list(value: list[Any] | tuple[Any, ...], scrubber: _Scrubber) -> list[Any]:
+    """A list comes back itself when unchanged; a tuple always as a list (as before)."""
+    out: list[Any] | None = None if isinstance(value, list) else []
+    for index, v in enumerate(value):
+        new = _walk(v, scrubber, None)
+        if out is None:
+            if new is v:
+                continue
+            out = list(value[:index])  # the unchanged ones before
+        out.append(new)
+    if out is not None:
+        return out
+    assert isinstance(value, list)  # a tuple started its copy at once
     return value
 
 

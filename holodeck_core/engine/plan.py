@@ -19,6 +19,7 @@ from holodeck_core.models.cost import Heading, HeadingCost, RunEstimate, total_u
 if TYPE_CHECKING:
     import duckdb
 
+    from holodeck_core.calls.prices import PriceTable
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.config.project import Project
     from holodeck_core.history.store import History
@@ -184,7 +185,13 @@ def estimate_cost(
         parts = [per_case.get(case.id or "", mean) for case in cases]
         headings = _summed([_scaled(_summed(parts), trials), outside])
         return CostEstimate(prompt_version, len(cases), trials, f"run {run_id[:12]}", headings)
-    sizes = [_by_size(loaded, body, case) for case in cases]
+    from holodeck_core.calls.prices import load_price_table
+    from holodeck_core.config.project import Project
+
+    # the project and its prices once for the run, not once a case (2,000 cases: 2,000 walks
+    # up the folders and reads of $HOLODECK_PRICES)
+    prices = load_price_table(Project.discover(loaded.base_dir).settings.pricing)
+    sizes = [_by_size(loaded, body, case, prices) for case in cases]
     headings = _scaled(_summed(sizes), trials)
     return CostEstimate(prompt_version, len(cases), trials, "sizes", headings)
 
@@ -235,30 +242,33 @@ def _measured(
 ) -> tuple[str, dict[str, Costs], Costs] | None:
     """(run id, per case one trial's spend, the run's spend outside cases)."""
     from holodeck_core.history import store
+    from holodeck_core.history.tabular import literal
     from holodeck_core.naming import slugify
 
+    # values as SQL literals: DuckDB imports pandas for any bound Python parameter (~0.3 s
+    # CPU, ~1 s of wall before a run's first call; holodeck_core/history/tabular.py)
+    slug, version = literal(slugify(loaded.agent.name)), literal(prompt_version)
+    candidate = literal(loaded.candidate.name)
     with store.opened(history) as con:
         row = con.execute(
             "SELECT r.run_id FROM eval_runs r JOIN run_costs USING (run_id) "
-            "WHERE r.agent_slug = ? AND r.prompt_version = ? AND r.model_candidate = ? "
-            "AND EXISTS "
+            f"WHERE r.agent_slug = {slug} AND r.prompt_version = {version} "
+            f"AND r.model_candidate = {candidate} AND EXISTS "
             "(SELECT 1 FROM call_costs c WHERE c.run_id = r.run_id AND c.heading = 'agent') "
-            "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT 1",
-            [slugify(loaded.agent.name), prompt_version, loaded.candidate.name],
+            "ORDER BY r.finished_at DESC, r.run_id DESC LIMIT 1"
         ).fetchone()
         if row is None:
             return None
         run_id = str(row[0])
         trials = dict(
             con.execute(
-                "SELECT case_id, count(*) FROM case_trials WHERE run_id = ? GROUP BY case_id",
-                [run_id],
+                "SELECT case_id, count(*) FROM case_trials "
+                f"WHERE run_id = {literal(run_id)} GROUP BY case_id"
             ).fetchall()
         )
         rows = con.execute(
             "SELECT case_id, heading, calls, prompt_tokens, completion_tokens, cost_usd, "
-            "unpriced_calls FROM call_costs WHERE run_id = ?",
-            [run_id],
+            f"unpriced_calls FROM call_costs WHERE run_id = {literal(run_id)}"
         ).fetchall()
     per_case: dict[str, Costs] = {}
     outside: Costs = {}
@@ -284,20 +294,17 @@ def _measured(
     )
 
 
-def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel) -> Costs:
+def _by_size(loaded: LoadedAgent, body: str, case: TestCaseModel, prices: PriceTable) -> Costs:
     """One trial of ``case`` from sizes (:func:`typical_tokens`): a call per turn (the
     prompt, the conversation so far and the tools' names, descriptions and schemas in; the
     expected answer, else a typical one capped by ``max_tokens``, out) and, per turn, the
     judge calls of the metrics it is scored by (precedence turn > case > agent), each the
     metric's own prompt template around the case, priced at its judge's rates."""
-    from holodeck_core.calls.prices import load_price_table
-    from holodeck_core.config.project import Project
     from holodeck_core.metrics.registry import select_metrics
     from holodeck_core.models import LLMProvider, TokenUsage
     from holodeck_core.providers.table import provider_spec
 
     agent = loaded.agent
-    prices = load_price_table(Project.discover(loaded.base_dir).settings.pricing)
     tools = [
         json.dumps({"name": t.name, "description": getattr(t, "description", "")})
         for t in agent.tools or []

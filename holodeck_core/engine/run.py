@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from holodeck_core.engine.stages import preload_history
 from holodeck_core.errors import HolodeckError
+from holodeck_core.runner.collector import relaxed_collector
 
 if TYPE_CHECKING:
     from holodeck_core.calls.shared_budget import BudgetPool
@@ -36,9 +37,10 @@ async def run_suite(
         await suite.open_tools()
         # only now, with the SDKs imported: a concurrent import would delay the first call
         preload_history()
-        with progress(suite) as listener:
-            results = await suite.run_all(listener.case_done)
-        return suite.eval_run(results, judge_control=await suite.score_judge_control())
+        with relaxed_collector():
+            with progress(suite) as listener:
+                results = await suite.run_all(listener.case_done)
+            return suite.eval_run(results, judge_control=await suite.score_judge_control())
     finally:
         await suite.aclose()
 
