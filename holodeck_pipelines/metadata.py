@@ -11,8 +11,8 @@ from urllib.parse import quote
 import dagster as dg
 
 from holodeck_core.dashboard.links import dashboard_links
-from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.engine.launch import Estimator
+from holodeck_core.engine.plan import CostEstimate
 from holodeck_core.engine.summary import (
     cost_markdown,
     estimate_markdown,
