@@ -14,10 +14,9 @@ from holodeck_core.engine.checks import (
     CostCheck,
     RegressionCheck,
     agreement_of,
-    control_agreement_of,
     cost_of,
-    drift_of,
     gate_of,
+    judge_drift_of,
     regression_of,
 )
 from holodeck_core.models import EvalRun
@@ -136,12 +135,12 @@ def drift_result(
     db: History | duckdb.DuckDBPyConnection, run_id: str, evaluations: EvaluationConfig | None
 ) -> Verdict:
     limit = evaluations.judge_drift_max if evaluations else None
-    drift = drift_of(db, run_id)
+    found = judge_drift_of(db, run_id)
+    drift, people = found.drift, found.people
     if not drift:
         return Skipped("judge_drift", "no evaluations.judge_control rows were scored")
     worst = max(abs(d.drift) for d in drift)
     passed = limit is None or worst <= limit
-    people = control_agreement_of(db, run_id)
     metadata: dict[str, Any] = {
         f"drift/{d.metric_name}": dg.MetadataValue.float(d.drift) for d in drift
     }

@@ -30,12 +30,12 @@ __all__ = [
     "CostCheck",
     "Drift",
     "GateVerdict",
+    "JudgeDrift",
     "RegressionCheck",
     "agreement_of",
-    "control_agreement_of",
     "cost_of",
-    "drift_of",
     "gate_of",
+    "judge_drift_of",
     "regression_of",
 ]
 
@@ -86,15 +86,20 @@ def cost_of(
     )
 
 
-def drift_of(db: Source, run_id: str) -> list[Drift]:
-    """How far each judge moved on the ``evaluations.judge_control`` rows since it first
-    scored them (empty: the run scored none)."""
-    return judge_drift(db, run_id)
+@dataclass(frozen=True)
+class JudgeDrift:
+    """How far each judge moved on the ``evaluations.judge_control`` rows since it first scored
+    them (empty: the run scored none), and each judge against people on the labelled ones."""
+
+    drift: list[Drift]
+    people: list[Agreement]
 
 
-def control_agreement_of(db: Source, run_id: str) -> list[Agreement]:
-    """Each judge of the run against people on the labelled control rows."""
-    return [agreement_row(row) for row in control_agreement(db, run_id)]
+def judge_drift_of(db: Source, run_id: str) -> JudgeDrift:
+    """The judges' drift on the control set; people are asked only when there is drift."""
+    drift = judge_drift(db, run_id)
+    people = control_agreement(db, run_id) if drift else []
+    return JudgeDrift(drift, [agreement_row(row) for row in people])
 
 
 def agreement_of(db: Source, run_id: str) -> list[Agreement]:
