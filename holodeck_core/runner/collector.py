@@ -7,7 +7,7 @@ generation (``gc.freeze``) and raises the young generation's threshold for the r
 undone when the run ends, so a long-lived process (a Dagster run worker, a test session)
 collects the run's own cycles afterwards as usual. Runs may nest or overlap in one process:
 only the outermost one freezes and restores. A CLI process raises the threshold from its
-start (:func:`relax_for_process`): its imports alone made ~270 young collections."""
+start (``holodeck_core/cli/main.py``): its imports alone made ~270 young collections."""
 
 from __future__ import annotations
 
@@ -21,13 +21,6 @@ from holodeck_core.defaults import RUN_GC_YOUNG_THRESHOLD
 _lock = threading.Lock()
 _depth = 0
 _saved: tuple[int, ...] = ()
-
-
-def relax_for_process() -> None:
-    """Collect the young generation every :data:`RUN_GC_YOUNG_THRESHOLD` allocations, from
-    now until the process ends (a command-line process, before its imports)."""
-    threshold = gc.get_threshold()
-    gc.set_threshold(max(threshold[0], RUN_GC_YOUNG_THRESHOLD), *threshold[1:])
 
 
 @contextmanager
