@@ -252,14 +252,24 @@ def test_conversion_workers_run_under_an_address_space_cap(tmp_path: Path, limit
 
 
 def test_two_concurrent_runs_of_one_suite_pay_once(tmp_path: Path) -> None:
-    slow = {"default": {"reply": "ok", "latency": 1.5}}
+    """The second run starts while the first one's calls are in flight (a loaded machine may
+    start two processes seconds apart: a second that starts after the first finished is a
+    rerun, not a concurrent run)."""
+    slow = {"default": {"reply": "ok", "latency": 6}}
     with run_model_server(slow) as server:
         agent = agent_yaml(tmp_path / "a", server.openai_base_url, FOUR_CASES)
         command = [sys.executable, "-m", "holodeck_core.cli", "test", str(agent), "-q"]
-        runs = [
-            subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for _ in range(2)
-        ]
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+
+        runs = [start()]
+        deadline = time.monotonic() + 60
+        while server.stats()["in_flight"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        runs.append(start())
         codes = [run.wait(timeout=120) for run in runs]
         assert server.stats()["total_calls"] == 4
     assert codes == [0, 0]
