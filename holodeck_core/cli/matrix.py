@@ -6,19 +6,15 @@ applying per cell. The cells, their runs and their verdicts come from
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int, positive_seconds
 from holodeck_core.defaults import MATRIX_CELL_SEPARATOR, MATRIX_TABLE_WIDTH, PARALLEL_TEST_CASES
 
 if TYPE_CHECKING:
-    from holodeck_core.engine.suite import Suite
-    from holodeck_core.models import TestResult
     from holodeck_core.models.matrix import MatrixTable
 
 
@@ -60,45 +56,10 @@ def add_matrix_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
     matrix.set_defaults(handler=run_matrix_command)
 
 
-class CellProgress:
-    """A cell's listener: says what its journal resumes; the table comes at the end."""
-
-    def __init__(self, suite: Suite) -> None:
-        self.suite = suite
-
-    def __enter__(self) -> CellProgress:
-        from holodeck_core.terminal import one_line
-
-        resumable = self.suite.resumable
-        if resumable:
-            cell = (
-                f"{self.suite.prompt_key}{MATRIX_CELL_SEPARATOR}{self.suite.loaded.candidate.name}"
-            )
-            total = len(self.suite.cases) * self.suite.trials
-            print(
-                f"{one_line(cell)}: resuming {resumable} of {total} case trials from the journal",
-                file=sys.stderr,
-            )
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        return None
-
-    def case_done(self, result: TestResult, resumed: bool) -> None:
-        return None
-
-
 def run_matrix_command(args: argparse.Namespace) -> int:
     from holodeck_core.engine.matrix import (
-        matrix_table,
-        plan_matrix,
-        record_matrix,
-        run_matrix,
+        CellProgress,
+        matrix_of,
         write_matrix_report,
         write_matrix_summary,
     )
@@ -117,11 +78,14 @@ def run_matrix_command(args: argparse.Namespace) -> int:
         shared_budgets=shared_budgets(),
         estimator=run_estimate,
     )
-    plan = plan_matrix(
-        args.agent, options, prompts=args.prompts, models=args.models, baseline=args.baseline
+    table = matrix_of(
+        args.agent,
+        options,
+        lambda suite: CellProgress(suite, _stderr),
+        prompts=args.prompts,
+        models=args.models,
+        baseline=args.baseline,
     )
-    outcomes = asyncio.run(run_matrix(plan, CellProgress))
-    table = matrix_table(plan, record_matrix(plan, outcomes))
     print_matrix(table)
     if args.output:
         failure = write_matrix_report(table, args.output)
@@ -130,6 +94,10 @@ def run_matrix_command(args: argparse.Namespace) -> int:
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     write_matrix_summary(table, args.summary, Path(step_summary) if step_summary else None)
     return int(table.exit_code)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def print_matrix(table: MatrixTable) -> None:

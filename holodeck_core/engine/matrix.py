@@ -29,9 +29,10 @@ from holodeck_core.models.matrix import MatrixCell, MatrixTable
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.stats.multiple import ADJUSTMENT_NAMES, Adjustment
 from holodeck_core.stats.paired import Verdict
+from holodeck_core.terminal import one_line
 
 if TYPE_CHECKING:
-    from holodeck_core.models import EvalRun
+    from holodeck_core.models import EvalRun, TestResult
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,48 @@ class MatrixPlan:
     agent_file: str
     cells: list[PlannedCell]
     baseline: str
+
+
+class CellProgress:
+    """A cell's listener: says (``say``) what its journal resumes; the table comes at the end,
+    so nothing is said per case."""
+
+    def __init__(self, suite: Suite, say: Callable[[str], None]) -> None:
+        self.suite, self.say = suite, say
+
+    def __enter__(self) -> CellProgress:
+        resumable = self.suite.resumable
+        if resumable:
+            cell = (
+                f"{self.suite.prompt_key}{MATRIX_CELL_SEPARATOR}{self.suite.loaded.candidate.name}"
+            )
+            total = len(self.suite.cases) * self.suite.trials
+            self.say(
+                f"{one_line(cell)}: resuming {resumable} of {total} case trials from the journal"
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def case_done(self, result: TestResult, resumed: bool) -> None:
+        return None
+
+
+def matrix_of(
+    agent_file: str,
+    options: SuiteOptions,
+    progress: Callable[[Suite], AbstractContextManager[CaseListener]],
+    *,
+    prompts: list[str] | None = None,
+    models: list[str] | None = None,
+    baseline: str | None = None,
+) -> MatrixTable:
+    """The whole of ``holodeck matrix``: planned (config errors before any call), run, every
+    cell recorded, the table read back."""
+    plan = plan_matrix(agent_file, options, prompts=prompts, models=models, baseline=baseline)
+    outcomes = asyncio.run(run_matrix(plan, progress))
+    return matrix_table(plan, record_matrix(plan, outcomes))
 
 
 def plan_matrix(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.reports.markdown import markdown_text
 from holodeck_core.stats.display import money, number, p_value, points
+from holodeck_core.terminal import one_line
 
 if TYPE_CHECKING:
     from holodeck_core.models.matrix import MatrixCell, MatrixTable
@@ -99,3 +100,13 @@ def render_matrix_markdown(table: MatrixTable) -> str:
     body = "\n".join(lines)
     foot = "\n".join(f"- {markdown_text(line, limit=1000)}" for line in notes(table))
     return f"{head}{body}\n\n{foot}\n"
+
+
+def render_matrix_text(table: MatrixTable) -> list[str]:
+    """The table as plain aligned lines (a log without a terminal: ``holodeck demo``), each
+    cell on one line, then the notes."""
+    rows = [COLUMNS, *(tuple(one_line(c) for c in row) for row in matrix_rows(table))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]  # fmt: skip
+    return [*lines, *(one_line(line, limit=1000) for line in notes(table))]
