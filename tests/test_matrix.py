@@ -43,6 +43,7 @@ model:
   endpoint: "{url}"
   api_key: sk-test-key-1234
   temperature: 0.0
+  max_tokens: 20
 instructions: {{file: v1.md, variants: [v2.md]}}
 evaluations:
   gate: {{min_pass_rate: 0.8}}
@@ -52,13 +53,15 @@ test_cases:
 {cases}"""
 
 
-def write_project(folder: Path, url: str, large: str = "", cases: int = CASES) -> Path:
+def write_project(
+    folder: Path, url: str, large: str = "", cases: int = CASES, extra: str = ""
+) -> Path:
     """The agent ``grid`` (v1, v2) with candidates ``mini`` (its own model) and ``large``."""
     (folder / "v1.md").write_text("---\nversion: v1\n---\nAnswer briefly.\n")
     (folder / "v2.md").write_text("---\nversion: v2\n---\nAnswer every question.\n")
     listed = "".join(f"  - {{id: c{i:02d}, input: 'question {i}'}}\n" for i in range(1, cases + 1))
     agent = folder / "agent.yaml"
-    agent.write_text(AGENT.format(url=url, cases=listed))
+    agent.write_text(AGENT.format(url=url, cases=listed) + extra)
     (folder / "holodeck.yaml").write_text(
         "agents:\n  - path: agent.yaml\n    models:\n      mini: {}\n"
         f"      large: {{name: gpt-4o{large}}}\n"
@@ -187,3 +190,29 @@ def test_a_killed_matrix_resumes_only_its_unfinished_cells_and_cases(
         # every case the killed run journaled comes back without a call; only the rest is paid
         assert resumed >= first - 2 * 4, err  # at most the calls in flight were lost
         assert server.stats()["total_calls"] - first == 40 - resumed
+
+
+def test_the_agents_budget_covers_the_whole_matrix_not_each_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each cell alone costs less than the budget, the two together more: the matrix stops
+    within it (the unpaid cases ERROR, budget: exit 3)."""
+    measured, budgeted = tmp_path / "measured", tmp_path / "budgeted"
+    measured.mkdir(), budgeted.mkdir()
+    with run_model_server(RULES) as server:
+        agent = write_project(measured, server.openai_base_url, cases=40)
+        assert main(["test", str(agent), "-q"]) == 0
+        [run] = (measured / "results" / "grid" / "holodeck-pipelines").glob("*.json")
+        cell = json.loads(run.read_text())["report"]["summary"]["cost"]["total_usd"]
+        budget = f"execution: {{budget: {{usd: {cell * 1.5:.10f}}}}}\n"
+        agent = write_project(budgeted, server.openai_base_url, cases=40, extra=budget)
+        assert main(["test", str(agent), "-q", "--parallel", "1", "--fresh"]) == 0  # one cell fits
+        capsys.readouterr()
+        argv = ["matrix", str(agent), "--models", "mini", "--parallel", "1", "--fresh"]
+        assert main([*argv, "-o", str(tmp_path / "m.json")]) == 3
+        capsys.readouterr()
+    table = json.loads((tmp_path / "m.json").read_text())
+    assert sum(c["errored"] for c in table["cells"]) > 0
+    spent = [json.loads(Path(c["eval_run"]).read_text())["report"]["summary"]["cost"]
+             for c in table["cells"]]  # fmt: skip
+    assert sum(s["total_usd"] for s in spent) <= cell * 1.5 + 1e-12

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.calls.scheduler import EndpointLimits
+from holodeck_core.calls.shared_budget import BudgetPool, ProcessBudget
 from holodeck_core.config.loader import LoadedAgent, load_agent
+from holodeck_core.config.project import Project
 from holodeck_core.defaults import ALPHA, LATENCY_QUANTILES, MATRIX_CELL_SEPARATOR
 from holodeck_core.engine.prompts import register_prompts
 from holodeck_core.engine.record import RecordedRun, record_run
@@ -33,6 +35,7 @@ from holodeck_core.terminal import one_line
 
 if TYPE_CHECKING:
     from holodeck_core.models import EvalRun, TestResult
+    from holodeck_core.runner.options import SharedBudgetsFactory
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,11 @@ def plan_matrix(
               for name in chosen_models}  # fmt: skip
     active = [reg.key for _, reg in register_prompts(own)]  # registered first, as `test` does
     keys = prompts or active
-    shared = replace(options, endpoint_limits=options.endpoint_limits or EndpointLimits())
+    shared = replace(
+        options,
+        endpoint_limits=options.endpoint_limits or EndpointLimits(),
+        shared_budgets=_one_budget(own, options.shared_budgets),
+    )
     cells = [
         PlannedCell(key, name, load_suite(loaded[name], shared, prompt_key=key))
         for key in dict.fromkeys(keys)
@@ -130,6 +137,23 @@ def plan_matrix(
             file=own.display,
         )
     return MatrixPlan(agent_file, cells, base)
+
+
+def _one_budget(
+    own: LoadedAgent, shared: SharedBudgetsFactory | None
+) -> SharedBudgetsFactory | None:
+    """The budgets every cell draws from: the project's (``shared``) and the agent's
+    ``execution.budget`` over the whole matrix, one :class:`ProcessBudget` whose pool each
+    cell's runtime holds (the cell's own run keeps the same budget as its own limit)."""
+    execution = own.agent.execution
+    if execution is None or execution.budget is None:
+        return shared
+    matrix = ProcessBudget(execution.budget)
+
+    def pools(project: Project, label: str) -> list[BudgetPool]:
+        return [*(shared(project, label) if shared else []), matrix.pool()]
+
+    return pools
 
 
 def _models(own: LoadedAgent, models: list[str] | None) -> list[str]:
