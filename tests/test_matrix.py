@@ -216,3 +216,26 @@ def test_the_agents_budget_covers_the_whole_matrix_not_each_cell(
     spent = [json.loads(Path(c["eval_run"]).read_text())["report"]["summary"]["cost"]
              for c in table["cells"]]  # fmt: skip
     assert sum(s["total_usd"] for s in spent) <= cell * 1.5 + 1e-12
+
+
+def test_a_cell_whose_endpoint_is_down_is_exit_3_and_names_from_configs_stay_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``large`` on a port nothing listens on: its cases ERROR, the matrix exits 3 and the other
+    cells are whole; an agent named with markup, a terminal escape and a table pipe is printed
+    as the characters it is, on the console and in the Markdown report."""
+    with run_model_server(RULES) as server:
+        agent = write_project(tmp_path, server.openai_base_url, ', endpoint: "http://127.0.0.1:9/v1"',
+                              cases=2)  # fmt: skip
+        hostile = "[bold red]grid[/] |x| \x1b[2J"
+        agent.write_text(agent.read_text().replace("name: grid", f"name: {json.dumps(hostile)}"))
+        report = tmp_path / "matrix.md"
+        assert main(["matrix", str(agent), "--timeout", "2", "-o", str(report)]) == 3
+        out = capsys.readouterr().out
+    rows = table_rows(out)
+    assert rows["v1:large"][3] == "2" and rows["v2:mini"][2].startswith("100.0% (2/2)")
+    assert "[bold red]grid[/] |x|" in out and "\x1b" not in out
+    text = report.read_text()
+    assert "\x1b" not in text and "[bold red]grid[/] \\|x\\|" in text.replace("\\[", "[").replace(
+        "\\]", "]"
+    )
