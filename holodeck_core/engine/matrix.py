@@ -28,6 +28,7 @@ from holodeck_core.engine.run import CaseListener, run_suite
 from holodeck_core.engine.suite import Suite, SuiteOptions, load_suite
 from holodeck_core.errors import ConfigError, ExitCode, HolodeckError
 from holodeck_core.models.matrix import MatrixCell, MatrixTable
+from holodeck_core.redaction import redact_text
 from holodeck_core.runner.gates import check_gate
 from holodeck_core.stats.multiple import ADJUSTMENT_NAMES, Adjustment
 from holodeck_core.stats.paired import Verdict
@@ -51,9 +52,8 @@ class PlannedCell:
 
 @dataclass(frozen=True)
 class MatrixPlan:
-    """The cells to run (prompt-major), the baseline cell's reference, the agent file."""
+    """The cells to run (prompt-major) and the baseline cell's reference."""
 
-    agent_file: str
     cells: list[PlannedCell]
     baseline: str
 
@@ -136,7 +136,7 @@ def plan_matrix(
             f"{', '.join(refs)} (PROMPT{MATRIX_CELL_SEPARATOR}MODEL)",
             file=own.display,
         )
-    return MatrixPlan(agent_file, cells, base)
+    return MatrixPlan(cells, base)
 
 
 def _one_budget(
@@ -190,10 +190,17 @@ def record_matrix(
 ) -> list[RecordedRun | HolodeckError]:
     """Each finished cell's EvalRun written and its run recorded, as ``holodeck test`` does;
     only after every cell finished, so a killed matrix keeps every cell's journal."""
-    return [
-        outcome if isinstance(outcome, HolodeckError) else record_run(outcome, cell.suite)
-        for cell, outcome in zip(plan.cells, outcomes, strict=True)
-    ]
+    return [_record(cell, outcome) for cell, outcome in zip(plan.cells, outcomes, strict=True)]
+
+
+def _record(cell: PlannedCell, outcome: EvalRun | HolodeckError) -> RecordedRun | HolodeckError:
+    """One cell recorded; a cell whose EvalRun cannot be written leaves the others theirs."""
+    if isinstance(outcome, HolodeckError):
+        return outcome
+    try:
+        return record_run(outcome, cell.suite)
+    except HolodeckError as exc:
+        return exc
 
 
 def matrix_table(plan: MatrixPlan, recorded: list[RecordedRun | HolodeckError]) -> MatrixTable:
@@ -224,13 +231,14 @@ def _row(cell: PlannedCell, outcome: RecordedRun | HolodeckError, *, baseline: b
         code = ExitCode.CONFIG if isinstance(outcome, ConfigError) else ExitCode.EXECUTION
         return MatrixCell(
             prompt=cell.prompt, model=cell.model, baseline=baseline, exit_code=code,
-            error=str(outcome),
+            error=redact_text(str(outcome), cell.suite.loaded.secrets),
         )  # fmt: skip
     run = outcome.run
     summary = run.report.summary
     gate = cell.suite.loaded.agent.evaluations.gate if cell.suite.loaded.agent.evaluations else None
     code = run_exit_code(run, gate)
-    if outcome.history_error is not None or cell.suite.journal.failure is not None:
+    failure = cell.suite.journal.failure
+    if outcome.history_error is not None or failure is not None:
         code = ExitCode.worst(code, ExitCode.EXECUTION)
     estimate = summary.statistics.pass_rate if summary.statistics else None
     total = summary.cost.total_usd if summary.cost else None
@@ -255,6 +263,7 @@ def _row(cell: PlannedCell, outcome: RecordedRun | HolodeckError, *, baseline: b
         exit_code=code,
         baseline=baseline,
         error=outcome.history_error,
+        warnings=[*outcome.warnings, *([str(failure)] if failure is not None else [])],
     )
 
 

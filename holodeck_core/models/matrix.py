@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from holodeck_core.defaults import MATRIX_CELL_SEPARATOR
 from holodeck_core.errors import ExitCode
 from holodeck_core.stats.paired import PairedComparison
 
@@ -38,8 +39,15 @@ class MatrixCell(BaseModel):
     best: bool = False
     tie: bool = False
     """Not significantly different from the best cell (the best itself included)."""
+    warnings: list[str] = []
+    """What went wrong after its EvalRun was written (its journal not closed or not written)."""
     error: str | None = None
     """Why the cell has no run (an execution error), or why its run is not in the history."""
+
+    @property
+    def ref(self) -> str:
+        """``v1:mini`` (``--baseline``'s form)."""
+        return f"{self.prompt}{MATRIX_CELL_SEPARATOR}{self.model}"
 
 
 class MatrixTable(BaseModel):

@@ -86,8 +86,9 @@ def notes(table: MatrixTable) -> list[str]:
         f"adjusted over the cells ({table.adjustment}, alpha = {table.alpha:g}); "
         f"{TIE}: not significantly different from {BEST}"
     ]
-    lines += [f"{c.prompt}:{c.model}: {c.error}" for c in table.cells if c.error]
-    lines += [f"{c.prompt}:{c.model}: {c.eval_run}" for c in table.cells if c.eval_run]
+    lines += [f"{c.ref}: {c.error}" for c in table.cells if c.error]
+    lines += [f"{c.ref}: warning: {w}" for c in table.cells for w in c.warnings]
+    lines += [f"{c.ref}: {c.eval_run}" for c in table.cells if c.eval_run]
     return lines
 
 
