@@ -233,7 +233,8 @@ def test_a_cell_whose_endpoint_is_down_is_exit_3_and_names_from_configs_stay_tex
         assert main(["matrix", str(agent), "--timeout", "2", "-o", str(report)]) == 3
         out = capsys.readouterr().out
     rows = table_rows(out)
-    assert rows["v1:large"][3] == "2" and rows["v2:mini"][2].startswith("100.0% (2/2)")
+    assert rows["v1:large"][3] == "2" and rows["v1:large"][7] == "error (exit 3)"
+    assert rows["v2:mini"][2].startswith("100.0% (2/2)")
     assert "[bold red]grid[/] |x|" in out and "\x1b" not in out
     text = report.read_text()
     assert "\x1b" not in text and "[bold red]grid[/] \\|x\\|" in text.replace("\\[", "[").replace(

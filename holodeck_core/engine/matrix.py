@@ -215,14 +215,19 @@ def matrix_table(plan: MatrixPlan, recorded: list[RecordedRun | HolodeckError]) 
     ]
     by_ref = dict(zip((c.ref for c in plan.cells), rows, strict=True))
     in_history = {ref: row for ref, row in by_ref.items() if row.run_id and row.error is None}
+    unread: list[str] = []
     if in_history:
-        rows = _compared(first, plan.baseline, in_history, by_ref, alpha)
+        try:
+            rows = _compared(first, plan.baseline, in_history, by_ref, alpha)
+        except HolodeckError as exc:  # the runs are safe; only their verdicts are missing
+            unread.append(f"no verdicts: the history could not be read ({exc})")
     return MatrixTable(
         agent=first.loaded.agent.name,
         baseline=plan.baseline,
         alpha=alpha,
         adjustment=ADJUSTMENT_NAMES[Adjustment.BH],
         cells=rows,
+        notes=unread,
     )
 
 

@@ -56,6 +56,8 @@ class MatrixTable(BaseModel):
     alpha: float
     adjustment: str
     cells: list[MatrixCell]
+    notes: list[str] = []
+    """What the table misses and why (the history could not be read for the verdicts)."""
 
     @property
     def exit_code(self) -> ExitCode:

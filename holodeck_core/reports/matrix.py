@@ -26,6 +26,8 @@ COLUMNS = (
     "p (BH)",
     "tie",
 )
+GATE = {0: "pass", 1: "FAIL"}
+"""A cell's gate column by its exit code (docs/cli.md); an error shows its code."""
 BASELINE = "baseline"
 BEST = "★ best"
 TIE = "≈ tie"
@@ -48,7 +50,7 @@ def _row(cell: MatrixCell) -> tuple[str, ...]:
         money(cell.cost_per_case),
         money(cell.cost_per_pass),
         _latency(cell),
-        "pass" if cell.exit_code == 0 else "FAIL",
+        GATE.get(cell.exit_code, f"error (exit {cell.exit_code})"),
         *_verdict(cell),
         BEST if cell.best else TIE if cell.tie else "",
     )
@@ -86,6 +88,7 @@ def notes(table: MatrixTable) -> list[str]:
         f"adjusted over the cells ({table.adjustment}, alpha = {table.alpha:g}); "
         f"{TIE}: not significantly different from {BEST}"
     ]
+    lines += table.notes
     lines += [f"{c.ref}: {c.error}" for c in table.cells if c.error]
     lines += [f"{c.ref}: warning: {w}" for c in table.cells for w in c.warnings]
     lines += [f"{c.ref}: {c.eval_run}" for c in table.cells if c.eval_run]
