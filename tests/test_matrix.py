@@ -24,6 +24,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.history import store
 from holodeck_core.history.backend import project_history
 from holodeck_core.testing import run_model_server
+from tests.hostile import run_cli
 
 CASES = 20
 WRONG = "1[3-9]|20"
@@ -126,7 +127,9 @@ def test_cells_that_all_pass_exit_0_and_a_baseline_names_its_cell(
 ) -> None:
     with run_model_server(RULES) as server:
         agent = write_project(tmp_path, server.openai_base_url, cases=4)
-        assert main(["matrix", str(agent), "--prompts", "v2", "--baseline", "v2:large"]) == 0
+        argv = ["matrix", str(agent), "--prompts", "v2", "--baseline", "v2:large"]
+        assert main([*argv, "--trials", "2"]) == 0
+        assert server.stats()["total_calls"] == 2 * 4 * 2  # two cells, 4 cases, 2 trials each
         rows = table_rows(capsys.readouterr().out)
         assert sorted(rows) == ["v2:large", "v2:mini"] and rows["v2:large"][8] == "baseline"
         assert rows["v2:mini"][8] == "+0.0 pp no significant change"
@@ -139,16 +142,18 @@ def test_cells_that_all_pass_exit_0_and_a_baseline_names_its_cell(
          "choose from: mini, large"),
         (["--prompts", "v7"], "v7"),
         (["--baseline", "v2:huge"], "--baseline 'v2:huge' is not a cell of this matrix"),
+        (["--trials", "0"], "--trials: must be at least 1, got 0"),
+        (["--trials", "101"], "--trials: must be between 1 and"),
     ],
 )  # fmt: skip
 def test_an_unknown_candidate_prompt_or_baseline_is_exit_2_before_any_call(
-    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    argv: list[str], message: str, tmp_path: Path
 ) -> None:
     with run_model_server(RULES) as server:
         agent = write_project(tmp_path, server.openai_base_url, cases=2)
-        assert main(["matrix", str(agent), *argv]) == 2
-        err = capsys.readouterr().err
-        assert message in err and "Traceback" not in err, err
+        ran = run_cli(["matrix", str(agent), *argv])
+        assert ran.returncode == 2
+        assert message in ran.stderr and "Traceback" not in ran.stderr, ran.stderr
         assert server.stats()["total_calls"] == 0
 
 

@@ -11,8 +11,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.cli.argtypes import positive_int, positive_seconds
-from holodeck_core.defaults import MATRIX_CELL_SEPARATOR, MATRIX_TABLE_WIDTH, PARALLEL_TEST_CASES
+from holodeck_core.cli.argtypes import positive_int, positive_seconds, trial_count
+from holodeck_core.defaults import (
+    BATCH_MODE,
+    BATCH_MODES,
+    MATRIX_CELL_SEPARATOR,
+    MATRIX_TABLE_WIDTH,
+    PARALLEL_TEST_CASES,
+    TRIALS,
+    TRIALS_MAX,
+    TRIALS_MIN,
+)
 
 if TYPE_CHECKING:
     from holodeck_core.models.matrix import MatrixTable
@@ -53,10 +62,24 @@ def add_matrix_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
     matrix.add_argument("--limit", type=positive_int, help="run only the first N cases")
     matrix.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
     matrix.add_argument("--fresh", action="store_true", help="ignore the cells' resume journals")
+    matrix.add_argument(
+        "--trials",
+        type=trial_count,
+        metavar="K",
+        help=f"run every case of every cell K times, {TRIALS_MIN} to {TRIALS_MAX} "
+        f"(default: execution.trials or {TRIALS})",
+    )
+    matrix.add_argument(
+        "--batch",
+        choices=BATCH_MODES,
+        help=f"each cell's agent turns and judges through the providers' batch APIs "
+        f"(default: execution.batch or {BATCH_MODE}; docs/cost.md)",
+    )
     matrix.set_defaults(handler=run_matrix_command)
 
 
 def run_matrix_command(args: argparse.Namespace) -> int:
+    from holodeck_core.cli.console import print_batch_line
     from holodeck_core.engine.matrix import (
         CellProgress,
         matrix_of,
@@ -73,6 +96,9 @@ def run_matrix_command(args: argparse.Namespace) -> int:
         limit=args.limit,
         filter=args.filter,
         fresh=args.fresh,
+        trials=args.trials,
+        batch=args.batch,
+        on_batch=print_batch_line,
         trigger=Trigger.CLI,
         cli_args=sys.argv[1:],
         shared_budgets=shared_budgets(),
