@@ -107,6 +107,12 @@ always fails): a pass/fail outcome's variance p(1 - p) is assumed at the observe
 or at this rate (its largest, 0.25) when the run passed or failed everything, never 0."""
 ADJUSTMENT = "bh"
 """How the p-values of one family of verdicts are adjusted (``--adjust``): Benjamini-Hochberg."""
+MATRIX_CELL_SEPARATOR = ":"
+"""Between a ``holodeck matrix`` cell's prompt version and candidate (``--baseline v1:mini``)."""
+MATRIX_TABLE_WIDTH = 240
+"""Columns of ``holodeck matrix``'s table when stdout is no terminal (a CI log, a pipe)."""
+LATENCY_QUANTILES = (0.5, 0.95)
+"""The case-latency quantiles a ``holodeck matrix`` cell shows (p50, p95)."""
 MAX_ERROR_SHARE = 0.5
 """A run with more than this share of its cases ERROR is an infrastructure failure
 (``evaluations.max_error_share``, docs/cli.md)."""

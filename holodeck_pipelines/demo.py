@@ -2,8 +2,9 @@
 
 Starts the loopback model server with each agent's ``model-rules.yaml``, registers the prompt
 versions, materializes every partition through Dagster (storage in ``.holodeck/dagster/``),
-lets the assets ingest the history, prints a summary per version and one SQL query, and says
-how to open the UI on the same state."""
+lets the assets ingest the history, prints a summary per version and one SQL query, ends with
+the first agent's prompt versions x model candidates (``holodeck matrix``), and says how to open
+the UI on the same state."""
 
 import os
 import time
@@ -12,7 +13,7 @@ from typing import Any
 
 from holodeck_core.config.project import Project
 from holodeck_core.defaults import MODEL_SERVER_PORT as DEMO_PORT
-from holodeck_core.engine.demo import read_demo_runs, scripted_model_server
+from holodeck_core.engine.demo import demo_matrix, read_demo_runs, scripted_model_server
 from holodeck_core.errors import ConfigError
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
@@ -81,9 +82,13 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
                     )
                     if not result.success:
                         print(f"  run {result.run_id} failed; see it in the Dagster UI")
+        print(f"running {agents[0].parent.name}'s matrix (holodeck matrix) ...", flush=True)
+        matrix = demo_matrix(agents[0], print)
         endpoint = server.openai_base_url
         server_port = server.port
     _print_summary(project, run_ids, gates)
+    print("\nits prompt versions x model candidates (`holodeck matrix`, one agent only):")
+    print("\n".join(f"  {line}" for line in matrix))
     moved = "" if server_port == DEMO_PORT else f"HOLODECK_MODEL_ENDPOINT={endpoint} "
     print(
         f"\ndone in {time.perf_counter() - started:.0f}s. What it means: a prompt version whose "

@@ -175,12 +175,13 @@ def test_the_readme_tour_works_as_written_and_leaves_git_status_clean(tmp_path: 
     walked = walk(tmp_path, TOUR)
     assert walked.outcomes == expected(
         TOUR,
-        # validate, test v1 (its gate fails), test v2 --trials, kill; history runs, sql;
-        # pools, partitions; the dashboard's first page
-        [0, 1, 0, 0, 0, 0, 0, 0, 0],
+        # validate, test v1 (its gate fails), test v2 --trials, matrix (v1 x mini fails its
+        # gate), kill; history runs, sql; pools, partitions; the dashboard's first page
+        [0, 1, 0, 1, 0, 0, 0, 0, 0, 0],
     ), walked.stderr[-3000:]
     assert "Traceback" not in walked.stderr
     assert "gate (min_pass_rate 80%, max_errors 0): FAILED" in walked.stdout
+    assert re.search(r"│ v2 +│ large +│ 100\.0% \(25/25\)", walked.stdout), walked.stdout[-4000:]
     assert untracked(walked.root) == []
 
 
@@ -369,6 +370,16 @@ def test_ports_are_documented_and_the_demo_moves_its_server_with_port(tmp_path: 
     assert f"loopback model server: http://127.0.0.1:{port}/v1" in proc.stdout
     assert f"model-server --port {port} --script" in proc.stdout
     assert f"HOLODECK_MODEL_ENDPOINT=http://127.0.0.1:{port}/v1 DAGSTER_HOME=" in proc.stdout
+    # it ends with acme-support's 2 x 2 matrix: v1, v2 x the candidates the server plays apart
+    matrix = proc.stdout.split("its prompt versions x model candidates", 1)[1]
+    cells = re.findall(r"^  (v[12]) +(mini|large) +([\d.]+%) \((\d+)/25\)", matrix, flags=re.M)
+    assert cells == [
+        ("v1", "mini", "68.0%", "17"),
+        ("v1", "large", "84.0%", "21"),
+        ("v2", "mini", "100.0%", "25"),
+        ("v2", "large", "100.0%", "25"),
+    ], matrix
+    assert matrix.count("+32.0 pp improvement") == 2 and "baseline v1:mini" in matrix
     assert untracked(root) == []
     with socket.socket() as busy:  # a taken port is refused with the fix, before any work
         busy.bind(("127.0.0.1", 0))

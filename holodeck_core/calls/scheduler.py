@@ -134,6 +134,15 @@ class _Lane:
                 waiter.set_result(None)
 
 
+class EndpointLimits:
+    """Endpoint lanes (limit, in-flight calls, Retry-After pause) that several schedulers of
+    one process share: ``holodeck matrix``'s cells, each with its own ledger and batches, meet
+    one limit per endpoint (docs/cli.md). A lane's ceiling is the first scheduler's."""
+
+    def __init__(self) -> None:
+        self.lanes: dict[str, _Lane] = {}
+
+
 class CallScheduler:
     def __init__(
         self,
@@ -143,6 +152,7 @@ class CallScheduler:
         seed: int | None = None,
         ledger: Ledger | None = None,
         batches: Batches | None = None,
+        limits: EndpointLimits | None = None,
     ) -> None:
         self.max_concurrency = max(1, max_concurrency)
         self.ledger = ledger
@@ -150,7 +160,8 @@ class CallScheduler:
         """Where ``batchable`` calls go (``execution.batch``, :mod:`holodeck_core.calls.batch`)."""
         self.policy = policy or RetryPolicy()
         self.stats = SchedulerStats(lowest_limit=self.max_concurrency)
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes = (limits or EndpointLimits()).lanes
+        """Per endpoint; shared with the other schedulers given the same ``limits``."""
         self._random = random.Random(seed)
 
     def limit(self, endpoint: str = CALL_ENDPOINT) -> int:

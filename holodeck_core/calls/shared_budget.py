@@ -14,7 +14,9 @@ processes together spend at most the budget plus what their calls' estimates mis
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
@@ -119,3 +121,70 @@ class Allowance:
             if self._renewed:
                 await asyncio.to_thread(self.pool.claim, self.spent, self.spent, NOTHING, NOTHING)
                 self.claimed = self.spent
+
+
+def grant(
+    which: Literal["usd", "tokens"],
+    limit: float | None,
+    used: float,
+    want: float,
+    need: float,
+    refusal: Callable[[str, str], str],
+) -> float:
+    """What of ``want`` fits under ``limit`` (all of it without one), at least ``need``, else
+    :class:`PoolRefused` with ``refusal(limit shown, used shown)``."""
+    if limit is None:
+        return want
+    left = limit - used
+    if need > 0 and need > left + 1e-12:
+        shown = f"{limit:g} USD" if which == "usd" else f"{int(limit)} tokens"
+        done = f"{used:.4f} USD" if which == "usd" else f"{int(used)} tokens"
+        raise PoolRefused(refusal(shown, done), which)
+    return max(0.0, min(want, left))
+
+
+class ProcessBudget:
+    """One budget the suites of one process share, kept in memory: ``holodeck matrix``'s
+    cells under the agent's ``execution.budget`` (docs/cli.md). Each cell's runtime holds a
+    :meth:`pool` of its own; their claims never add up to more than the budget."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self._claims: list[Amount] = []
+        self._lock = threading.Lock()  # claims come from worker threads (Allowance.take)
+
+    def pool(self) -> BudgetPool:
+        self._claims.append(NOTHING)
+        return _ProcessHolder(self, len(self._claims) - 1, self.budget)
+
+    def claim(self, holder: int, spent: Amount, held: Amount, want: Amount, need: Amount) -> Amount:
+        with self._lock:
+            others = sum((c for i, c in enumerate(self._claims) if i != holder), NOTHING)
+            used = others + Amount(max(held.usd, spent.usd), max(held.tokens, spent.tokens))
+            extra = Amount(
+                grant("usd", self.budget.usd, used.usd, want.usd, need.usd, _over_matrix),
+                int(grant("tokens", self.budget.tokens, used.tokens, want.tokens, need.tokens,
+                          _over_matrix)),
+            )  # fmt: skip
+            self._claims[holder] = held + extra
+            return extra
+
+
+def _over_matrix(shown: str, done: str) -> str:
+    return (
+        f"the matrix's budget of {shown} (execution.budget, over every cell) would be passed: "
+        f"the cells together spent or hold {done}; raise execution.budget, and a rerun resumes"
+    )
+
+
+@dataclass
+class _ProcessHolder:
+    """One cell's view of a :class:`ProcessBudget` (a :class:`BudgetPool`)."""
+
+    shared: ProcessBudget
+    holder: int
+    budget: Budget
+    scope: SharedScope = "matrix"
+
+    def claim(self, spent: Amount, held: Amount, want: Amount, need: Amount) -> Amount:
+        return self.shared.claim(self.holder, spent, held, want, need)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from holodeck_core.defaults import TRIALS_MAX, TRIALS_MIN
+
 
 def positive_int(text: str) -> int:
     """An integer ≥ 1."""
@@ -16,6 +18,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def trial_count(text: str) -> int:
+    """``--trials K``: a whole number from :data:`TRIALS_MIN` to :data:`TRIALS_MAX`."""
+    value = positive_int(text)
+    if not TRIALS_MIN <= value <= TRIALS_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be between {TRIALS_MIN} and {TRIALS_MAX}, got {value}"
+        )
     return value
 
 

@@ -19,6 +19,7 @@ BUILT_IN = frozenset(
         "schema",
         "prompts",
         "test",
+        "matrix",
         "rescore",
         "history",
         "plan",
@@ -57,6 +58,7 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     from holodeck_core.cli.dashboard import add_dashboard_parser
     from holodeck_core.cli.history import add_history_parser
     from holodeck_core.cli.labels import add_labels_parser
+    from holodeck_core.cli.matrix import add_matrix_parser
     from holodeck_core.cli.plan import add_plan_parser
     from holodeck_core.cli.prompts import add_prompts_parser
     from holodeck_core.cli.rescore import add_rescore_parser
@@ -67,6 +69,7 @@ def build_parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     add_schema_parser(commands)
     add_prompts_parser(commands)
     add_test_parser(commands)
+    add_matrix_parser(commands)
     add_rescore_parser(commands)
     add_history_parser(commands)
     add_labels_parser(commands)

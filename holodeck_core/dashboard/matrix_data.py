@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.dashboard.data import agent_names, connect, require_runs, rows
-from holodeck_core.history.paired import compare_paired
+from holodeck_core.history.paired import against_one
 from holodeck_core.history.store import History
-from holodeck_core.stats.multiple import Adjustment
-from holodeck_core.stats.paired import Verdict, adjust_family
+from holodeck_core.stats.paired import Verdict
 
 if TYPE_CHECKING:
     import duckdb
@@ -75,11 +74,8 @@ def _mark_ties(con: duckdb.DuckDBPyConnection, cells: list[dict[str, Any]]) -> N
     best = max(cells, key=lambda c: (c["pass_rate"], -(c["cost_per_case"] or 0.0),
                                      c["finished_at"]))  # fmt: skip
     others = [c for c in cells if c is not best]
-    raw = [
-        compare_paired(con, best["run_id"], c["run_id"], adjustment=Adjustment.NONE).pass_fraction
-        for c in others
-    ]
-    for cell, comparison in zip(others, adjust_family(raw, Adjustment.BH), strict=True):
+    compared = against_one(con, best["run_id"], [c["run_id"] for c in others])
+    for cell, comparison in zip(others, compared, strict=True):
         cell["p_adjusted"] = comparison.p_adjusted
         cell["tie"] = comparison.p_value is not None and comparison.verdict == Verdict.NO_CHANGE
         cell["best"] = False

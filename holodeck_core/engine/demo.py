@@ -4,6 +4,7 @@ newest prompt version paired against its first."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,23 @@ class DemoRuns:
     comparisons: dict[str, tuple[str, str, PairedRuns | None]]
     columns: list[str]
     query: list[tuple[Any, ...]]
+
+
+def demo_matrix(agent_file: Path, say: Callable[[str], None]) -> list[str]:
+    """The agent's prompt versions x model candidates, run as ``holodeck matrix`` runs them
+    (against the demo's server), as plain lines: the table, its verdicts against the first
+    version with the agent's own model and its ties, all within the one agent."""
+    from holodeck_core.engine.matrix import CellProgress, matrix_of
+    from holodeck_core.engine.run import run_estimate, shared_budgets
+    from holodeck_core.engine.suite import SuiteOptions
+    from holodeck_core.models import Trigger
+    from holodeck_core.reports.matrix import render_matrix_text
+
+    options = SuiteOptions(
+        trigger=Trigger.MANUAL, shared_budgets=shared_budgets(), estimator=run_estimate
+    )
+    table = matrix_of(str(agent_file), options, lambda suite: CellProgress(suite, say))
+    return render_matrix_text(table)
 
 
 def read_demo_runs(project: Project, dagster_run_ids: list[str], example_query: str) -> DemoRuns:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from holodeck_core.calls.shared_budget import SHARED_LEASE_S, Amount, PoolRefused
+from holodeck_core.calls.shared_budget import SHARED_LEASE_S, Amount, grant
 from holodeck_core.errors import ExecutionError
 from holodeck_core.history.budget_catalog import LedgerTable, locked_ledger, postgres_conninfo
 from holodeck_core.history.ducklake import DuckLake
@@ -141,19 +141,18 @@ class HistoryPool:
         need: float,
     ) -> float:
         """What of ``want`` fits under ``limit`` (all of it without one); at least ``need``."""
-        if limit is None:
-            return want
-        left = limit - used
-        if need > 0 and need > left + 1e-12:
-            shown = f"{limit:g} USD" if which == "usd" else f"{int(limit)} tokens"
-            done = f"{used:.4f} USD" if which == "usd" else f"{int(used)} tokens"
-            raise PoolRefused(
+        return grant(
+            which,
+            limit,
+            used,
+            want,
+            need,
+            lambda shown, done: (
                 f"the project's {self.scope} budget of {shown} ({self.describe()}) would be "
                 f"passed: all runs together spent or hold {done}; raise budget.{self.scope}."
-                f"{which} in holodeck.yaml, and a rerun resumes",
-                which,
-            )
-        return max(0.0, min(want, left))
+                f"{which} in holodeck.yaml, and a rerun resumes"
+            ),
+        )
 
     def describe(self) -> str:
         return f"UTC day {self.key}" if self.scope == "daily" else f"backfill {self.key}"

@@ -125,3 +125,21 @@ def compare_paired(
         metrics=dict(zip(names, adjusted, strict=True)),
         flaky=[case for case in flaky if case in shared],
     )
+
+
+def against_one(
+    con: duckdb.DuckDBPyConnection,
+    base_run: str,
+    run_ids: list[str],
+    *,
+    alpha: float = ALPHA,
+    adjustment: Adjustment = Adjustment.BH,
+) -> list[PairedComparison]:
+    """Each run's pass fraction against ``base_run``'s on their shared cases, the p-values
+    adjusted together (one family: the cells of a matrix against its baseline or its best,
+    docs/cli.md)."""
+    raw = [
+        compare_paired(con, base_run, run, alpha=alpha, adjustment=Adjustment.NONE).pass_fraction
+        for run in run_ids
+    ]
+    return adjust_family(raw, adjustment)

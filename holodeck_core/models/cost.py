@@ -11,7 +11,7 @@ from holodeck_core.defaults import MAX_BUDGET_TOKENS, MAX_BUDGET_USD
 from holodeck_core.models.base import StrictModel, omit_if_none
 
 Heading = Literal["agent", "judge", "prompt_tool", "embedding", "reranker"]
-SharedScope = Literal["daily", "backfill"]
+SharedScope = Literal["daily", "backfill", "matrix"]
 BudgetLimit = Literal[
     "usd",
     "tokens",
@@ -21,9 +21,12 @@ BudgetLimit = Literal[
     "backfill.tokens",
     "daily.ledger",
     "backfill.ledger",
+    "matrix.usd",
+    "matrix.tokens",
 ]
 """The limit that stopped a run: its own ``execution.budget`` (``usd``, ``tokens``), a budget it
-shares with other runs in ``holodeck.yaml`` (``daily.usd`` ...), or a shared budget whose
+shares with other runs in ``holodeck.yaml`` (``daily.usd`` ...), the agent's budget over every
+cell of ``holodeck matrix`` (``matrix.usd``, ``matrix.tokens``), or a shared budget whose
 ledger in the history could not be read (``daily.ledger``: locked, corrupt), so it could not
 be checked and nothing more was sent."""
 LEDGER = ".ledger"

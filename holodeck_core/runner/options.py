@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from holodeck_core.calls.scheduler import EndpointLimits
 from holodeck_core.calls.shared_budget import BudgetPool
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
@@ -41,6 +42,9 @@ class SuiteOptions:
     estimator: Estimator | None = None
     batch: BatchMode | None = None
     """``--batch`` or Dagster's ``holodeck/batch`` run tag: over ``execution.batch``."""
+    endpoint_limits: EndpointLimits | None = None
+    """Endpoint limits shared with the other suites of this process (``holodeck matrix``'s
+    cells): one limit per endpoint, not one per suite."""
     on_batch: Callable[[str], None] | None = None
     """Told every batch progress line (submitted, done, the longest wait): the console's or
     Dagster's step log."""

@@ -103,6 +103,7 @@ class SuiteRuntime:
             RetryPolicy(timeout=suite.timeout),
             ledger=self.ledger,
             batches=self.batches,
+            limits=suite.options.endpoint_limits,
         )
         self.toolbox: ToolBox | None = None
         self.client: ModelClient | None = None

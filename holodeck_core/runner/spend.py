@@ -37,12 +37,21 @@ LEDGER_UNREADABLE = (
 )
 
 
+MATRIX_BUDGET_STOPPED = (
+    "budget: the agent's execution.budget over every cell of `holodeck matrix` stopped a model "
+    "call this case needed; rerun with a larger budget to resume it (finished cases are not "
+    "paid for again)"
+)
+
+
 def stopped_message(stopped_by: BudgetLimit | None, reason: str | None = None) -> str:
     """What a case the budget stopped says: which budget (or its unreadable ledger, with
     ``reason``), and how to resume."""
     if stopped_by is None or stopped_by in ("usd", "tokens"):
         return BUDGET_STOPPED
     scope = stopped_by.split(".")[0]
+    if scope == "matrix":
+        return MATRIX_BUDGET_STOPPED
     if stopped_by.endswith(LEDGER):
         return LEDGER_UNREADABLE.format(scope=scope, reason=reason or "unknown error")
     return SHARED_BUDGET_STOPPED.format(scope=scope)

@@ -101,6 +101,9 @@ class Match(_Strict):
     """Regex searched (``re.search``) in the text of the last user message; groups feed $1..$9."""
     system: str | None = None
     """Regex searched in the system prompt (system/developer messages, ``system``, instructions)."""
+    model: str | None = None
+    """Regex searched in the request's model name: one server plays several models
+    differently (``holodeck matrix``'s candidates, docs/cli.md)."""
     route: RouteName | None = None
     tool_result: bool | None = None
     """True: the conversation's last message carries a tool result; False: it does not."""
@@ -116,6 +119,11 @@ class Match(_Strict):
     @classmethod
     def _system_regex(cls, v: str | None) -> str | None:
         return _check_regex(v, "match.system")
+
+    @field_validator("model")
+    @classmethod
+    def _model_regex(cls, v: str | None) -> str | None:
+        return _check_regex(v, "match.model")
 
 
 class ToolCallSpec(_Strict):

@@ -56,6 +56,7 @@ Rules file
         match:                                   # all optional, all must hold
           user: "weather in (\\w+)"              # re.search in the last user message text
           system: "forecaster"                   # re.search in the system prompt
+          model: "^gpt-4o$"                      # re.search in the request's model name
           route: chat                            # chat | messages | responses | embeddings
           tool_result: false                     # does the last message carry a tool result?
           nth: 1                                 # only the Nth call (1-based) of the request key

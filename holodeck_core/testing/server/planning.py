@@ -73,6 +73,8 @@ def _match_rule(rule: Rule, conv: Conversation, call_no: int) -> tuple[str | Non
         return None
     if m.nth is not None and m.nth != call_no:
         return None
+    if m.model is not None and re.search(m.model, conv.model) is None:
+        return None
     if m.system is not None and re.search(m.system, conv.system) is None:
         return None
     if m.user is not None:
