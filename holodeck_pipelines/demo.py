@@ -27,8 +27,9 @@ DEMO_TRIALS = 3
 intervals clustered by case, pass@k and pass^k (docs/cli.md)."""
 RULES_FILE = "model-rules.yaml"
 EXAMPLE_QUERY = (
-    "SELECT agent_name, prompt_version, count(*) AS runs, round(avg(pass_rate) * 100, 1) "
-    "AS pass_rate_pct, sum(errored) AS errored FROM eval_runs GROUP BY ALL ORDER BY ALL"
+    "SELECT agent_name, prompt_version, model_candidate, count(*) AS runs, "
+    "round(avg(pass_rate) * 100, 1) AS pass_rate_pct, sum(errored) AS errored "
+    "FROM eval_runs GROUP BY ALL ORDER BY ALL"
 )
 
 
