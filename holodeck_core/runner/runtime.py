@@ -21,7 +21,7 @@ from holodeck_core.calls.shared_budget import Allowance
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt
-from holodeck_core.defaults import BATCH_MAX_WAIT_S, BATCH_MODE
+from holodeck_core.defaults import BATCH_MAX_WAIT_S, BATCH_MODE, BATCH_MODE_SCHEDULED
 from holodeck_core.errors import ConfigError
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge import JudgeServices
@@ -31,6 +31,7 @@ from holodeck_core.models import (
     LLMProvider,
     MCPTool,
     Tool,
+    Trigger,
     VectorstoreTool,
 )
 from holodeck_core.models.cost import CallCosts
@@ -271,6 +272,8 @@ def claude_path(agent: Agent) -> bool:
     return provider_spec(agent.model.provider).agent_runner == "claude_agent_sdk" and not direct
 
 
+SCHEDULED_TRIGGERS = (Trigger.NIGHTLY, Trigger.BACKFILL)
+"""The runs that batch by default (``BATCH_MODE_SCHEDULED``): nobody waits on their answers."""
 DIRECT_MESSAGES_NOTE = (
     "execution.anthropic_path: direct: this run did not run HoloDeck's agent (the Claude Agent "
     "SDK) but our direct Messages loop (docs/holodeck-fidelity.md)"
@@ -291,18 +294,18 @@ def batch_plan(
     loaded: LoadedAgent, options: SuiteOptions, project: Project
 ) -> tuple[BatchMode, str | None]:
     """The run's batch mode (``--batch`` or the run tag, else ``execution.batch``, else the
-    agent's ``batch:`` in holodeck.yaml, else ``off``) and, when it is not ``off`` but the
-    agent's path cannot batch, why (its calls run as ordinary calls; with ``on`` that is a
-    config error naming where ``on`` was set)."""
+    agent's ``batch:`` in holodeck.yaml, else ``auto`` for a scheduled or backfill run and
+    ``off`` for any other) and, when it is not ``off`` but the agent's path cannot batch, why
+    (its calls run as ordinary calls; with ``on`` that is a config error naming where ``on``
+    was set)."""
     execution = loaded.agent.execution
     given: list[tuple[BatchMode | None, str]] = [
-        (options.batch, "--batch"),
+        (options.batch, "--batch" if options.trigger is Trigger.CLI else "run tag holodeck/batch"),
         (execution.batch if execution else None, "execution.batch"),
         (project.batch_of(loaded.file), "holodeck.yaml agents[].batch"),
     ]
     mode, where = next(
-        ((mode, where) for mode, where in given if mode is not None),
-        (cast("BatchMode", BATCH_MODE), "execution.batch"),
+        ((mode, where) for mode, where in given if mode is not None), _default_batch(options)
     )
     why = None if mode == "off" else _unbatchable(loaded)
     if why is None:
@@ -313,6 +316,14 @@ def batch_plan(
             file=loaded.display,
         )
     return mode, f"{where}: {mode}: {why}, so its calls are sent one by one as usual"
+
+
+def _default_batch(options: SuiteOptions) -> tuple[BatchMode, str]:
+    """The batch mode no setting gave: ``auto`` for the runs nobody waits on (a schedule's, a
+    backfill's: docs/dagster.md), else ``off``."""
+    if options.trigger in SCHEDULED_TRIGGERS:
+        return cast("BatchMode", BATCH_MODE_SCHEDULED), f"a {options.trigger} run's default"
+    return cast("BatchMode", BATCH_MODE), "execution.batch"
 
 
 def _unbatchable(loaded: LoadedAgent) -> str | None:
