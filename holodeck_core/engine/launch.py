@@ -93,6 +93,7 @@ def estimate_suites(project: Project, suites: Mapping[str, Suite]) -> dict[str, 
                 suite.prompt.body,
                 suite.trials,
                 suite.cases,
+                suite.batching,
             )
             for key, suite in suites.items()
         }

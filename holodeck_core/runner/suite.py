@@ -88,8 +88,11 @@ class Suite:
         )
         self.file_limits = FileLimits.from_execution(execution)
         self.batch_mode, self.batch_note = batch_plan(loaded, self.options, self.project)
-        batching = self.batch_mode != "off" and self.batch_note is None
-        self.cases_at_once = max(self.parallel, BATCH_MAX_REQUESTS) if batching else self.parallel
+        self.batching = self.batch_mode != "off" and self.batch_note is None
+        """The agent's and judges' calls go through batches (docs/cost.md)."""
+        self.cases_at_once = (
+            max(self.parallel, BATCH_MAX_REQUESTS) if self.batching else self.parallel
+        )
         """Case trials in flight: every one when their calls batch, so a round of the tool
         loop is one batch (docs/cost.md); else ``parallel``."""
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
@@ -124,6 +127,7 @@ class Suite:
                     self.prompt.body,
                     self.trials,
                     self.cases,
+                    self.batching,
                 )
                 if estimator is not None
                 else None,
