@@ -384,8 +384,7 @@ def _run_pair(
         row["run_id"]: row
         for row in _dicts(
             con.execute(
-                f"SELECT {', '.join(RUN_COLUMNS)} FROM {RUNS_WITH_COSTS} "
-                "WHERE run_id IN (?, ?)",
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM {RUNS_WITH_COSTS} WHERE run_id IN (?, ?)",
                 [run_a, run_b],
             )
         )
