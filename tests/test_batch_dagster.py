@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from holodeck_core.config.project import Project
 from holodeck_core.testing import run_model_server
@@ -68,6 +69,12 @@ def test_a_manual_run_does_not_batch_and_a_backfill_does_by_default(tmp_path: Pa
     assert both["batches"]["requests"]["submitted"] == 6
     assert both["batches"]["submitted"] == 2
     rows = history_rows(
-        project, "SELECT prompt_version, batch_calls FROM v_cost_by_run ORDER BY finished_at"
+        project,
+        "SELECT prompt_version, batch_calls, cost_usd, estimate_usd FROM v_cost_by_run "
+        "ORDER BY finished_at",
     )
-    assert rows == [("v1", None), ("v1", 3), ("v2", 3)]
+    assert [row[:2] for row in rows] == [("v1", None), ("v1", 3), ("v2", 3)]
+    (_, _, manual_usd, _), (_, _, batched_usd, estimated_usd) = rows[:2]
+    # the backfill's estimate: the manual run's measured spend, at the batch prices
+    assert batched_usd == pytest.approx(manual_usd / 2)
+    assert estimated_usd == pytest.approx(batched_usd)
