@@ -1,7 +1,8 @@
 """Batches in Dagster (docs/dagster.md), on a real instance against the loopback model server's
 batch APIs: the ``holodeck/batch`` run tag sends the agent's calls as batches (no ordinary
 call), its progress in the step's log and its spend recorded as batch spend; a backfill batches
-by default, a manual materialization does not; a bad tag value fails the run before any call."""
+by default (each version its own batches, estimated at the batch prices, held by the backfill's
+budget), a manual materialization does not; a bad tag value: tests/test_hardening_run_tags.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.test_pipelines import RULES, history_rows, make_project, materialize, register
+from tests.test_shared_budgets import GEO_RULES, PARTITION_CASES, geo_project, ledger_rows
 from tests.test_single_run_backfill import materialize_range, range_tags
 
 
@@ -78,3 +80,28 @@ def test_a_manual_run_does_not_batch_and_a_backfill_does_by_default(tmp_path: Pa
     # the backfill's estimate: the manual run's measured spend, at the batch prices
     assert batched_usd == pytest.approx(manual_usd / 2)
     assert estimated_usd == pytest.approx(batched_usd)
+
+
+def test_a_batched_backfill_is_held_by_its_backfill_budget(tmp_path: Path) -> None:
+    """Each request of a batch is held against the shared budget before the batch is sent: a
+    backfill's budget stops its batched run as it stops ordinary calls."""
+    with run_model_server(GEO_RULES) as server, dg.instance_for_test() as instance:
+        project = geo_project(
+            tmp_path, server.openai_base_url, "budget: {backfill: {tokens: 40}}\n"
+        )
+        defs = build_definitions(project)
+        register(defs, instance)
+        tags = range_tags("v1", "v2", **{"dagster/backfill": "bf-batch"})
+        stopped = materialize_range(defs, instance, tags)
+        stats = server.stats()
+    assert not stopped.success
+    assert stats["total_calls"] == 0
+    assert 0 < stats["batches"]["requests"]["submitted"] < PARTITION_CASES
+    [failure] = [e for e in stopped.all_events if e.event_type_value == "STEP_FAILURE"]
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None and "backfill budget of 40 tokens (backfill bf-batch)" in (
+        data.description or ""
+    )
+    rows = ledger_rows(project.history_db)
+    assert [(scope, key) for scope, key, *_ in rows] == [("backfill", "bf-batch")]
+    assert rows[0][5] <= 40
