@@ -256,8 +256,8 @@ def estimate_versions(
     """``holodeck plan``'s estimate of each prompt version in turn (a registered key, or None
     for the current prompt, registered on the way); an unknown key is a ConfigError when its
     turn comes. ``batch`` (``--batch``) over the agent's batch mode, as ``holodeck test``'s."""
+    from holodeck_core.runner.batch_mode import batch_plan
     from holodeck_core.runner.options import SuiteOptions, resolve_prompt
-    from holodeck_core.runner.runtime import batch_plan
 
     mode, unbatchable = batch_plan(loaded, SuiteOptions(batch=batch), project)
     batching = mode != "off" and unbatchable is None

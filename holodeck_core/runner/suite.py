@@ -40,12 +40,13 @@ from holodeck_core.models.base import digest
 from holodeck_core.models.cost import CallCosts, RunEstimate
 from holodeck_core.redaction import redact, redact_argv, redact_text
 from holodeck_core.runner import fingerprint as fp
+from holodeck_core.runner.batch_mode import batch_plan
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
 from holodeck_core.runner.options import CaseCallback, git_commit
 from holodeck_core.runner.options import SuiteOptions as SuiteOptions
-from holodeck_core.runner.runtime import SuiteRuntime, agent_backend, batch_plan
+from holodeck_core.runner.runtime import SuiteRuntime, agent_backend
 from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
