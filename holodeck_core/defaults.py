@@ -292,6 +292,10 @@ always), ``on`` (``auto``, and an agent whose path cannot batch is a config erro
 (docs/cost.md)."""
 BATCH_MODE = "off"
 """``holodeck test``'s batch mode when neither ``--batch`` nor ``execution.batch`` says."""
+BATCH_MODE_SCHEDULED = "auto"
+"""The batch mode of a scheduled (nightly) or backfill run when neither its ``holodeck/batch``
+run tag, ``execution.batch`` nor the agent's ``batch:`` in holodeck.yaml says (docs/dagster.md):
+nobody waits on those answers, so they go at the batch price."""
 BATCH_MAX_WAIT_S = 24 * 3600.0
 """The longest a run waits on its batches in all (``execution.batch_max_wait``), the
 providers' own completion window; what is still pending then is cancelled and sent as

@@ -188,6 +188,8 @@ def suites(
             trials=settings.trials,
             backfill=context.run.tags.get(BACKFILL_TAG),
             api_keys=keys.fallbacks() if keys else {},
+            batch=settings.batch,
+            on_batch=lambda line: context.log.info(redact_text(line)),
         )
         for key in context.partition_keys:
             estimator = recorded_estimate(context, spec.estimated, key)

@@ -9,16 +9,19 @@ by ``processed_files``, never read back as the run's estimate."""
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import dagster as dg
 
-from holodeck_core.defaults import MAX_VERSIONS_TAGGED, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.defaults import BATCH_MODES, MAX_VERSIONS_TAGGED, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.engine import shown_name
 from holodeck_core.models import Trigger
+from holodeck_core.models.agent import BatchMode
 
 TRIGGER_TAG = "holodeck/trigger"
 TRIALS_TAG = "holodeck/trials"
 AGENT_TAG = "holodeck/agent"
+BATCH_TAG = "holodeck/batch"
 BACKFILL_TAG = "dagster/backfill"
 ESTIMATE_TAG = "holodeck/estimate_usd"
 PROMPT_VERSION_TAG = "holodeck/prompt_version"
@@ -48,10 +51,11 @@ class BadRunTag(ValueError):
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What a run's tags set: its trigger, and its trials (None: the agent's)."""
+    """What a run's tags set: its trigger, its trials and batch mode (None: the agent's)."""
 
     trigger: Trigger
     trials: int | None
+    batch: BatchMode | None = None
 
 
 def run_settings(tags: Mapping[str, str], agent: str) -> RunSettings:
@@ -59,7 +63,7 @@ def run_settings(tags: Mapping[str, str], agent: str) -> RunSettings:
     given = tags.get(AGENT_TAG)
     if given is not None and given != agent:
         raise BadRunTag(AGENT_TAG, given, f"{agent!r} (this job's agent)")
-    return RunSettings(trigger=trigger_of(tags), trials=trials_of(tags))
+    return RunSettings(trigger=trigger_of(tags), trials=trials_of(tags), batch=batch_of(tags))
 
 
 def trigger_of(tags: Mapping[str, str]) -> Trigger:
@@ -97,6 +101,17 @@ def trials_of(tags: Mapping[str, str]) -> int | None:
     if not _DIGITS.fullmatch(value) or not TRIALS_MIN <= int(value) <= TRIALS_MAX:
         raise BadRunTag(TRIALS_TAG, value, f"an integer {TRIALS_MIN}-{TRIALS_MAX}")
     return int(value)
+
+
+def batch_of(tags: Mapping[str, str]) -> BatchMode | None:
+    """``holodeck/batch: off|auto|on`` on the run overrides the agent's batch mode (a
+    scheduled or backfill run's is ``auto`` by default, docs/dagster.md)."""
+    value = tags.get(BATCH_TAG)
+    if value is None:
+        return None
+    if value not in BATCH_MODES:
+        raise BadRunTag(BATCH_TAG, value, f"one of {', '.join(BATCH_MODES)}")
+    return cast("BatchMode", value)
 
 
 def replace_project_tags(context: dg.AssetExecutionContext, tags: Mapping[str, str]) -> None:

@@ -1,9 +1,10 @@
 """Dagster run tags set by hand in the launchpad (docs/agent-yaml.md), on a real Dagster
-instance: a bad ``holodeck/trials``, ``holodeck/trigger`` or ``holodeck/agent`` fails the run's
-first step naming the tag, its value and what it accepts, before any model call (and the
-failed-runs sensor still records it); a forged estimate (``holodeck/estimate_usd``, the retired
-``holodeck/estimate``) or result (``holodeck/pass_rate``, ``holodeck/cost_usd``) is ignored with
-a warning, replaced on the run, and never stored as the run's."""
+instance: a bad ``holodeck/trials``, ``holodeck/trigger``, ``holodeck/agent`` or
+``holodeck/batch`` fails the run's first step naming the tag, its value and what it
+accepts, before any model call (and the failed-runs sensor still records it); a forged
+estimate (``holodeck/estimate_usd``, the retired ``holodeck/estimate``) or result
+(``holodeck/pass_rate``, ``holodeck/cost_usd``) is ignored with a warning, replaced on the run,
+and never stored as the run's."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ BAD_TAGS = [
     ("holodeck/trigger", "cli", "one of manual, nightly, sensor, backfill"),
     ("holodeck/trigger", "Nightly\x1b[31m", "one of manual, nightly, sensor, backfill"),
     ("holodeck/agent", "other_agent", "'geo_agent' (this job's agent)"),
+    ("holodeck/batch", "yes", "one of off, auto, on"),
+    ("holodeck/batch", "ON\x1b[31m", "one of off, auto, on"),
 ]
 
 

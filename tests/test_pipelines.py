@@ -218,7 +218,9 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         project = make_project(tmp_path, server.openai_base_url)
         defs = build_definitions(project)
         register(defs, instance)
-        first = materialize(defs, instance, "v2", tags={"dagster/backfill": "abcdefgh"})
+        # ordinary calls (a backfill batches by default: tests/test_batch_dagster.py)
+        tags = {"dagster/backfill": "abcdefgh", "holodeck/batch": "off"}
+        first = materialize(defs, instance, "v2", tags=tags)
         assert not first.success  # docs/dagster.md: transient errors after retries fail the asset
         [failure] = [e for e in first.all_events if e.event_type_value == "STEP_FAILURE"]
         # the partition and backfill pages show the step failure: which cases, and why

@@ -347,7 +347,8 @@ def test_a_backfills_budget_holds_its_runs_only(tmp_path: Path) -> None:
         assert materialize(defs, instance, "v1").success  # in no backfill: not held
         unheld = server.stats()["total_calls"]
         server.reset()
-        stopped = materialize(defs, instance, "v2", tags={"dagster/backfill": "bf-7"})
+        tags = {"dagster/backfill": "bf-7", "holodeck/batch": "off"}  # ordinary calls
+        stopped = materialize(defs, instance, "v2", tags=tags)
         held = server.stats()["total_calls"]
     assert unheld == PARTITION_CASES and 0 < held < PARTITION_CASES
     assert not stopped.success

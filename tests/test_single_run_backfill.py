@@ -104,7 +104,8 @@ def test_a_failed_backfill_run_reruns_calling_the_model_only_for_unfinished_case
         **RULES,
         "rules": [{"match": {"user": r"\(3\)"}, "fault": {"kind": "503"}}, *RULES["rules"]],
     }
-    tags = range_tags("v1", "v3", **{"dagster/backfill": "bf-range"})
+    # ordinary calls (a backfill batches by default: tests/test_batch_dagster.py)
+    tags = range_tags("v1", "v3", **{"dagster/backfill": "bf-range", "holodeck/batch": "off"})
     with run_model_server(failing) as server, dg.instance_for_test() as instance:
         project = make_project(tmp_path, server.openai_base_url, extra_versions=1)
         defs = build_definitions(project)
@@ -150,9 +151,8 @@ def test_a_single_run_backfill_is_held_by_its_backfill_budget(tmp_path: Path) ->
         )
         defs = build_definitions(project)
         register(defs, instance)
-        stopped = materialize_range(
-            defs, instance, range_tags("v1", "v2", **{"dagster/backfill": "bf-9"})
-        )
+        tags = {"dagster/backfill": "bf-9", "holodeck/batch": "off"}  # ordinary calls
+        stopped = materialize_range(defs, instance, range_tags("v1", "v2", **tags))
         held = server.stats()["total_calls"]
     # both versions share the one budget: fewer calls than one version's cases
     assert not stopped.success and 0 < held < PARTITION_CASES

@@ -42,6 +42,14 @@ def _usd(value: Any) -> str:
     return money(None if value is None else float(value))
 
 
+def _batched(run: dict[str, Any]) -> list[tuple[str, str]]:
+    """``history show``'s line on the calls batches answered, at the batch prices (none
+    without them)."""
+    if not run["batch_calls"]:
+        return []
+    return [("of it batched", f"{_usd(run['batch_usd'])} in {_num(run['batch_calls'])} calls")]
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
@@ -110,7 +118,7 @@ def print_runs(runs: list[dict[str, Any]]) -> None:
             _pct(r["pass_rate"]),
             f"{r['passed']}/{r['failed']}/{r['errored']}",
             _num(r["total_tokens"]),
-            _usd(r["cost_usd"]),
+            _usd(r["cost_usd"]) + (" (batch)" if r["batch_calls"] else ""),
         )
         table.add_row(*map(plain, cells))
     out().print(table)
@@ -154,6 +162,7 @@ def render_detail(detail: RunDetail, only_failures: bool) -> None:
             f"{run['errored']} error of {run['total_tests']})",
         ),
         ("tokens / cost", f"{_num(run['total_tokens'])} / {_usd(run['cost_usd'])}"),
+        *_batched(run),
         ("per passing case", _usd(run["cost_per_pass"])),
         ("wall / summed", f"{_num(run['wall_time_ms'])} ms / {_num(run['total_duration_ms'])} ms"),
         ("dataset hash", str(run["dataset_hash"] or "-")),

@@ -1,6 +1,7 @@
-"""``holodeck plan AGENT_YAML [--trials K] [--prompt-version V ...] [--detect 0.05]``: what the
-run will cost (calls, tokens and dollars per heading, from the history's measured spend per
-case, else from the prompt and case sizes), and with ``--detect`` how many cases and trials a
+"""``holodeck plan AGENT_YAML [--trials K] [--prompt-version V ...] [--batch M] [--detect 0.05]``:
+what the run will cost (calls, tokens and dollars per heading, from the history's measured
+spend per case, else from the prompt and case sizes; at the batch prices when its calls
+batch), and with ``--detect`` how many cases and trials a
 comparison needs to see a drop of that size, from the latest recorded run's variances, and
 what those cost (docs/cli.md, docs/cost.md)."""
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int
 from holodeck_core.cli.history_option import add_history_arguments, history_from
-from holodeck_core.defaults import ALPHA, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.defaults import ALPHA, BATCH_MODES, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.engine import points, usd
 from holodeck_core.errors import ConfigError, ExitCode
 
@@ -42,6 +43,12 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
         "--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})"
     )
     plan.add_argument("--power", type=float, default=0.8, help="wanted power (default 0.8)")
+    plan.add_argument(
+        "--batch",
+        choices=BATCH_MODES,
+        help="price the run as `holodeck test --batch` would run it: its agent and judge "
+        "calls at the batch prices (default: the agent's batch mode; docs/cost.md)",
+    )
     add_history_arguments(plan)
     plan.set_defaults(handler=run_plan_command)
 
@@ -64,7 +71,8 @@ def run_plan_command(args: argparse.Namespace) -> int:
     trials = args.trials or (execution.trials if execution else None) or 1
     out = sys.stdout
     estimates = []
-    for estimate in estimate_versions(loaded, project, history, args.prompt_keys or [None], trials):
+    keys = args.prompt_keys or [None]
+    for estimate in estimate_versions(loaded, project, history, keys, trials, args.batch):
         estimates.append(estimate)
         out.write("".join(f"{line}\n" for line in estimate_lines(estimate)))
     if len(estimates) > 1:
@@ -105,7 +113,8 @@ def estimate_lines(estimate: CostEstimate) -> list[str]:
     )
     lines = [
         f"prompt {estimate.prompt_version}: {estimate.cases} cases x {estimate.trials} "
-        f"trial(s), from {source}:"
+        f"trial(s), from {source}"
+        + (", the agent's and judges' calls at the batch prices:" if estimate.batch else ":")
     ]
     for name, cost in estimate.headings.items():
         lines.append(

@@ -1,5 +1,6 @@
 """The dashboard's money (docs/cost.md): each filtered run's cost and cost per passing case,
-the one cost every screen shows (``eval_runs.cost_usd``), and the runs a budget stopped. An
+the one cost every screen shows (``eval_runs.cost_usd``), the part of it batches answered, and
+the runs a budget stopped. An
 unknown cost stays None here and is shown as unknown, never as 0."""
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
 
 COSTS = """
 SELECT f.run_id, f.agent_name, f.prompt_version, f.model_candidate, f.finished_at, f.passed,
-       f.cost_usd, f.cost_per_pass
+       f.cost_usd, f.cost_per_pass, k.batch_usd
 FROM ({runs}) f
+LEFT JOIN run_costs k ON k.run_id = f.run_id
 ORDER BY f.finished_at, f.run_id
 """
 
@@ -35,7 +37,8 @@ STOPS_SHOWN = 20
 @dataclass
 class CostData:
     runs: pd.DataFrame
-    """The filtered runs, oldest first: ``cost_usd`` and ``cost_per_pass`` (NaN: unknown)."""
+    """The filtered runs, oldest first: ``cost_usd`` and ``cost_per_pass`` (NaN: unknown), and
+    ``batch_usd``, the part of the cost batches answered at the batch prices (NaN: none)."""
     stops: list[dict[str, Any]]
     """The runs of the filtered agents a budget stopped, newest first, even those left out
     as infrastructure failures (a stopped run's cases mostly ERROR with ``budget``)."""

@@ -1,7 +1,8 @@
 """The Summary's cost card (docs/cost.md): the cost of each run over time, a line per
-configuration, with its cost per passing case in the hover; a run whose cost is unknown (a
-model without a price) is marked "unknown" on the time axis, never drawn at 0; a table per
-configuration; and the runs a budget stopped, with the verdict."""
+configuration, with its cost per passing case and the part batches answered in the hover; a
+run whose cost is unknown (a model without a price) is marked "unknown" on the time axis, never
+drawn at 0; a table per configuration (with what batches answered); and the runs a budget
+stopped, with the verdict."""
 
 from __future__ import annotations
 
@@ -55,10 +56,10 @@ def cost_figure(runs: pd.DataFrame, colours: Palette) -> Figure:
             "line": {"color": colours[config]}, "marker": {"color": colours[config]},
             "x": [str(t) for t in group["finished_at"]],
             "y": [None if ui.missing(v) else round(float(v), 6) for v in group["cost_usd"]],
-            "customdata": [[ui.usd(p), str(r)] for p, r in zip(per_pass, group["run_id"],
-                                                                 strict=True)],
+            "customdata": [[ui.usd(p), str(r), batched_text(b)] for p, r, b in zip(
+                per_pass, group["run_id"], group["batch_usd"], strict=True)],
             "hovertemplate": "%{x}<br>$%{y:.4f} a run · %{customdata[0]} per passing case"
-            "<br>run %{customdata[1]}<extra>%{fullData.name}</extra>",
+            "<br>%{customdata[2]}<br>run %{customdata[1]}<extra>%{fullData.name}</extra>",
         })  # fmt: skip
     unknown = runs[runs["cost_usd"].isna()]
     annotations = [
@@ -77,19 +78,27 @@ def cost_figure(runs: pd.DataFrame, colours: Palette) -> Figure:
     return {"data": traces, "layout": layout}
 
 
+def batched_text(batch_usd: Any) -> str:
+    """What batches answered of a run's cost, at the batch prices (docs/cost.md)."""
+    return "no batches" if ui.missing(batch_usd) else f"{ui.usd(batch_usd)} of it in batches"
+
+
 def _by_configuration(runs: pd.DataFrame) -> html.Table:
-    """Per configuration: its runs, the latest run's cost and cost per passing case, and what
-    the runs of known cost spent (the unknown ones counted apart)."""
+    """Per configuration: its runs, the latest run's cost and cost per passing case, what the
+    runs of known cost spent (the unknown ones counted apart) and what of it batches answered,
+    at the batch prices."""
     body = []
     for (agent, version, candidate), group in configs.series(runs):
         latest = group.iloc[-1]
         unknown = int(group["cost_usd"].isna().sum())
         known = group["cost_usd"].dropna()
         spent = ui.usd(known.sum()) if not known.empty else ui.usd(None)
+        batched = group["batch_usd"].dropna()
         body.append([
             agent, version, candidate, ui.num(len(group)), ui.usd(latest["cost_usd"]),
             ui.usd(latest["cost_per_pass"]),
             spent + (f" ({unknown} run(s) of unknown cost not counted)" if unknown else ""),
+            f"{ui.usd(batched.sum())} ({len(batched)} run(s))" if not batched.empty else "-",
         ])  # fmt: skip
     header = [
         "agent",
@@ -99,6 +108,7 @@ def _by_configuration(runs: pd.DataFrame) -> html.Table:
         "latest run",
         "latest per passing case",
         "spent",
+        "of it in batches",
     ]
     return ui.grid(header, body, "cost-by-version")
 

@@ -5,7 +5,7 @@ definitions load: only the steps, the sensor and ``holodeck partitions`` call it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from holodeck_core.config.project import Project
     from holodeck_core.models import ProviderEnum, Trigger
+    from holodeck_core.models.agent import BatchMode
 
 __all__ = [
     "Estimator",
@@ -39,7 +40,8 @@ __all__ = [
 @dataclass(frozen=True)
 class Launch:
     """What the orchestrator says of a run: its id and job, why it started, the trials asked
-    for, the backfill it belongs to (its shared budget) and the provider keys it holds."""
+    for, the backfill it belongs to (its shared budget), the provider keys it holds and its
+    batch mode (where its batch progress is told)."""
 
     run_id: str
     job_name: str
@@ -47,6 +49,10 @@ class Launch:
     trials: int | None = None
     backfill: str | None = None
     api_keys: Mapping[ProviderEnum, str] = field(default_factory=dict)
+    batch: BatchMode | None = None
+    """The ``holodeck/batch`` run tag: over the agent's setting (docs/dagster.md)."""
+    on_batch: Callable[[str], None] | None = None
+    """Told the batch progress lines (the step's log)."""
 
 
 def launched_suite(
@@ -69,6 +75,8 @@ def launched_suite(
         trials=launch.trials,
         shared_budgets=shared_budgets(launch.backfill),
         estimator=estimator,
+        batch=launch.batch,
+        on_batch=launch.on_batch,
     )
     return load_suite(loaded_agent(agent_file), options, project=project)
 
@@ -85,6 +93,7 @@ def estimate_suites(project: Project, suites: Mapping[str, Suite]) -> dict[str, 
                 suite.prompt.body,
                 suite.trials,
                 suite.cases,
+                suite.batching,
             )
             for key, suite in suites.items()
         }

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from holodeck_core.config.project import Project
     from holodeck_core.history.store import History
     from holodeck_core.models import TestCaseModel, TokenUsage
+    from holodeck_core.models.agent import BatchMode
     from holodeck_core.stats import PowerPlan
 
 
@@ -99,6 +100,9 @@ class CostEstimate:
     source: str
     """``run <id>`` (measured tokens per case) or ``sizes`` (from the prompt and the cases)."""
     headings: dict[Heading, HeadingCost]
+    batch: bool = False
+    """The agent's and judges' calls priced at their providers' batch prices (the run will
+    send them through batches: docs/cost.md)."""
 
     @property
     def total_usd(self) -> float | None:
@@ -166,12 +170,14 @@ def estimate_cost(
     body: str,
     trials: int,
     cases: list[TestCaseModel] | None = None,
+    batch: bool = False,
 ) -> CostEstimate:
     """The run's expected spend on ``cases`` (default: all the agent's): measured per case in
     the newest recorded run of this configuration (prompt version and model candidate) with
     costs (cases it lacks at the mean of
     the others), else (nothing recorded, or the history unreachable) from sizes. One history
-    read (a few small queries, on ``history`` itself when it is a connection), or none."""
+    read (a few small queries, on ``history`` itself when it is a connection), or none.
+    ``batch``: the run sends its agent and judge calls through batches, at the batch prices."""
     cases = loaded.agent.cases if cases is None else cases
     try:
         measured = _measured(loaded, history, prompt_version) if history is not None else None
@@ -184,16 +190,59 @@ def estimate_cost(
         mean = _scaled(_summed(list(per_case.values())), 1 / max(len(per_case), 1))
         parts = [per_case.get(case.id or "", mean) for case in cases]
         headings = _summed([_scaled(_summed(parts), trials), outside])
-        return CostEstimate(prompt_version, len(cases), trials, f"run {run_id[:12]}", headings)
+        source = f"run {run_id[:12]}"
+    else:
+        prices = _prices(loaded)
+        sizes = [_by_size(loaded, body, case, prices) for case in cases]
+        headings = _scaled(_summed(sizes), trials)
+        source = "sizes"
+    if batch:
+        headings = _at_batch_prices(headings, _batch_shares(loaded))
+    return CostEstimate(prompt_version, len(cases), trials, source, headings, batch)
+
+
+def _prices(loaded: LoadedAgent) -> PriceTable:
+    """The project's price table, read once a run, not once a case (2,000 cases: 2,000 walks
+    up the folders and reads of $HOLODECK_PRICES)."""
     from holodeck_core.calls.prices import load_price_table
     from holodeck_core.config.project import Project
 
-    # the project and its prices once for the run, not once a case (2,000 cases: 2,000 walks
-    # up the folders and reads of $HOLODECK_PRICES)
-    prices = load_price_table(Project.discover(loaded.base_dir).settings.pricing)
-    sizes = [_by_size(loaded, body, case, prices) for case in cases]
-    headings = _scaled(_summed(sizes), trials)
-    return CostEstimate(prompt_version, len(cases), trials, "sizes", headings)
+    return load_price_table(Project.discover(loaded.base_dir).settings.pricing)
+
+
+BATCHED_HEADINGS: tuple[Heading, ...] = ("agent", "judge")
+"""The calls ``execution.batch`` sends through batches (docs/cost.md)."""
+
+
+def _batch_shares(loaded: LoadedAgent) -> dict[Heading, float]:
+    """The share of the list price the agent's and the judges' batches cost (1 for a provider
+    without batch prices)."""
+    from holodeck_core.providers.table import provider_spec
+
+    agent, evaluations = loaded.agent, loaded.agent.evaluations
+    judge = (evaluations.model if evaluations else None) or agent.model
+    prices = _prices(loaded)
+    return {
+        heading: prices.batch_share(provider_spec(model.provider).prices_under)
+        for heading, model in zip(BATCHED_HEADINGS, (agent.model, judge), strict=True)
+    }
+
+
+def _at_batch_prices(costs: Costs, shares: dict[Heading, float]) -> Costs:
+    """``costs`` at list prices, their batched headings at the batch prices."""
+    return {
+        heading: c.model_copy(update={"usd": c.usd * shares[heading]})
+        if heading in shares and c.usd is not None
+        else c
+        for heading, c in costs.items()
+    }
+
+
+def _list_usd(usd: float | None, batch_usd: float | None, share: float) -> float | None:
+    """A recorded spend at list prices: what batches answered was paid at ``share`` of them."""
+    if usd is None or not batch_usd or share <= 0:
+        return usd
+    return usd - batch_usd + batch_usd / share
 
 
 def estimate_versions(
@@ -202,15 +251,19 @@ def estimate_versions(
     history: History,
     prompt_keys: Sequence[str | None],
     trials: int,
+    batch: BatchMode | None = None,
 ) -> Iterator[CostEstimate]:
     """``holodeck plan``'s estimate of each prompt version in turn (a registered key, or None
     for the current prompt, registered on the way); an unknown key is a ConfigError when its
-    turn comes."""
-    from holodeck_core.runner.options import resolve_prompt
+    turn comes. ``batch`` (``--batch``) over the agent's batch mode, as ``holodeck test``'s."""
+    from holodeck_core.runner.batch_mode import batch_plan
+    from holodeck_core.runner.options import SuiteOptions, resolve_prompt
 
+    mode, unbatchable = batch_plan(loaded, SuiteOptions(batch=batch), project)
+    batching = mode != "off" and unbatchable is None
     for key in prompt_keys:
         prompt, registered = resolve_prompt(loaded, project, key)
-        yield estimate_cost(loaded, history, registered, prompt.text, trials)
+        yield estimate_cost(loaded, history, registered, prompt.text, trials, batch=batching)
 
 
 Costs = dict[Heading, HeadingCost]
@@ -240,7 +293,7 @@ def _scaled(costs: Costs, factor: float) -> Costs:
 def _measured(
     loaded: LoadedAgent, history: History | duckdb.DuckDBPyConnection, prompt_version: str
 ) -> tuple[str, dict[str, Costs], Costs] | None:
-    """(run id, per case one trial's spend, the run's spend outside cases)."""
+    """(run id, per case one trial's spend, the run's spend outside cases), at list prices."""
     from holodeck_core.history import store
     from holodeck_core.history.tabular import literal
     from holodeck_core.naming import slugify
@@ -268,16 +321,19 @@ def _measured(
         )
         rows = con.execute(
             "SELECT case_id, heading, calls, prompt_tokens, completion_tokens, cost_usd, "
-            f"unpriced_calls FROM call_costs WHERE run_id = {literal(run_id)}"
+            f"unpriced_calls, batch_usd FROM call_costs WHERE run_id = {literal(run_id)}"
         ).fetchall()
+    # a batched run paid the batch prices: its spend is taken back to list prices, so the
+    # estimate applies the batch price only where the coming run batches (never twice)
+    shares = _batch_shares(loaded) if any(row[-1] for row in rows) else {}
     per_case: dict[str, Costs] = {}
     outside: Costs = {}
-    for case_id, heading, calls, prompt, completion, usd, unpriced in rows:
+    for case_id, heading, calls, prompt, completion, usd, unpriced, batch_usd in rows:
         cost = HeadingCost(
             calls=calls,
             prompt_tokens=prompt,
             completion_tokens=completion,
-            usd=usd,
+            usd=_list_usd(usd, batch_usd, shares.get(heading, 1.0)),
             unpriced_calls=unpriced,
         )
         if case_id == "":

@@ -52,6 +52,7 @@ def run_estimate(
     body: str,
     trials: int,
     cases: list[TestCaseModel],
+    batch: bool = False,
 ) -> RunEstimate | None:
     """The suite's :class:`~holodeck_core.runner.options.Estimator`: ``holodeck plan``'s
     estimate from the project's history (one short read; sizes when nothing is recorded).
@@ -61,7 +62,7 @@ def run_estimate(
 
     try:
         history = project_history(project)
-        return estimate_cost(loaded, history, prompt_key, body, trials, cases).summary()
+        return estimate_cost(loaded, history, prompt_key, body, trials, cases, batch).summary()
     except HolodeckError:
         return None
 

@@ -37,6 +37,7 @@ def cost_tables(run: EvalRun, run_id: str, case_ids: list[str]) -> dict[str, Tab
                 "estimate_source": estimate.source if estimate else None,
                 "estimate_calls": estimate.calls if estimate else None,
                 "estimate_tokens": estimate.tokens if estimate else None,
+                **_batch_columns(sum(cost.headings.values(), HeadingCost())),
             }
         )
     return {
@@ -55,4 +56,10 @@ def _row(run_id: str, case_id: str, heading: str, cost: HeadingCost) -> dict[str
         "completion_tokens": cost.completion_tokens,
         "cost_usd": cost.usd,
         "unpriced_calls": cost.unpriced_calls,
+        **_batch_columns(cost),
     }
+
+
+def _batch_columns(cost: HeadingCost) -> dict[str, Any]:
+    """What batches answered of ``cost`` (NULL: nothing went through a batch)."""
+    return {"batch_calls": cost.batch_calls, "batch_usd": cost.batch_usd}

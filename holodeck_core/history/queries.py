@@ -25,8 +25,10 @@ RUN_COLUMNS = (
     "run_id", "agent_name", "agent_slug", "prompt_version", "model_candidate",
     "model_fingerprint", "trigger", "model_name",
     "finished_at", "total_tests", "passed", "failed", "errored", "pass_rate", "total_tokens",
-    "cost_usd", "dataset_hash", "wall_time_ms", "source_path",
+    "cost_usd", "dataset_hash", "wall_time_ms", "source_path", "batch_calls", "batch_usd",
 )  # fmt: skip
+RUNS_WITH_COSTS = "eval_runs LEFT JOIN run_costs USING (run_id)"
+"""A run with its ``run_costs`` row (what batches answered: docs/cost.md), if it has one."""
 
 
 def configuration(run: dict[str, Any]) -> str:
@@ -70,7 +72,7 @@ def list_runs(
     name, version = literal(agent), literal(prompt_version)
     return _dicts(
         con.execute(
-            f"SELECT {', '.join(RUN_COLUMNS)} FROM eval_runs "
+            f"SELECT {', '.join(RUN_COLUMNS)} FROM {RUNS_WITH_COSTS} "
             f"WHERE ({name} IS NULL OR agent_slug = {name} OR agent_name = {name}) "
             f"AND ({version} IS NULL OR prompt_version = {version}) "
             f"ORDER BY finished_at DESC, run_id DESC LIMIT {int(limit)}"
@@ -113,7 +115,13 @@ class RunDetail:
 
 
 def run_detail(con: duckdb.DuckDBPyConnection, run_id: str) -> RunDetail:
-    run = _dicts(con.execute("SELECT * FROM v_runs WHERE run_id = ?", [run_id]))[0]
+    run = _dicts(
+        con.execute(
+            "SELECT v.*, k.batch_calls, k.batch_usd FROM v_runs v "
+            "LEFT JOIN run_costs k USING (run_id) WHERE run_id = ?",
+            [run_id],
+        )
+    )[0]
     cases = _dicts(
         con.execute(
             "SELECT case_id, test_name, status, execution_time_ms, total_tokens, errors "
@@ -376,7 +384,7 @@ def _run_pair(
         row["run_id"]: row
         for row in _dicts(
             con.execute(
-                f"SELECT {', '.join(RUN_COLUMNS)} FROM eval_runs WHERE run_id IN (?, ?)",
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM {RUNS_WITH_COSTS} WHERE run_id IN (?, ?)",
                 [run_a, run_b],
             )
         )

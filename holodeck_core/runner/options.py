@@ -17,9 +17,12 @@ from holodeck_core.models.agent import BatchMode
 from holodeck_core.models.cost import RunEstimate
 
 SharedBudgetsFactory = Callable[[Project, str], list[BudgetPool]]
-Estimator = Callable[[LoadedAgent, Project, str, str, int, list[TestCaseModel]], RunEstimate | None]
+Estimator = Callable[
+    [LoadedAgent, Project, str, str, int, list[TestCaseModel], bool], RunEstimate | None
+]
 """The run's estimate before its first call: given the agent, the project, the prompt's key
-and body, the trials and the cases to run (``holodeck plan``'s, from the history)."""
+and body, the trials, the cases to run and whether their calls batch (``holodeck plan``'s,
+from the history)."""
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from holodeck_core.agents.loop import AgentRunner, ConversationRunner
 from holodeck_core.agents.targets import make_target
@@ -21,8 +21,7 @@ from holodeck_core.calls.shared_budget import Allowance
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt
-from holodeck_core.defaults import BATCH_MAX_WAIT_S, BATCH_MODE
-from holodeck_core.errors import ConfigError
+from holodeck_core.defaults import BATCH_MAX_WAIT_S
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
@@ -36,6 +35,7 @@ from holodeck_core.models import (
 from holodeck_core.models.cost import CallCosts
 from holodeck_core.providers.factory import make_client
 from holodeck_core.providers.table import provider_spec
+from holodeck_core.runner.batch_mode import claude_path
 from holodeck_core.runner.evaluate import CaseEvaluator
 from holodeck_core.runner.execute import CaseExecutor
 from holodeck_core.runner.options import SuiteOptions
@@ -265,13 +265,6 @@ class SuiteRuntime:
             await self.ledger.aclose()  # what the shared budgets lent and this run did not spend
 
 
-def claude_path(agent: Agent) -> bool:
-    """The agent runs on the Claude Agent SDK, as HoloDeck's does (its provider's row), unless
-    ``execution.anthropic_path: direct`` asks for our Messages loop (docs/holodeck-fidelity.md)."""
-    direct = agent.execution is not None and agent.execution.anthropic_path == "direct"
-    return provider_spec(agent.model.provider).agent_runner == "claude_agent_sdk" and not direct
-
-
 DIRECT_MESSAGES_NOTE = (
     "execution.anthropic_path: direct: this run did not run HoloDeck's agent (the Claude Agent "
     "SDK) but our direct Messages loop (docs/holodeck-fidelity.md)"
@@ -286,45 +279,6 @@ def agent_backend(agent: Agent) -> dict[str, str]:
     if claude_path(agent):
         return {"agent_backend": "claude_agent_sdk"}
     return {"agent_backend": "direct", "agent_backend_note": DIRECT_MESSAGES_NOTE}
-
-
-def batch_plan(
-    loaded: LoadedAgent, options: SuiteOptions, project: Project
-) -> tuple[BatchMode, str | None]:
-    """The run's batch mode (``--batch`` or the run tag, else ``execution.batch``, else the
-    agent's ``batch:`` in holodeck.yaml, else ``off``) and, when it is not ``off`` but the
-    agent's path cannot batch, why (its calls run as ordinary calls; with ``on`` that is a
-    config error naming where ``on`` was set)."""
-    execution = loaded.agent.execution
-    given: list[tuple[BatchMode | None, str]] = [
-        (options.batch, "--batch"),
-        (execution.batch if execution else None, "execution.batch"),
-        (project.batch_of(loaded.file), "holodeck.yaml agents[].batch"),
-    ]
-    mode, where = next(
-        ((mode, where) for mode, where in given if mode is not None),
-        (cast("BatchMode", BATCH_MODE), "execution.batch"),
-    )
-    why = None if mode == "off" else _unbatchable(loaded)
-    if why is None:
-        return mode, None
-    if mode == "on":
-        raise ConfigError(
-            f"{where}: on, but {why}; use auto to run such an agent with ordinary calls",
-            file=loaded.display,
-        )
-    return mode, f"{where}: {mode}: {why}, so its calls are sent one by one as usual"
-
-
-def _unbatchable(loaded: LoadedAgent) -> str | None:
-    agent = loaded.agent
-    if loaded.target is not None:
-        return "the agent runs as a target (docs/targets.md), which cannot batch"
-    if claude_path(agent):
-        return "the agent runs on the Claude Agent SDK, which cannot batch"
-    if not provider_spec(agent.model.provider).batches:
-        return f"provider {agent.model.provider.value} has no batch API"
-    return None
 
 
 def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:

@@ -40,12 +40,13 @@ from holodeck_core.models.base import digest
 from holodeck_core.models.cost import CallCosts, RunEstimate
 from holodeck_core.redaction import redact, redact_argv, redact_text
 from holodeck_core.runner import fingerprint as fp
+from holodeck_core.runner.batch_mode import batch_plan
 from holodeck_core.runner.case_run import CaseRun
 from holodeck_core.runner.execute import now_iso
 from holodeck_core.runner.journal import Journal
 from holodeck_core.runner.options import CaseCallback, git_commit
 from holodeck_core.runner.options import SuiteOptions as SuiteOptions
-from holodeck_core.runner.runtime import SuiteRuntime, agent_backend, batch_plan
+from holodeck_core.runner.runtime import SuiteRuntime, agent_backend
 from holodeck_core.runner.spend import budget_verdict, run_cost, with_case_costs
 from holodeck_core.runner.trials import combine_trials
 from holodeck_core.stats import Reducer
@@ -88,8 +89,11 @@ class Suite:
         )
         self.file_limits = FileLimits.from_execution(execution)
         self.batch_mode, self.batch_note = batch_plan(loaded, self.options, self.project)
-        batching = self.batch_mode != "off" and self.batch_note is None
-        self.cases_at_once = max(self.parallel, BATCH_MAX_REQUESTS) if batching else self.parallel
+        self.batching = self.batch_mode != "off" and self.batch_note is None
+        """The agent's and judges' calls go through batches (docs/cost.md)."""
+        self.cases_at_once = (
+            max(self.parallel, BATCH_MAX_REQUESTS) if self.batching else self.parallel
+        )
         """Case trials in flight: every one when their calls batch, so a round of the tool
         loop is one batch (docs/cost.md); else ``parallel``."""
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
@@ -124,6 +128,7 @@ class Suite:
                     self.prompt.body,
                     self.trials,
                     self.cases,
+                    self.batching,
                 )
                 if estimator is not None
                 else None,

@@ -175,6 +175,8 @@ CREATE TABLE call_costs (
     completion_tokens BIGINT NOT NULL,
     cost_usd          DOUBLE,
     unpriced_calls    INTEGER NOT NULL,
+    batch_calls       INTEGER,
+    batch_usd         DOUBLE,
     PRIMARY KEY (run_id, case_id, heading)
 );
 
@@ -192,7 +194,9 @@ CREATE TABLE run_costs (
     estimate_usd       DOUBLE,
     estimate_source    VARCHAR,
     estimate_calls     BIGINT,
-    estimate_tokens    BIGINT
+    estimate_tokens    BIGINT,
+    batch_calls        BIGINT,
+    batch_usd          DOUBLE
 );
 
 CREATE TABLE failed_runs (

@@ -1,6 +1,7 @@
 -- What runs spent: per case and per run, one column per heading (agent, judge, prompt_tool,
 -- embedding, reranker; an unknown price is NULL and makes its total NULL), the price table,
--- the estimate before the run and the budget verdict; and the shared budgets' spend
+-- the estimate before the run and the budget verdict, the part batches answered at the batch
+-- prices (batch_calls, batch_usd: NULL when nothing was batched); and the shared budgets' spend
 -- (v_budget_spend, from budget_ledger).
 
 CREATE VIEW v_cost_by_case AS
@@ -16,7 +17,9 @@ SELECT
     CAST(sum(c.calls) AS BIGINT) AS calls,
     CAST(sum(c.prompt_tokens) AS BIGINT) AS prompt_tokens,
     CAST(sum(c.completion_tokens) AS BIGINT) AS completion_tokens,
-    CAST(sum(c.prompt_tokens + c.completion_tokens) AS BIGINT) AS tokens
+    CAST(sum(c.prompt_tokens + c.completion_tokens) AS BIGINT) AS tokens,
+    CAST(sum(c.batch_calls) AS BIGINT) AS batch_calls,
+    sum(c.batch_usd) AS batch_usd
 FROM call_costs c
 JOIN eval_runs r USING (run_id)
 LEFT JOIN test_results t ON t.run_id = c.run_id AND t.case_id = c.case_id
@@ -45,7 +48,9 @@ SELECT
     any_value(k.estimate_usd) AS estimate_usd,
     any_value(k.estimate_source) AS estimate_source,
     any_value(k.estimate_calls) AS estimate_calls,
-    any_value(k.estimate_tokens) AS estimate_tokens
+    any_value(k.estimate_tokens) AS estimate_tokens,
+    any_value(k.batch_calls) AS batch_calls,
+    any_value(k.batch_usd) AS batch_usd
 FROM eval_runs r
 JOIN run_costs k USING (run_id)
 LEFT JOIN call_costs c USING (run_id)
