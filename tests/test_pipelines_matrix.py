@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
+from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
@@ -260,3 +262,22 @@ def test_the_sensor_adds_rows_and_launches_every_cell_of_a_new_version(tmp_path:
         "large|v1",
         "large|v2",
     ]
+
+
+def test_the_partitions_command_says_the_grid_on_a_fresh_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = matrix_project(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", cases=1)
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.chdir(project.root)
+    assert main(["partitions"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "geo_agent: prompt versions v1, v2 x models default, large (4 cells); added v1, v2"
+    ]
+    with dg.DagsterInstance.get() as instance:
+        job = build_definitions(project).resolve_job_def("Geo_agent_eval")
+        assert job.partitions_def is not None
+        keys = job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+    assert sorted(keys) == ["default|v1", "default|v2", "large|v1", "large|v2"]

@@ -1,8 +1,8 @@
 """What the checks of a run just written to the history ask of it (the Dagster ``eval_history``
-step, docs/dagster.md): its gate, the regression against the previous run of its prompt version
-(decided as ``holodeck history compare`` decides), the cost per passing case, the judges' drift
-on the control set and their agreement with people. Each is read on the connection that wrote
-the run, or on a history by its path."""
+step, docs/dagster.md): its gate, the regression against the previous run of its configuration
+(decided as ``holodeck history compare`` decides), each cell against the agent's baseline cell,
+the cost per passing case, the judges' drift on the control set and their agreement with
+people. Each is read on the connection that wrote the run, or on a history by its path."""
 
 from __future__ import annotations
 
