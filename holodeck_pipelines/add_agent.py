@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
+from holodeck_core.defaults import OWN_MODEL_CANDIDATE
+from holodeck_core.engine import loaded_agent
 from holodeck_core.engine.add_agent import AddedAgent, add_agent
+from holodeck_core.errors import HolodeckError
+from holodeck_pipelines.cells import Cell
 from holodeck_pipelines.partitions import sync_partitions
 
 
@@ -43,13 +48,19 @@ def _tell_added(added: AddedAgent, copy_from: Path | None) -> None:
 def _tell_next_steps(added: AddedAgent, root: Path) -> None:
     home = os.environ.get("DAGSTER_HOME", str(root))
     group = added.dagster_name
-    version = (added.versions or ["v1"])[0]
+    # the first cell: the first prompt version with the agent's own model (docs/dagster.md)
+    try:
+        own = loaded_agent(added.file).candidates.own.name
+    except HolodeckError:  # already reported by the partitions' sync
+        own = OWN_MODEL_CANDIDATE
+    cell = Cell((added.versions or ["v1"])[0], own)
     print(
         "next:\n"
         "  - reload the definitions: the Dagster UI's Deployment page, Reload on the code "
         "location (or restart `dg dev`)\n"
-        f"  - run it: Assets, group {group}, Materialize all, partition {version}; or\n"
+        f"  - run it: Assets, group {group}, Materialize all, partition {cell.label}; or\n"
         f"    DAGSTER_HOME={home} {Path(sys.executable).parent / 'dagster'} asset materialize "
-        f"-m holodeck_pipelines.definitions --select 'group:{group}' --partition {version}\n"
+        f"-m holodeck_pipelines.definitions --select 'group:{group}' "
+        f"--partition {shlex.quote(cell.key)}\n"
         f"  - nightly: the schedule {group}_nightly, once turned on (the UI's Automation page)"
     )

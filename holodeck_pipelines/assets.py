@@ -1,24 +1,25 @@
-"""One asset group per agent (docs/dagster.md): four stages partitioned by prompt version, then
-the history write with the run's checks.
+"""One asset group per agent (docs/dagster.md): four stages partitioned by prompt version x model
+candidate (its grid, ``holodeck_pipelines.cells``), then the history write with the run's checks.
 
     processed_files → agent_responses → metric_results → report_summary → eval_history
 
 Every asset is a thin wrapper over ``holodeck_core.engine.stages``. A run covers one prompt
-version or, in a backfill, several (``BackfillPolicy``: Dagster's launch paid once per run):
-every step iterates the run's partitions, each with its own materialization and checks."""
+cell or, in a backfill, several (``BackfillPolicy``: Dagster's launch paid once per run): every
+step iterates the run's cells, each with its own materialization and checks."""
 
 import asyncio
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
 from holodeck_core.engine import redact_text
+from holodeck_core.engine.checks import cells_of
 from holodeck_core.engine.launch import Launch, Suite, estimate_suites, launched_suite
 from holodeck_core.engine.stages import (
     AgentResponses,
@@ -34,7 +35,8 @@ from holodeck_core.engine.stages import (
 from holodeck_core.errors import ConfigError
 from holodeck_core.models import Status
 from holodeck_core.models.evaluation import EvaluationConfig
-from holodeck_core.naming import dagster_name, job_name, partitions_def_name
+from holodeck_core.naming import dagster_name, job_name
+from holodeck_pipelines.cells import Cell, cell_of, grid
 from holodeck_pipelines.checks import (
     check_outputs,
     evaluations,
@@ -67,7 +69,10 @@ from holodeck_pipelines.run_tags import (
     replace_project_tags,
     run_settings,
 )
-from holodeck_pipelines.verdicts import Verdict, checks_of, run_checks
+from holodeck_pipelines.verdicts import Verdict, checks_of, matrix_result, run_checks
+
+if TYPE_CHECKING:
+    import duckdb
 
 AGENT_STEP_RETRIES = 2
 BUDGET_TROUBLE = "were stopped by a budget"
@@ -89,12 +94,18 @@ class AgentPipeline:
     agent_file: Path
     name: str
     partitions: dg.DynamicPartitionsDefinition
+    """The prompt versions (the grid's rows; the sensor adds them)."""
+    candidates: list[str]
+    """The model candidates (the grid's columns)."""
+    nightly: list[str]
+    """The candidates the nightly schedule runs."""
+    cells: dg.MultiPartitionsDefinition
     assets: list[dg.AssetsDefinition]
     job: Any  # what dg.define_asset_job returns (not exported under a public name)
 
 
 def backfill_policy(versions_per_run: int | None) -> dg.BackfillPolicy:
-    """A backfill's prompt versions in one run (None), or in runs of ``versions_per_run``."""
+    """A backfill's cells in one run (None), or in runs of ``versions_per_run``."""
     if versions_per_run is None:
         return dg.BackfillPolicy.single_run()
     return dg.BackfillPolicy.multi_run(versions_per_run)
@@ -110,6 +121,8 @@ class AgentSpec:
     provider: str
     evaluations: EvaluationConfig | None
     partitions: dg.DynamicPartitionsDefinition
+    cells: dg.MultiPartitionsDefinition
+    own_model: str
     common: dict[str, Any]
 
     @property
@@ -120,13 +133,13 @@ class AgentSpec:
 
 def agent_spec(agent_file: Path, loaded: LoadedAgent, versions_per_run: int | None) -> AgentSpec:
     name = dagster_name(loaded.agent.name)
-    partitions = dg.DynamicPartitionsDefinition(name=partitions_def_name(loaded.agent.name))
+    partitions, cells = grid(loaded)
     owners = [f"team:{dagster_name(loaded.agent.author)}"] if loaded.agent.author else []
     common: dict[str, Any] = {
         "owners": owners,
         "key_prefix": [name],
         "group_name": name,
-        "partitions_def": partitions,
+        "partitions_def": cells,
         "tags": {AGENT_TAG: name},
         "io_manager_key": "holodeck_io_manager",
         "backfill_policy": backfill_policy(versions_per_run),
@@ -138,6 +151,8 @@ def agent_spec(agent_file: Path, loaded: LoadedAgent, versions_per_run: int | No
         provider=loaded.agent.model.provider.value,
         evaluations=loaded.agent.evaluations,
         partitions=partitions,
+        cells=cells,
+        own_model=loaded.candidates.own.name,
         common=common,
     )
 
@@ -153,6 +168,9 @@ def build_agent_pipeline(
         agent_file=agent_file,
         name=spec.name,
         partitions=spec.partitions,
+        candidates=loaded.candidates.names,
+        nightly=loaded.candidates.nightly,
+        cells=spec.cells,
         assets=[
             processed_files,
             agent_responses_asset(spec, processed_files),
@@ -163,8 +181,8 @@ def build_agent_pipeline(
         job=dg.define_asset_job(
             job_name(spec.title),
             selection=dg.AssetSelection.groups(spec.name),
-            description=f"Evaluate {spec.title} on one prompt version, or on several in "
-            "one run (a backfill).",
+            description=f"Evaluate {spec.title} on one cell (prompt version x model "
+            "candidate), or on several in one run (a backfill).",
             tags={AGENT_TAG: spec.name},
         ),
     )
@@ -176,7 +194,7 @@ def suites(
     project: HoloDeckProject,
     keys: ModelProviderKeys | None = None,
 ) -> dict[str, Suite]:
-    """The suite of each prompt version of the step's run, by partition key."""
+    """The suite of each cell of the step's run, by partition key."""
     built: dict[str, Suite] = {}
     try:
         settings = run_settings(context.run.tags, spec.name)
@@ -193,7 +211,10 @@ def suites(
         )
         for key in context.partition_keys:
             estimator = recorded_estimate(context, spec.estimated, key)
-            built[key] = launched_suite(spec.agent_file, project.project(), key, launch, estimator)
+            cell = cell_of(key)
+            built[key] = launched_suite(
+                spec.agent_file, project.project(), cell.prompt, launch, estimator, cell.model
+            )
     except (ConfigError, BadRunTag) as exc:
         # e.g. a partition added by hand in the UI with no prompt snapshot behind it, or a
         # bad run tag from the launchpad: no retry can fix that, so fail at once and say
@@ -203,7 +224,7 @@ def suites(
             metadata={"partition": ", ".join(context.partition_keys)},
             allow_retries=False,
         ) from None
-    trials = next(iter(built.values())).trials  # one agent, one setting for all versions
+    trials = next(iter(built.values())).trials  # one agent, one setting for all cells
     label_run(context, {AGENT_TAG: spec.name, TRIGGER_TAG: launch.trigger, TRIALS_TAG: trials})
     return built
 
@@ -222,7 +243,7 @@ def processed_files_asset(spec: AgentSpec) -> dg.AssetsDefinition:
         stages = suites(spec, context, project)
         # one read of the history for every version's estimate; a history this release
         # refuses (an earlier release's, docs/history.md) fails the step before any spend
-        with stage_errors(context, ", ".join(stages)):
+        with stage_errors(context, list(stages)):
             estimates = estimate_suites(project.project(), stages)
         # before the agent step spends anything: on the run (its tags show in the backfill's
         # runs: the sum of its versions', and each version's for the agent step to read back)
@@ -268,7 +289,7 @@ def agent_responses_asset(
         stopped = StageFailures("cases", trouble=BUDGET_TROUBLE)
         failed = StageFailures("cases")
         for key, stage in suites(spec, context, project, keys).items():
-            with stage_errors(context, key, retries=AGENT_STEP_RETRIES):
+            with stage_errors(context, [key], retries=AGENT_STEP_RETRIES):
                 result = asyncio.run(respond(stage, preload=preload and not results))
             metadata = responses_metadata(result)
             runs = result.runs
@@ -371,7 +392,7 @@ def eval_history_asset(spec: AgentSpec) -> dg.AssetsDefinition:
         description=f"{spec.title}: the EvalRun appended to the DuckDB history "
         "(one short transaction, idempotent by run id), with the run's checks.",
         pool=HISTORY_POOL,
-        check_specs=partitioned_checks(asset, spec.partitions, checks),
+        check_specs=partitioned_checks(asset, spec.cells, checks),
         **spec.common,
     )
     def eval_history(
@@ -396,8 +417,9 @@ def record_and_check(
     history: RunHistory,
     reports: dict[str, RunReport],
 ) -> dict[str, list[Verdict]]:
-    """Write each version's run to the history and read its checks on that connection: the
-    history is opened once for the step's versions, each run written in its own transaction."""
+    """Write each cell's run to the history and read its checks on that connection: the
+    history is opened once for the step's cells, each run written in its own transaction; then
+    every cell against the agent's baseline cell, adjusted over the step's cells."""
     # duckdb and pyarrow load here (or earlier, preloaded by agent_responses), not with
     # the definitions every sensor tick and code server reload
     from holodeck_core.engine.record import recording
@@ -405,6 +427,7 @@ def record_and_check(
     runs = {key: (report.eval_run, location(report.path)) for key, report in reports.items()}
     files = {key: redact_text(report.path) for key, report in reports.items()}
     checked: dict[str, list[Verdict]] = {}
+    newly: dict[str, bool] = {}
     with (
         history_failure(files),
         recording(history.path, runs, prompts_dir=project.project().prompts_dir) as record,
@@ -412,19 +435,39 @@ def record_and_check(
         for key, (run, _) in runs.items():
             with history_failure({key: files[key]}), record.run(key) as (written, con):
                 checked[key] = run_checks(con, run, spec.evaluations)
-            skipped = skipped_checks(checked[key])
-            for check, reason in skipped.items():
-                context.log.info(f"prompt version {key}: check {check} skipped: {reason}")
-            context.add_asset_metadata(
-                {
-                    "run_id": run.metadata.run_id or "",
-                    "newly_ingested": written,
-                    "db": str(history.path),
-                    "checks skipped": skipped_table(skipped),
-                },
-                partition_key=key,
-            )
+            newly[key] = written
+        with history_failure(files):
+            run_ids = {key: run.metadata.run_id or "" for key, (run, _) in runs.items()}
+            for key, verdict in matrix_checks(context, spec, record.con, run_ids).items():
+                checked[key].append(verdict)
+    for key, (run, _) in runs.items():
+        skipped = skipped_checks(checked[key])
+        for check, reason in skipped.items():
+            context.log.info(f"{cell_of(key).label}: check {check} skipped: {reason}")
+        context.add_asset_metadata(
+            {
+                "run_id": run.metadata.run_id or "",
+                "newly_ingested": newly[key],
+                "db": str(history.path),
+                "checks skipped": skipped_table(skipped),
+            },
+            partition_key=key,
+        )
     return checked
+
+
+def matrix_checks(
+    context: dg.AssetExecutionContext,
+    spec: AgentSpec,
+    con: "duckdb.DuckDBPyConnection",
+    run_ids: dict[str, str],
+) -> dict[str, Verdict]:
+    """``matrix_vs_baseline`` of each cell: the baseline cell is the grid's first prompt
+    version (the first the sensor added) with the agent's own model."""
+    rows = context.instance.get_dynamic_partitions(spec.partitions.name or "")
+    baseline = Cell(rows[0] if rows else cell_of(next(iter(run_ids))).prompt, spec.own_model)
+    found = cells_of(con, run_ids, (baseline.prompt, baseline.model), spec.evaluations)
+    return {key: matrix_result(check, baseline.label) for key, check in found.items()}
 
 
 async def respond(stage: Suite, *, preload: bool) -> AgentResponses:

@@ -1,5 +1,5 @@
-"""How the pipelines run by themselves: prompt versions appear as partitions (a sensor), active
-versions are evaluated nightly (a schedule)."""
+"""How the pipelines run by themselves: prompt versions appear as rows of the agent's grid (a
+sensor), the active versions x the nightly candidates are evaluated nightly (a schedule)."""
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -11,6 +11,7 @@ from holodeck_core.engine import record_failed_run
 from holodeck_core.engine.launch import register_prompt_versions
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import AgentPipeline
+from holodeck_pipelines.cells import PROMPT, Cell, rows_of
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
 from holodeck_pipelines.run_tags import TRIGGER_TAG, BadRunTag, trigger_of
 
@@ -41,7 +42,7 @@ def prompt_versions_sensor(pipeline: AgentPipeline, *, launch_new: bool) -> dg.S
         description="Registers new prompt versions (files and variants) as immutable snapshots "
         "and adds them as partitions; removes partitions no snapshot backs (added by hand for a "
         "version that does not exist)"
-        + ("; launches a run for each new one." if launch_new else "."),
+        + ("; launches a run for each cell of each new one." if launch_new else "."),
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
         job=pipeline.job,
@@ -52,14 +53,14 @@ def prompt_versions_sensor(pipeline: AgentPipeline, *, launch_new: bool) -> dg.S
         new, stale = partition_changes(existing, registered)
         if stale:
             context.log.warning(f"removing partitions no prompt snapshot backs: {', '.join(stale)}")
+        launched = [key for key in new if launch_new and key in active]
         runs = [
             dg.RunRequest(
-                run_key=f"new-version:{key}",
-                partition_key=key,
+                run_key=f"new-version:{cell.prompt}:{cell.model}",
+                partition_key=cell.key,
                 tags={TRIGGER_TAG: Trigger.SENSOR.value},
             )
-            for key in new
-            if launch_new and key in active
+            for cell in (Cell(key, model) for key in launched for model in pipeline.candidates)
         ]
         requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
         if new:
@@ -81,7 +82,8 @@ def nightly_schedule(pipeline: AgentPipeline, cron: str) -> dg.ScheduleDefinitio
         cron_schedule=cron,
         execution_timezone="UTC",
         job=pipeline.job,
-        description="Evaluates every active prompt version (the prompt file and its variants).",
+        description="Evaluates every active prompt version (the prompt file and its variants) "
+        "with every model candidate marked for it (holodeck.yaml's nightly).",
         default_status=dg.DefaultScheduleStatus.RUNNING,
     )
     def schedule(
@@ -99,7 +101,7 @@ def nightly_schedule(pipeline: AgentPipeline, cron: str) -> dg.ScheduleDefinitio
                 partition_key=key,
                 tags={TRIGGER_TAG: Trigger.NIGHTLY.value},
             )
-            for key in active
+            for key in rows_of(active, pipeline.nightly)
         ]
 
     return schedule
@@ -117,7 +119,7 @@ def failed_runs_sensor(context: dg.RunFailureSensorContext, history: RunHistory)
         history.path,
         dagster_run_id=run.run_id,
         job_name=run.job_name,
-        partition_key=run.tags.get("dagster/partition") or partition_range(run.tags),
+        partition_key=failed_partition(run.tags),
         trigger=recorded_trigger(run.tags).value,
         failed_at=datetime.now(UTC),
         error=failure_reason(context),
@@ -133,8 +135,15 @@ def recorded_trigger(tags: Mapping[str, str]) -> Trigger:
         return Trigger.MANUAL
 
 
+def failed_partition(tags: Mapping[str, str]) -> str | None:
+    """The prompt version of a failed run's cell (the history's ``partition_key`` is a prompt
+    key, docs/history.md), else the range of a single-run backfill."""
+    prompt = tags.get(f"dagster/partition/{PROMPT}")
+    return prompt or tags.get("dagster/partition") or partition_range(tags)
+
+
 def partition_range(tags: Mapping[str, str]) -> str | None:
-    """``v1...v9``: the prompt versions of a single-run backfill, from its range tags."""
+    """``v1...v9``: the cells of a single-run backfill, from its range tags."""
     start = tags.get("dagster/asset_partition_range_start")
     end = tags.get("dagster/asset_partition_range_end")
     return f"{start}...{end}" if start and end else None

@@ -1,5 +1,6 @@
-"""The asset checks' shape in the UI: evaluated per partition (prompt version), each result
-naming its version, the versions failing it elsewhere, and when it was evaluated."""
+"""The asset checks' shape in the UI: evaluated per partition (a cell: prompt version x model
+candidate, ``holodeck_pipelines.cells``), each result naming its cell, the cells failing it
+elsewhere, and when it was evaluated."""
 
 import time
 import warnings
@@ -10,13 +11,14 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # n
     AssetCheckEvaluationTargetMaterializationData,
 )
 
+from holodeck_pipelines.cells import cell_of, labels
 from holodeck_pipelines.verdicts import Skipped, Verdict
 
 
 def partitioned_checks(
     asset: dg.AssetKey, partitions: dg.PartitionsDefinition, descriptions: dict[str, str]
 ) -> list[dg.AssetCheckSpec]:
-    """Checks evaluated per partition (prompt version), so each version's gate keeps its own
+    """Checks evaluated per partition (cell), so each cell's gate keeps its own
     result (a preview feature of Dagster 1.13: its warning is expected here)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
@@ -41,13 +43,13 @@ def in_partition(
     evaluation time is in the metadata (the UI's time of a check is when its run was planned,
     before the materialization it checks)."""
     others = [key for key in failing_elsewhere if key != partition]
-    elsewhere = f" (failing for prompt version {', '.join(others)})" if others else ""
+    elsewhere = f" (failing for {labels(others)})" if others else ""
     return dg.AssetCheckEvaluation(
         asset_key=asset,
         check_name=check.check_name or "",
         passed=check.passed,
         severity=check.severity,
-        description=f"prompt version {partition}: {check.description}{elsewhere}",
+        description=f"{cell_of(partition).label}: {check.description}{elsewhere}",
         metadata={
             "partition": partition,
             **check.metadata,

@@ -17,6 +17,7 @@ from holodeck_core.engine.demo import demo_matrix, read_demo_runs, scripted_mode
 from holodeck_core.errors import ConfigError
 from holodeck_pipelines.automation import register_versions
 from holodeck_pipelines.builder import build_definitions, build_pipelines
+from holodeck_pipelines.cells import cell_of, rows_of
 from holodeck_pipelines.instance import project_instance
 from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.resources import HoloDeckProject
@@ -62,9 +63,9 @@ def run_demo(root: Path, *, port: int | None = None) -> int:
                 active, registered = register_versions(pipeline.agent_file, resource)
                 instance.add_dynamic_partitions(pipeline.partitions.name or "", registered)
                 job = defs.resolve_job_def(pipeline.job.name)
-                for key in active:
+                for key in rows_of(active, pipeline.candidates):
                     print(
-                        f"materializing {pipeline.name} partition {key} "
+                        f"materializing {pipeline.name} {cell_of(key).label} "
                         f"({DEMO_TRIALS} trials per case) ...",
                         flush=True,
                     )

@@ -14,6 +14,7 @@ from holodeck_core.engine import redact_text
 from holodeck_core.errors import ConfigError, HolodeckError, safe_message
 from holodeck_core.models import TestResult
 from holodeck_core.models.results import all_metric_results
+from holodeck_pipelines.cells import labels
 
 MAX_FAILING_ROWS = 50
 # "connection_error after 4 attempts: " / "server_error 503: ": the kind, said again per case
@@ -46,7 +47,7 @@ def stage_failure(
     retries: int = 0,
     trouble: str = "hit transient errors",
 ) -> dg.Failure:
-    """A step failure that says which prompt versions and cases failed and why, where the
+    """A step failure that says which cells and cases failed and why, where the
     partition and backfill pages show it (the description, whose first line is the headline)
     and as a table (the metadata). On the step's last attempt (``retries`` used up) it is not
     retried, so the step's headline is this description, not Dagster's "Exceeded
@@ -57,7 +58,7 @@ def stage_failure(
     more = [f"- … and {len(failing) - 10} more"] if len(failing) > 10 else []
     versions = ", ".join(partitions)
     return dg.Failure(
-        description="\n".join([f"prompt version {versions}: {title}", *lines, *more]),
+        description="\n".join([f"{labels(partitions)}: {title}", *lines, *more]),
         metadata={
             **metadata,
             "partition": versions,
@@ -142,7 +143,7 @@ def case_table(rows: list[tuple[str, str, str]]) -> dg.TableMetadataValue:
 @contextmanager
 def history_failure(eval_runs: dict[str, str]) -> Iterator[None]:
     """A history that cannot be reached or written (a silent catalog, refused credentials)
-    while recording the prompt versions ``eval_runs`` (each one's EvalRun file) as the step's
+    while recording the cells ``eval_runs`` (each one's EvalRun file) as the step's
     failure, its headline the reason, never a traceback: the EvalRuns are already written, and
     a rerun of the partitions (or ``holodeck history sync``) ingests them."""
     try:
@@ -153,7 +154,7 @@ def history_failure(eval_runs: dict[str, str]) -> Iterator[None]:
         safe = "the EvalRuns are safe" if len(eval_runs) > 1 else "the EvalRun is safe"
         raise dg.Failure(
             description=(
-                f"prompt version {versions}: the run history could not be written "
+                f"{labels(list(eval_runs))}: the run history could not be written "
                 f"or read: {safe_message(exc)}; {safe} ({files}): rerun the partition "
                 "or `holodeck history sync` it once the history answers"
             ),
@@ -163,7 +164,7 @@ def history_failure(eval_runs: dict[str, str]) -> Iterator[None]:
 
 @contextmanager
 def stage_errors(
-    context: dg.AssetExecutionContext, partition: str, *, retries: int = 0
+    context: dg.AssetExecutionContext, partitions: list[str], *, retries: int = 0
 ) -> Iterator[None]:
     """A stage's :class:`HolodeckError` (a source that cannot be read, a tool that cannot
     start) as its step's failure, the message its headline, not a traceback or Dagster's
@@ -174,7 +175,7 @@ def stage_errors(
     except HolodeckError as exc:
         retry = not isinstance(exc, ConfigError) and context.retry_number < retries
         raise dg.Failure(
-            description=f"prompt version {partition}: {safe_message(exc)}",
-            metadata={"partition": partition, "exit_code": int(exc.exit_code)},
+            description=f"{labels(partitions)}: {safe_message(exc)}",
+            metadata={"partition": ", ".join(partitions), "exit_code": int(exc.exit_code)},
             allow_retries=retry,
         ) from None

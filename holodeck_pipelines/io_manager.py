@@ -1,5 +1,6 @@
-"""Stage outputs as readable JSON, one file per asset and partition, no pickles. A stage's
-value is its partitions' models by key (one key, or several in a single-run backfill).
+"""Stage outputs as readable JSON, one file per asset and cell (``<asset>/<model>/<prompt>.json``,
+docs/dagster.md), no pickles. A stage's value is its cells' models by partition key (one key,
+or several in a single-run backfill).
 
 The base is a local folder (default ``HOLODECK_HOME/artifacts``) or any ``UPath`` URL
 (``s3://bucket/prefix`` when the pipelines are scaled out). Object-store credentials are
@@ -16,6 +17,7 @@ from upath import UPath
 
 from holodeck_core.engine import redact
 from holodeck_core.engine.artifacts import artifact_base
+from holodeck_pipelines.cells import cell_of
 
 
 class PydanticJsonIOManager(dg.ConfigurableIOManager):
@@ -31,7 +33,8 @@ class PydanticJsonIOManager(dg.ConfigurableIOManager):
             secret=self.aws_secret_access_key,
             endpoint_url=self.endpoint_url,
         )
-        path: UPath = base.joinpath(*context.asset_key.path, f"{partition}.json")
+        cell = cell_of(partition)
+        path: UPath = base.joinpath(*context.asset_key.path, cell.model, f"{cell.prompt}.json")
         return path
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
@@ -48,7 +51,7 @@ class PydanticJsonIOManager(dg.ConfigurableIOManager):
             tmp.write_text(redact(model).model_dump_json(indent=2), encoding="utf-8")
             tmp.rename(path)
             paths.append(path)
-        shown = paths[0] if len(paths) == 1 else paths[0].parent
+        shown = paths[0] if len(paths) == 1 else paths[0].parent.parent  # the asset's folder
         context.add_output_metadata({"path": dg.MetadataValue.path(str(shown))})
 
     def load_input(self, context: dg.InputContext) -> Any:

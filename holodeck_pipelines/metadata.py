@@ -23,6 +23,7 @@ from holodeck_core.engine.summary import (
 )
 from holodeck_core.models import EvalRun, ReportSummary, Status
 from holodeck_core.models.cost import RunEstimate
+from holodeck_pipelines.cells import prompts_of
 from holodeck_pipelines.failures import MAX_FAILING_ROWS, case_table
 from holodeck_pipelines.metric_table import metric_table
 from holodeck_pipelines.run_tags import (
@@ -119,13 +120,13 @@ def result_tags(reports: Mapping[str, EvalRun]) -> dict[str, str]:
 
 
 def estimate_tags(estimates: Mapping[str, CostEstimate]) -> dict[str, str]:
-    """The run's tags before its agent step: its prompt versions, and their estimates' sum in
+    """The run's tags before its agent step: its cells' prompt versions, and their estimates' sum in
     USD (unknown when one is); each version's own estimate is on its ``processed_files``
     materialization, where the agent step reads it back."""
     spent = [estimate.total_usd for estimate in estimates.values()]
     known = [usd for usd in spent if usd is not None]
     return {
-        PROMPT_VERSION_TAG: versions_text(list(estimates)),
+        PROMPT_VERSION_TAG: versions_text(prompts_of(list(estimates))),
         ESTIMATE_TAG: usd_text(sum(known) if len(known) == len(spent) else None),
     }
 

@@ -1,7 +1,8 @@
-"""Prompt versions as Dagster partitions, by hand: ``holodeck partitions`` does what the
+"""The agents' grids on a Dagster instance, by hand: ``holodeck partitions`` does what the
 prompt-version sensor does on a tick (snapshot the active prompt files, add every registered
-version as a partition, remove the partitions no snapshot backs), so ``dagster asset
-materialize --partition v2`` works on a fresh ``DAGSTER_HOME`` without the daemon or the UI."""
+version as a row, remove the rows no snapshot backs) and says each grid (rows x the model
+candidates, a static dimension: nothing to add), so ``dagster asset materialize --partition
+default|v2`` works on a fresh ``DAGSTER_HOME`` without the daemon or the UI (docs/dagster.md)."""
 
 import sys
 from pathlib import Path
@@ -14,10 +15,11 @@ from holodeck_pipelines.resources import HoloDeckProject
 
 
 def sync_partitions(root: Path) -> int:
-    """Bring every agent's partitions on the instance in ``DAGSTER_HOME`` (default: the project
-    root) in line with its registered prompt versions; prints what changed. An agent that does
-    not load (a config error, a name another agent listed before it has) is named with the
-    reason on stderr and makes the exit code 2; the others are still synced."""
+    """Bring every agent's prompt-version rows on the instance in ``DAGSTER_HOME`` (default: the
+    project root) in line with its registered prompt versions; prints its grid and what
+    changed. An agent that does not load (a config error, a name another agent listed before it
+    has) is named with the reason on stderr and makes the exit code 2; the others are still
+    synced."""
     project = Project.discover(root)
     resource = HoloDeckProject(root=str(project.root))
     skipped: dict[str, str] = {}
@@ -32,7 +34,9 @@ def sync_partitions(root: Path) -> int:
             for key in stale:
                 instance.delete_dynamic_partition(name, key)
             print(
-                f"{pipeline.name}: partitions {', '.join(registered) or '(none)'}"
+                f"{pipeline.name}: prompt versions {', '.join(registered) or '(none)'}"
+                f" x models {', '.join(pipeline.candidates)}"
+                f" ({len(registered) * len(pipeline.candidates)} cells)"
                 + (f"; added {', '.join(new)}" if new else "")
                 + (f"; removed {', '.join(stale)} (no prompt snapshot)" if stale else "")
             )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from holodeck_core.engine.checks import (
+    CellCheck,
     CostCheck,
     RegressionCheck,
     agreement_of,
@@ -45,8 +46,11 @@ Verdict = dg.AssetCheckResult | Skipped
 CHECKS = {
     "pass_rate_gate": "The pass rate and error count meet evaluations.gate.",
     "no_regression": "No significant drop of the paired pass fraction against the previous run "
-    "of this prompt version (or evaluations.baseline); with evaluations.regression: strict, no "
-    "case that passed then fails now.",
+    "of this cell, its prompt version and model candidate (or evaluations.baseline); with "
+    "evaluations.regression: strict, no case that passed then fails now.",
+    "matrix_vs_baseline": "No significant drop of the paired pass fraction against the newest "
+    "run of the agent's baseline cell (its first prompt version x its own model), "
+    "Benjamini-Hochberg adjusted over the cells evaluated together.",
     "judge_agreement": "Each judge agrees with the human labels of this agent's cases (Cohen's "
     "kappa at least evaluations.min_judge_kappa).",
     "judge_drift": "The judges score the evaluations.judge_control rows as they first did "
@@ -106,7 +110,7 @@ def regression_result(check: RegressionCheck) -> Verdict:
     if check.not_compared is not None:
         return Skipped("no_regression", f"not compared: {check.not_compared}")
     if comparison is None:
-        return Skipped("no_regression", "no previous run of this prompt version to compare with")
+        return Skipped("no_regression", "no previous run of this cell to compare with")
     assert comparison.paired is not None  # compare_runs always pairs
     paired = comparison.paired.pass_fraction
     metadata: dict[str, Any] = {
@@ -210,5 +214,36 @@ def cost_result(check: CostCheck) -> Verdict:
         passed=check.passed,
         severity=dg.AssetCheckSeverity.WARN,
         description=check.render(),
+        metadata=metadata,
+    )
+
+
+def matrix_result(check: CellCheck, baseline: str) -> Verdict:
+    """``matrix_vs_baseline``: the cell against the baseline cell (named ``baseline``)."""
+    paired = check.paired
+    if check.baseline is None:
+        return Skipped(
+            "matrix_vs_baseline", f"no healthy run of the baseline cell ({baseline}) yet"
+        )
+    if paired is None:
+        return Skipped("matrix_vs_baseline", f"not compared: {check.not_compared}")
+    metadata: dict[str, Any] = {
+        "baseline_run_id": check.baseline,
+        "baseline_cell": baseline,
+        "verdict": paired.verdict.value,
+        "shared_cases": paired.n,
+        "adjustment": paired.adjustment.value,
+        "family_size": paired.family_size,
+    }
+    for key in ("mean_diff", "low", "high", "p_value", "p_adjusted"):
+        value = getattr(paired, key)
+        if value is not None:
+            metadata[key] = dg.MetadataValue.float(value)
+    return dg.AssetCheckResult(
+        check_name="matrix_vs_baseline",
+        passed=not check.regressed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"against the baseline cell ({baseline}, run {check.baseline}): "
+        + paired.render(),
         metadata=metadata,
     )

@@ -103,7 +103,10 @@ def test_a_copied_agent_runs_from_dagster_into_the_history_and_dashboard(tmp_pat
         )  # fmt: skip
         assert added.returncode == 0, added.stderr
         assert "'Billing Agent' (slug billing-agent, Dagster group billing_agent)" in added.stdout
-        assert "billing_agent: partitions v1, v2; added v1, v2" in added.stdout
+        assert (
+            "billing_agent: prompt versions v1, v2 x models default (2 cells); added v1, v2"
+            in added.stdout
+        )
         assert not (project.root / "agents" / "billing" / "results").exists()
         assert yaml.safe_load((project.root / "holodeck.yaml").read_text())["agents"] == [
             "agents/geo/agent.yaml",
@@ -173,7 +176,10 @@ def test_the_documented_command_adds_a_copy_of_the_example(tmp_path: Path) -> No
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "acme_billing: partitions v1, v2; added v1, v2" in proc.stdout
+    assert (
+        "acme_billing: prompt versions v1, v2 x models default (2 cells); added v1, v2"
+        in proc.stdout
+    )
     agents = yaml.safe_load((root / "holodeck.yaml").read_text())["agents"]
     example = {"path": "examples/acme-support/agent.yaml", "extensions": "agent.pipelines.yaml"}
     assert agents == [example, "agents/billing/agent.yaml"]

@@ -71,6 +71,8 @@ from tests.services import free_port, postgres_server
 pytestmark = pytest.mark.slow
 
 VERSIONS = ["v1", "v2", "v3"]
+CELLS = [f"default|{v}" for v in VERSIONS]  # the grid's one column (docs/dagster.md)
+RANGE = "default|v1...default|v3"
 FAILING_CASES = (4, 5)  # v3's cases that get a 503 until the outage is over
 
 HEALTHY: dict[str, Any] = {
@@ -155,7 +157,7 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         first_id = launched(
             gql(
                 LAUNCH_BACKFILL,
-                params={"assetSelection": asset_selection, "partitionNames": VERSIONS},
+                params={"assetSelection": asset_selection, "partitionNames": CELLS},
             ),
             "launchPartitionBackfill",
         )
@@ -169,9 +171,9 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
             )
         )
         first = wait_for_backfill(gql, first_id)
-        assert first["isAssetBackfill"] and sorted(first["partitionNames"]) == VERSIONS
-        assert targeted(first) == dict.fromkeys(ASSETS, VERSIONS)
-        assert status_by_partition(first["runs"]) == {"v1...v3": ["FAILURE"]}, (
+        assert first["isAssetBackfill"] and sorted(first["partitionNames"]) == CELLS
+        assert targeted(first) == dict.fromkeys(ASSETS, CELLS)
+        assert status_by_partition(first["runs"]) == {RANGE: ["FAILURE"]}, (
             f"{first}\n{gql.context()}"
         )
         [failed_run] = first["runs"]
@@ -185,8 +187,11 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         # Dagster's "Exceeded max_retries of 2": the last attempt is not retried)
         assert "Exceeded max_retries" not in headline, failures
         # (only v3 failed; in a run of several versions each case is named with its version)
-        assert "prompt version v3: 2 cases hit transient errors: " in headline, failures
-        assert "- v3/c4: server_error 503" in headline and "- v3/c5: server_error 503" in headline
+        assert "prompt version v3 x model default: 2 cases hit transient errors: " in headline, (
+            failures
+        )
+        assert "- default|v3/c4: server_error 503" in headline
+        assert "- default|v3/c5: server_error 503" in headline
 
         # 2. the outage is over; re-execute the backfill from failure
         server.set_rules(HEALTHY)
@@ -202,7 +207,7 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         after = server.stats()["by_key"]
         runs = gql(RUNS, filter={})["runsOrError"]["results"]
         materializations = gql(
-            MATERIALIZATIONS, key={"path": [AGENT, "agent_responses"]}, partitions=VERSIONS
+            MATERIALIZATIONS, key={"path": [AGENT, "agent_responses"]}, partitions=CELLS
         )["assetOrError"]["assetMaterializations"]
 
     print(  # shown with -s: what the test observed
@@ -215,10 +220,10 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
     # 3. what did not materialize reran, as one run
     # (processed_files had materialized every version before agent_responses failed)
     assert second["isAssetBackfill"] and targeted(second) == {
-        asset: [] if asset == "processed_files" else VERSIONS for asset in ASSETS
+        asset: [] if asset == "processed_files" else CELLS for asset in ASSETS
     }, second
-    assert status_by_partition(second["runs"]) == {"v1...v3": ["SUCCESS"]}, second
-    assert status_by_partition(runs) == {"v1...v3": ["FAILURE", "SUCCESS"]}
+    assert status_by_partition(second["runs"]) == {RANGE: ["SUCCESS"]}, second
+    assert status_by_partition(runs) == {RANGE: ["FAILURE", "SUCCESS"]}
 
     # 4. no second payment. In the failed run, each finished case was called once per version
     # (the key is route + user text, shared by the versions), also across the step's retries
@@ -236,10 +241,11 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         for m in materializations
         if m["runId"] == rerun["runId"]
     }
-    assert sorted(resumed) == VERSIONS  # each version its own materialization
-    assert resumed["v3"]["resumed_from_journal"] == CASES - len(FAILING_CASES), resumed
-    assert resumed["v3"]["model_calls"] == len(FAILING_CASES), resumed
-    assert resumed["v1"]["resumed_from_journal"] == CASES and resumed["v1"]["model_calls"] == 0
+    assert sorted(resumed) == CELLS  # each cell its own materialization
+    v1, v3 = resumed["default|v1"], resumed["default|v3"]
+    assert v3["resumed_from_journal"] == CASES - len(FAILING_CASES), resumed
+    assert v3["model_calls"] == len(FAILING_CASES), resumed
+    assert v1["resumed_from_journal"] == CASES and v1["model_calls"] == 0
 
     # 5. the history holds all three runs, one per partition
     with duckdb.connect(str(history_db), read_only=True) as con:

@@ -84,6 +84,7 @@ def test_the_workspace_code_location_serves_the_example_agent() -> None:
     assert {key.name for key in history.check_keys} == {
         "pass_rate_gate",
         "no_regression",
+        "matrix_vs_baseline",
         "no_errored_cases",
         "judge_drift",
         "judge_agreement",

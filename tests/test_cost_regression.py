@@ -73,15 +73,15 @@ def test_cost_per_passing_case_up_by_more_than_the_limit_fails_the_check(tmp_pat
         found, reasons = [], []
         for words in (2, 2, 20):  # the same answers, then answers ten times longer
             server.set_rules(rules(words))
-            result = eval_job.execute_in_process(partition_key="v1", instance=instance)
+            result = eval_job.execute_in_process(partition_key="default|v1", instance=instance)
             assert result.success
             found.append(checks(result).get("cost_regression"))
-            reasons.append(skipped_reasons(result, "v1"))
+            reasons.append(skipped_reasons(result, "default|v1"))
     first, same, dearer = found
     # nothing to compare with yet: skipped (not evaluated), with the reason
     assert first is None and reasons[0]["cost_regression"] == "nothing to compare with yet"
     assert same is not None and dearer is not None
-    assert same.description.startswith("prompt version v1: ")
+    assert same.description.startswith("prompt version v1 x model default: ")
     assert same.passed is True and "within evaluations.max_cost_increase 20%" in same.description
     assert meta(same)["increase"] == pytest.approx(0.0)
     assert dearer.passed is False and dearer.severity == dg.AssetCheckSeverity.WARN
@@ -90,7 +90,7 @@ def test_cost_per_passing_case_up_by_more_than_the_limit_fails_the_check(tmp_pat
     assert values["increase"] > 1.0 and values["status"] == "failed"
     assert meta(same)["status"] == "passed"
     assert values["cost_per_pass_usd"] > values["baseline_cost_per_pass_usd"] > 0
-    assert values["partition"] == "v1" and values["baseline_run_id"]
+    assert values["partition"] == "default|v1" and values["baseline_run_id"]
 
 
 def test_an_unknown_cost_is_skipped_with_its_reason_as_no_regression_is(
@@ -98,12 +98,14 @@ def test_an_unknown_cost_is_skipped_with_its_reason_as_no_regression_is(
 ) -> None:
     with run_model_server(rules(2)) as server, dg.instance_for_test() as instance:
         make_project(tmp_path, server.openai_base_url, model="unpriced-model", limit=0.2)
-        result = job(tmp_path, instance).execute_in_process(partition_key="v1", instance=instance)
+        result = job(tmp_path, instance).execute_in_process(
+            partition_key="default|v1", instance=instance
+        )
     assert result.success
     found = checks(result)
     # a skip reads as no_regression's with nothing to compare: not evaluated, with the reason
     assert "cost_regression" not in found and "no_regression" not in found
-    reason = skipped_reasons(result, "v1")["cost_regression"]
+    reason = skipped_reasons(result, "default|v1")["cost_regression"]
     assert reason.startswith("run ") and "cost is unknown: 6 agent call(s)" in reason
     assert "pricing: in holodeck.yaml" in reason
 
@@ -119,7 +121,7 @@ def test_the_check_is_off_when_max_cost_increase_is_unset(tmp_path: Path) -> Non
             for key in asset.check_keys
         }
         assert "no_regression" in specs and "cost_regression" not in specs
-        result = eval_job.execute_in_process(partition_key="v1", instance=instance)
+        result = eval_job.execute_in_process(partition_key="default|v1", instance=instance)
     assert result.success and "cost_regression" not in checks(result)
 
 

@@ -160,21 +160,23 @@ def test_checks_that_cannot_be_evaluated_are_skipped_with_the_reason(tmp_path: P
     assert first.success and second.success
     # nothing to compare with, no labels, no control rows: not evaluated, so not "passed"
     assert evaluated(first) == {"pass_rate_gate": True, "no_errored_cases": True}
-    assert first_status["no_regression"] == {"SKIPPED": {"v2"}}
-    assert first_status["pass_rate_gate"] == {"SUCCEEDED": {"v2"}}
-    reasons = skipped_reasons(first, "v2")
+    assert first_status["no_regression"] == {"SKIPPED": {"default|v2"}}
+    assert first_status["pass_rate_gate"] == {"SUCCEEDED": {"default|v2"}}
+    reasons = skipped_reasons(first, "default|v2")
     assert reasons == {
-        "no_regression": "no previous run of this prompt version to compare with",
+        "no_regression": "no previous run of this cell to compare with",
+        "matrix_vs_baseline": "no healthy run of the baseline cell (prompt version v1 x model "
+        "default) yet",
         "judge_drift": "no evaluations.judge_control rows were scored",
         "judge_agreement": "no human labels of this agent's judged cases yet (holodeck "
         "labels import)",
     }
     for check, reason in reasons.items():
-        assert f"prompt version v2: check {check} skipped: {reason}" in logs
+        assert f"prompt version v2 x model default: check {check} skipped: {reason}" in logs
     # the second run has a previous one: no_regression is evaluated, and passes
     assert evaluated(second)["no_regression"] is True
-    assert second_status == {AssetCheckExecutionResolvedStatus.SUCCEEDED.value: {"v2"}}
-    assert "no_regression" not in skipped_reasons(second, "v2")
+    assert second_status == {AssetCheckExecutionResolvedStatus.SUCCEEDED.value: {"default|v2"}}
+    assert "no_regression" not in skipped_reasons(second, "default|v2")
 
 
 def ui_job(defs: dg.Definitions, assets: list[dg.AssetKey]) -> str | None:
@@ -210,7 +212,7 @@ def test_the_asset_graph_launches_the_agents_job(tmp_path: Path, agent: str) -> 
             return
         register(defs, instance)
         result = defs.resolve_job_def(name).execute_in_process(
-            partition_key="v2", instance=instance, raise_on_error=False
+            partition_key="default|v2", instance=instance, raise_on_error=False
         )
         run = instance.get_run_by_id(result.run_id)
     assert result.success and run is not None and run.job_name == "Geo_agent_eval"

@@ -36,9 +36,9 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
     calls: list[Path] = []
     original = cached.load_agent
 
-    def counting(path: str | Path) -> LoadedAgent:
+    def counting(path: str | Path, model: str | None = None) -> LoadedAgent:
         calls.append(Path(path))
-        return original(path)
+        return original(path, model=model)
 
     monkeypatch.setattr(cached, "load_agent", counting)
     monkeypatch.setattr(cached, "_entries", {})
@@ -63,7 +63,7 @@ def test_one_run_parses_the_agent_once_and_the_next_sees_an_edit(
         )
         result = materialize(defs, instance, "v2")
         assert result.success
-        report = result.output_for_node("geo_agent__report_summary")["v2"]
+        report = result.output_for_node("geo_agent__report_summary")["default|v2"]
         assert report.eval_run.report.summary.total_tests == 3
         assert len(loads) > 1
 
@@ -167,7 +167,7 @@ with dg.instance_for_test() as instance:
     apply_pools(instance, project)
     job = defs.resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
-        partition_key=keys[0],
+        partition_key=f"default|{keys[0]}",
         instance=instance,
         asset_selection=[dg.AssetKey(["geo_agent", "processed_files"])],
     )

@@ -232,13 +232,12 @@ def test_dagster_report_metadata_renders_outside_text_as_text(tmp_path: Path) ->
         (tmp_path / "holodeck.yaml").write_text("agents: [agent/agent.yaml]\n")
         defs = build_definitions(Project.discover(tmp_path))
         with dg.instance_for_test() as instance:
-            partitions = defs.resolve_assets_def(dg.AssetKey(["hostile", "agent_responses"]))
             [prompt] = load_agent(tmp_path / "agent" / "agent.yaml").active_prompts
             key = prompt.version.version
-            instance.add_dynamic_partitions(partitions.partitions_def.name, [key])  # type: ignore[union-attr]
+            instance.add_dynamic_partitions("hostile_prompt_versions", [key])
             apply_pools(instance, Project.discover(tmp_path))
             result = defs.resolve_job_def("Hostile_eval").execute_in_process(
-                partition_key=key, instance=instance, raise_on_error=False
+                partition_key=f"default|{key}", instance=instance, raise_on_error=False
             )
             reports = [
                 event.materialization.metadata["report"].value

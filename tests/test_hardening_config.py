@@ -148,7 +148,7 @@ def test_bad_agents_do_not_take_the_other_definitions_down(tmp_path: Path) -> No
         with dg.instance_for_test() as instance:
             [key] = register(defs, instance)
             job = defs.resolve_job_def("Geo_agent_eval")
-            result = job.execute_in_process(partition_key=key, instance=instance)
+            result = job.execute_in_process(partition_key=f"default|{key}", instance=instance)
     assert result.success
     with duckdb.connect(str(project.history_db), read_only=True) as con:
         assert con.execute("SELECT agent_slug FROM eval_runs").fetchall() == [("geo-agent",)]

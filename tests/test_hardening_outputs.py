@@ -203,14 +203,13 @@ def test_a_literal_key_echoed_by_the_provider_stays_out_of_dagster_storage(
         defs = build_definitions(Project.discover(tmp_path))
         with dg.instance_for_test() as instance:
             job = defs.resolve_job_def("Echo_eval")
-            partitions = defs.resolve_assets_def(dg.AssetKey(["echo", "agent_responses"]))
-            name = partitions.partitions_def.name  # type: ignore[union-attr]
+            name = "echo_prompt_versions"
             [prompt] = load_agent(tmp_path / "agent" / "agent.yaml").active_prompts
             key = prompt.version.version
             instance.add_dynamic_partitions(name, [key])
             apply_pools(instance, Project.discover(tmp_path))
             result = job.execute_in_process(
-                partition_key=key, instance=instance, raise_on_error=False
+                partition_key=f"default|{key}", instance=instance, raise_on_error=False
             )
             stored = "\n".join(str(record) for record in instance.all_logs(result.run_id))
     assert "echo" in stored

@@ -33,6 +33,7 @@ from tests.test_pipelines import RULES, make_project, materialize, register
 from tests.test_single_run_backfill import ASSETS, materialize_range, range_tags
 
 VERSIONS = ("v1", "v2", "v3")
+CELLS = tuple(f"default|{v}" for v in VERSIONS)
 STEPS = frozenset(ASSETS)
 ROOT_ENV = "HOLODECK_TEST_PROJECT_ROOT"
 
@@ -95,7 +96,7 @@ def test_a_backfill_step_opens_the_history_once_for_all_its_versions(
         assert materialize(defs, instance, "v1").success  # the history exists, v1 recorded
         with monkeypatch.context() as patched:
             opens = count_opens(patched, history)
-            result = materialize_range(defs, instance, range_tags("v1", "v3"))
+            result = materialize_range(defs, instance, range_tags("default|v1", "default|v3"))
         newly = {
             e.partition: e.materialization.metadata["newly_ingested"].value
             for e in result.get_asset_materialization_events()
@@ -114,10 +115,11 @@ def test_a_backfill_step_opens_the_history_once_for_all_its_versions(
     # once per step, not once per version: the estimates on one reader, the three writes and
     # their checks on one writer; the agent, metric and report steps never open it
     assert opens == {"processed_files": 1, "eval_history": 1}
-    assert newly == dict.fromkeys(VERSIONS, True)
+    assert newly == {f"default|{v}": True for v in VERSIONS}
     # every check that can be evaluated, per version: v1's earlier run makes its no_regression
-    # one; v2 and v3 have nothing to compare with (skipped), and no labels or control rows
-    assert checked == {"v1": 3, "v2": 2, "v3": 2}
+    # one; v2 and v3 have no previous run (skipped) but are compared with the baseline cell
+    # (v1's, itself skipped), and no labels or control rows
+    assert checked == {"default|v1": 3, "default|v2": 3, "default|v3": 3}
     assert recorded == [("v1", 2), ("v2", 1), ("v3", 1)]
 
 
@@ -192,7 +194,9 @@ def test_a_backfill_whose_history_is_locked_fails_naming_every_version_and_reexe
         )
         try:
             assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-            with dg.execute_job(job, instance, tags=range_tags("v1", "v3")) as failed:
+            with dg.execute_job(
+                job, instance, tags=range_tags("default|v1", "default|v3")
+            ) as failed:
                 assert not failed.success
                 [failure] = [e for e in failed.all_events if e.event_type_value == "STEP_FAILURE"]
         finally:
@@ -200,16 +204,16 @@ def test_a_backfill_whose_history_is_locked_fails_naming_every_version_and_reexe
         calls = server.stats()["total_calls"]
         options = dg.ReexecutionOptions.from_failure(failed.run_id, instance)
         with dg.execute_job(
-            job, instance, tags=range_tags("v1", "v3"), reexecution_options=options
+            job, instance, tags=range_tags("default|v1", "default|v3"), reexecution_options=options
         ) as first:
             assert first.success
-            assert newly_ingested(first) == dict.fromkeys(VERSIONS, True)
+            assert newly_ingested(first) == dict.fromkeys(CELLS, True)
             steps = {e.step_key for e in first.all_events if e.event_type_value == "STEP_SUCCESS"}
         with dg.execute_job(
-            job, instance, tags=range_tags("v1", "v3"), reexecution_options=options
+            job, instance, tags=range_tags("default|v1", "default|v3"), reexecution_options=options
         ) as again:
             assert again.success
-            assert newly_ingested(again) == dict.fromkeys(VERSIONS, False)
+            assert newly_ingested(again) == dict.fromkeys(CELLS, False)
         assert server.stats()["total_calls"] == calls  # no model call after the failure
         with store.reader(project.history_db) as con:
             recorded = con.execute(
@@ -219,7 +223,7 @@ def test_a_backfill_whose_history_is_locked_fails_naming_every_version_and_reexe
     data = failure.step_failure_data.user_failure_data
     assert data is not None and data.description is not None
     assert data.description.startswith(
-        "prompt version v1, v2, v3: the run history could not be written or read: "
+        "prompt version v1, v2, v3 x model default: the run history could not be written or read: "
     )
     assert "is locked by" in data.description and "the EvalRuns are safe (" in data.description
     assert steps == {"geo_agent__eval_history"}

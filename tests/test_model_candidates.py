@@ -77,6 +77,8 @@ BAD: list[Any] = [
     ("large: {temperature: 3}", 4, "large.temperature", "less than or equal to 2"),
     ("large: [gpt-4o]", 4, "large", "a candidate is a mapping of model settings"),
     ("default: {name: gpt-4o}", 4, "default", "'default' is the agent's own model"),
+    # nightly (docs/dagster.md) is a boolean
+    ("large: {nightly: sometimes}", 4, "large.nightly", "valid boolean"),
 ]  # fmt: skip
 
 

@@ -76,7 +76,7 @@ def test_a_partition_lands_in_the_bucket_and_history_sync_reads_it_back(
     objects = bucket_objects(s3)
     stages = {key for key in objects if key.startswith("artifacts/")}
     assert stages == {
-        f"artifacts/geo_agent/{asset}/v2.json"
+        f"artifacts/geo_agent/{asset}/default/v2.json"
         for asset in (
             "processed_files",
             "agent_responses",

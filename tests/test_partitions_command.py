@@ -32,17 +32,20 @@ def test_the_partitions_command_adds_the_registered_versions_to_a_fresh_instance
     first = subprocess.run(command, cwd=project.root, capture_output=True, text=True, check=False)
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == [
-        "geo_agent: partitions v1, v2; added v1, v2; removed v9 (no prompt snapshot)"
+        "geo_agent: prompt versions v1, v2 x models default (2 cells); added v1, v2; "
+        "removed v9 (no prompt snapshot)"
     ]
     again = subprocess.run(command, cwd=project.root, capture_output=True, text=True, check=True)
-    assert again.stdout.splitlines() == ["geo_agent: partitions v1, v2"]  # idempotent
+    assert again.stdout.splitlines() == [
+        "geo_agent: prompt versions v1, v2 x models default (2 cells)"
+    ]  # idempotent
     with dg.DagsterInstance.get() as instance:
         assert sorted(instance.get_dynamic_partitions(PARTITIONS)) == ["v1", "v2"]
-        # what `dagster asset materialize --partition v2` checks before it launches
+        # what `dagster asset materialize --partition default|v2` checks before it launches
         job = build_definitions(project).resolve_job_def("Geo_agent_eval")
         assert job.partitions_def is not None
-        assert job.partitions_def.has_partition_key("v2", dynamic_partitions_store=instance)
-        assert not job.partitions_def.has_partition_key("v9", dynamic_partitions_store=instance)
+        keys = job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+        assert "default|v2" in keys and "default|v9" not in keys
 
 
 def test_the_sensor_removes_partitions_no_snapshot_backs(tmp_path: Path) -> None:
@@ -85,7 +88,9 @@ def test_a_copied_agent_not_yet_renamed_is_refused_and_the_first_keeps_loading(
         check=False,
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stdout.splitlines() == ["geo_agent: partitions v1, v2; added v1, v2"]
+    assert proc.stdout.splitlines() == [
+        "geo_agent: prompt versions v1, v2 x models default (2 cells); added v1, v2"
+    ]
     message = " ".join(proc.stderr.split())
     copy, original = (tmp_path / "agents" / d / "agent.yaml" for d in ("geo-copy", "geo"))
     assert f"agent {copy} is not loaded" in message and str(original) in message

@@ -19,6 +19,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
+from holodeck_pipelines.cells import Cell
 from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.run_tags import trigger_of
 
@@ -88,10 +89,12 @@ def materialize(
     instance: dg.DagsterInstance,
     key: str,
     tags: dict[str, str] | None = None,
+    model: str = "default",
 ) -> dg.ExecuteInProcessResult:
+    """Materialize the cell of prompt version ``key`` and model candidate ``model``."""
     job = defs.resolve_job_def("Geo_agent_eval")
     return job.execute_in_process(
-        partition_key=key, instance=instance, raise_on_error=False, tags=tags
+        partition_key=Cell(key, model).key, instance=instance, raise_on_error=False, tags=tags
     )
 
 
@@ -141,7 +144,7 @@ def test_partitions_materialize_into_duckdb_with_checks(
         }
     assert v1.success and v2.success
     # each prompt version keeps its own gate result: v2 passing does not hide v1 failing
-    assert per_partition == {"v1": "FAILED", "v2": "SUCCEEDED"}
+    assert per_partition == {"default|v1": "FAILED", "default|v2": "SUCCEEDED"}
     rows = history_rows(
         project, "SELECT partition_key, pass_rate, trigger FROM eval_runs ORDER BY partition_key"
     )
@@ -164,7 +167,9 @@ def test_partitions_materialize_into_duckdb_with_checks(
         and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
     ]
     # the checks list shows the gate failed while v1 fails it: v2's description says so
-    assert v2_gate.description.endswith("within the gate (failing for prompt version v1)")
+    assert v2_gate.description.endswith(
+        "within the gate (failing for prompt version v1 x model default)"
+    )
     # and says when it was evaluated: after the materialization it checks
     assert v2_gate.metadata["evaluated_at"].value >= v2_history_at
     [v1_gate] = [
@@ -173,9 +178,11 @@ def test_partitions_materialize_into_duckdb_with_checks(
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
         and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
     ]
-    assert v1_gate.partition == "v1"
-    assert v1_gate.description == "prompt version v1: pass rate 0.0% is under the gate's 50.0%"
-    assert v1_gate.metadata["partition"].value == "v1"
+    assert v1_gate.partition == "default|v1"
+    assert v1_gate.description == (
+        "prompt version v1 x model default: pass rate 0.0% is under the gate's 50.0%"
+    )
+    assert v1_gate.metadata["partition"].value == "default|v1"
     assert v1_gate.metadata["gate"].value == "min_pass_rate 50%"
     evalruns = sorted(
         (tmp_path / "agents" / "geo" / "results" / "geo-agent" / "holodeck-pipelines").glob(
@@ -226,7 +233,9 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         # the partition and backfill pages show the step failure: which cases, and why
         user = failure.step_failure_data.user_failure_data
         assert user is not None and user.description is not None
-        assert user.description.startswith("prompt version v2: 1 cases hit transient errors: ")
+        assert user.description.startswith(
+            "prompt version v2 x model default: 1 cases hit transient errors: "
+        )
         # the step's headline is the reason, not Dagster's "Exceeded max_retries of 2"
         assert failure.step_failure_data.error is not None
         message = failure.step_failure_data.error.message
@@ -234,7 +243,7 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         assert "- c3: " in user.description and "503" in user.description
         [row] = user.metadata["failing_cases"].value.records  # type: ignore[attr-defined]
         assert row.data["case"] == "c3" and "503" in row.data["reason"]
-        assert user.metadata["partition"].value == "v2"
+        assert user.metadata["partition"].value == "default|v2"
         record_failure(defs, instance, first)
         before = server.stats()["by_key"]
         server.set_rules(RULES)  # the outage is over
@@ -254,7 +263,9 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
     )
     assert (job, partition, trigger) == ("Geo_agent_eval", "v2", "backfill")
     assert "Steps failed" not in error  # Dagster's generic message; ours names the cases
-    assert error.startswith("geo_agent__agent_responses: prompt version v2: 1 cases hit")
+    assert error.startswith(
+        "geo_agent__agent_responses: prompt version v2 x model default: 1 cases hit"
+    )
     assert "- c3: " in error
 
 
@@ -363,9 +374,12 @@ def test_nightly_schedule_requests_one_run_per_active_version(tmp_path: Path) ->
             repository_def=defs.get_repository_def(),
         ) as context:
             requests = schedule.evaluate_tick(context).run_requests or []
-    assert sorted(r.partition_key or "" for r in requests) == ["v1", "v2"]
+    assert sorted(r.partition_key or "" for r in requests) == ["default|v1", "default|v2"]
     assert all(r.tags["holodeck/trigger"] == "nightly" for r in requests)
-    assert {r.run_key for r in requests} == {"nightly:2026-11-30:v1", "nightly:2026-11-30:v2"}
+    assert {r.run_key for r in requests} == {
+        "nightly:2026-11-30:default|v1",
+        "nightly:2026-11-30:default|v2",
+    }
 
 
 def test_sensor_registers_a_reused_label_as_its_own_partition(tmp_path: Path) -> None:
@@ -403,6 +417,7 @@ def test_definitions_are_grouped_partitioned_and_described(tmp_path: Path) -> No
     assert checks == {
         "pass_rate_gate",
         "no_regression",
+        "matrix_vs_baseline",
         "no_errored_cases",
         "judge_drift",
         "judge_agreement",

@@ -25,7 +25,10 @@ def test_a_model_server_that_is_down_fails_the_step_with_the_reason_as_its_headl
         # what the UI's "Materialize" launches: the asset selection for a partition, no tags
         job = dg.define_asset_job("ui_materialize").resolve(asset_graph=defs.resolve_asset_graph())
         result = job.execute_in_process(
-            partition_key="v2", instance=instance, raise_on_error=False, resources=defs.resources
+            partition_key="default|v2",
+            instance=instance,
+            raise_on_error=False,
+            resources=defs.resources,
         )
         tags = instance.get_run_by_id(result.run_id).tags  # type: ignore[union-attr]
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
@@ -35,7 +38,7 @@ def test_a_model_server_that_is_down_fails_the_step_with_the_reason_as_its_headl
     assert data.error is not None and "Exceeded max_retries" not in data.error.message
     headline = data.error.message.splitlines()[0]
     assert headline.endswith(
-        f"prompt version v2: 1 cases hit transient errors: cannot connect to "
+        f"prompt version v2 x model default: 1 cases hit transient errors: cannot connect to "
         f"http://127.0.0.1:{port}/v1: connection refused; rerun the partition to resume "
         "(finished work is kept)"
     )

@@ -75,11 +75,11 @@ def test_a_partition_materializes_through_a_postgres_backed_instance(
         assert result.success
         run = instance.get_run_by_id(result.run_id)
         assert run is not None and run.is_success
-        assert run.tags["dagster/partition"] == "v2"
+        assert run.tags["dagster/partition"] == "default|v2"
         materialized = instance.get_materialized_partitions(
             dg.AssetKey(["geo_agent", "eval_history"])
         )
-        assert materialized == {"v2"}
+        assert materialized == {"default|v2"}
     assert history_rows(project, "SELECT partition_key, dagster_run_id FROM eval_runs") == [
         ("v2", result.run_id)
     ]
@@ -107,7 +107,7 @@ def test_the_multiprocess_executor_runs_each_step_in_its_own_process(
             # step processes import eval_job by its package name (from the repository root)
             dg.build_reconstructable_job("tests.test_postgres", "eval_job"),
             instance=instance,
-            tags={"dagster/partition": "v2"},
+            tags={"dagster/partition": "default|v2"},
         ) as result:
             assert result.success
             pids = {

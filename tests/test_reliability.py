@@ -241,7 +241,7 @@ def test_canaries_stay_out_of_every_output(
             instance.add_dynamic_partitions("canary_prompt_versions", [key])
             apply_pools(instance, Project.discover(project_dir))
             job = defs.resolve_job_def("Canary_eval")
-            assert job.execute_in_process(partition_key=key, instance=instance).success
+            assert job.execute_in_process(partition_key=f"default|{key}", instance=instance).success
     captured = capsys.readouterr()
     outputs = {"stdout": captured.out, "stderr": captured.err}
     for folder in (home, dagster_home, tmp_path):
@@ -306,7 +306,7 @@ with dg.instance_for_test(temp_dir=sys.argv[2]) as instance:
     instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
     apply_pools(instance, project)
     job = build_definitions(project).resolve_job_def("Geo_agent_eval")
-    job.execute_in_process(partition_key="v1", instance=instance)
+    job.execute_in_process(partition_key="default|v1", instance=instance)
 """
 
 
@@ -344,7 +344,7 @@ def test_killed_dagster_run_resumes_without_repeating_model_calls(tmp_path: Path
             instance.add_dynamic_partitions("geo_agent_prompt_versions", ["v1"])
             apply_pools(instance, project)
             job = build_definitions(project).resolve_job_def("Geo_agent_eval")
-            assert job.execute_in_process(partition_key="v1", instance=instance).success
+            assert job.execute_in_process(partition_key="default|v1", instance=instance).success
         after = server.stats()["by_key"]
     for case_id in finished:
         key = request_key("responses", f"capital of France ({case_id.removeprefix('c')})?")

@@ -20,6 +20,7 @@ from tests.test_shared_budgets import GEO_RULES, PARTITION_CASES, geo_project, l
 
 ASSETS = ["processed_files", "agent_responses", "metric_results", "report_summary", "eval_history"]
 VERSIONS = ("v1", "v2", "v3")
+CELLS = tuple(f"default|{v}" for v in VERSIONS)
 
 
 def range_tags(start: str, end: str, **extra: str) -> dict[str, str]:
@@ -50,7 +51,7 @@ def test_a_backfill_of_three_versions_is_one_run_with_each_versions_events(
         project = make_project(tmp_path, server.openai_base_url, extra_versions=1)
         defs = build_definitions(project)
         assert register(defs, instance) == list(VERSIONS)
-        result = materialize_range(defs, instance, range_tags("v1", "v3"))
+        result = materialize_range(defs, instance, range_tags("default|v1", "default|v3"))
         materialized = {
             (e.asset_key.path[-1], e.partition): dict(e.materialization.metadata)
             for e in result.get_asset_materialization_events()
@@ -69,25 +70,32 @@ def test_a_backfill_of_three_versions_is_one_run_with_each_versions_events(
         calls = server.stats()["by_key"]
     assert result.success
     # one materialization per asset and prompt version, each with its own numbers
-    assert set(materialized) == {(a, v) for a in ASSETS for v in VERSIONS}
-    pass_rates = {v: materialized[("report_summary", v)]["pass rate (%)"].value for v in VERSIONS}
-    assert pass_rates == {"v1": 0.0, "v2": 100.0, "v3": 100.0}
-    assert len({materialized[("eval_history", v)]["run_id"].value for v in VERSIONS}) == 3
-    assert all(materialized[("agent_responses", v)]["cases"].value == 4 for v in VERSIONS)
-    assert all(materialized[("agent_responses", v)]["model_calls"].value == 4 for v in VERSIONS)
+    assert set(materialized) == {(a, v) for a in ASSETS for v in CELLS}
+    pass_rates = {v: materialized[("report_summary", v)]["pass rate (%)"].value for v in CELLS}
+    assert pass_rates == {"default|v1": 0.0, "default|v2": 100.0, "default|v3": 100.0}
+    assert len({materialized[("eval_history", v)]["run_id"].value for v in CELLS}) == 3
+    assert all(materialized[("agent_responses", v)]["cases"].value == 4 for v in CELLS)
+    assert all(materialized[("agent_responses", v)]["model_calls"].value == 4 for v in CELLS)
     # the plan's estimate on each version's first materialization, their sum on the run
-    assert all("estimate" in materialized[("processed_files", v)] for v in VERSIONS)
+    assert all("estimate" in materialized[("processed_files", v)] for v in CELLS)
     assert "holodeck/estimate_usd" in run.tags
     # the Runs list reads the run's versions and their results
     assert run.tags["holodeck/prompt_version"] == "v1, v2, v3"
     assert run.tags["holodeck/pass_rate"] == "0.0% to 100.0% (3 versions)"
     # every check that can be evaluated, once per version (the gate and no_errored_cases: the
     # others have nothing to compare with or no labels, and are skipped), kept per version
-    assert len(evaluations) == 2 * len(VERSIONS)
-    assert statuses == {"v1": "FAILED", "v2": "SUCCEEDED", "v3": "SUCCEEDED"}
-    [v2_gate] = [e for e in evaluations if e.check_name == "pass_rate_gate" and e.partition == "v2"]
+    # and matrix_vs_baseline for v2 and v3 against the baseline cell v1 (itself skipped)
+    assert len(evaluations) == 2 * len(VERSIONS) + 2
+    assert statuses == {
+        "default|v1": "FAILED",
+        "default|v2": "SUCCEEDED",
+        "default|v3": "SUCCEEDED",
+    }
+    [v2_gate] = [
+        e for e in evaluations if e.check_name == "pass_rate_gate" and e.partition == "default|v2"
+    ]
     assert v2_gate.description is not None
-    assert v2_gate.description.endswith("(failing for prompt version v1)")
+    assert v2_gate.description.endswith("(failing for prompt version v1 x model default)")
     # each case called once per version: nothing paid twice within the run
     for i in range(4):
         assert calls[request_key("responses", f"capital of France ({i})?")] == len(VERSIONS)
@@ -105,7 +113,9 @@ def test_a_failed_backfill_run_reruns_calling_the_model_only_for_unfinished_case
         "rules": [{"match": {"user": r"\(3\)"}, "fault": {"kind": "503"}}, *RULES["rules"]],
     }
     # ordinary calls (a backfill batches by default: tests/test_batch_dagster.py)
-    tags = range_tags("v1", "v3", **{"dagster/backfill": "bf-range", "holodeck/batch": "off"})
+    tags = range_tags(
+        "default|v1", "default|v3", **{"dagster/backfill": "bf-range", "holodeck/batch": "off"}
+    )
     with run_model_server(failing) as server, dg.instance_for_test() as instance:
         project = make_project(tmp_path, server.openai_base_url, extra_versions=1)
         defs = build_definitions(project)
@@ -127,21 +137,25 @@ def test_a_failed_backfill_run_reruns_calling_the_model_only_for_unfinished_case
     user = failure.step_failure_data.user_failure_data
     assert user is not None and user.description is not None
     # every version ran before the step failed; each case is named with its version
-    assert user.description.startswith("prompt version v1, v2, v3: 3 cases hit transient errors")
-    assert all(f"- {v}/c3: server_error 503" in user.description for v in VERSIONS)
-    assert user.metadata["v2/cases"].value == 4
+    assert user.description.startswith(
+        "prompt version v1, v2, v3 x model default: 3 cases hit transient errors"
+    )
+    assert all(f"- {v}/c3: server_error 503" in user.description for v in CELLS)
+    assert user.metadata["default|v2/cases"].value == 4
     for i in range(3):  # finished by every version before the failure: not called again
         key = request_key("responses", f"capital of France ({i})?")
         assert after[key] == before[key] == len(VERSIONS)
     failed_case = request_key("responses", "capital of France (3)?")
     assert after[failed_case] == before[failed_case] + len(VERSIONS)  # once more per version
-    assert resumed == dict.fromkeys(VERSIONS, 3)
+    assert resumed == dict.fromkeys(CELLS, 3)
     assert history_rows(project, "SELECT count(*), min(trigger) FROM eval_runs") == [
         (3, "backfill")
     ]
     [(partition, error)] = history_rows(project, "SELECT partition_key, error FROM failed_runs")
-    assert partition == "v1...v3"
-    assert error.startswith("geo_agent__agent_responses: prompt version v1, v2, v3: 3 cases")
+    assert partition == "default|v1...default|v3"
+    assert error.startswith(
+        "geo_agent__agent_responses: prompt version v1, v2, v3 x model default: 3 cases"
+    )
 
 
 def test_a_single_run_backfill_is_held_by_its_backfill_budget(tmp_path: Path) -> None:
@@ -152,7 +166,7 @@ def test_a_single_run_backfill_is_held_by_its_backfill_budget(tmp_path: Path) ->
         defs = build_definitions(project)
         register(defs, instance)
         tags = {"dagster/backfill": "bf-9", "holodeck/batch": "off"}  # ordinary calls
-        stopped = materialize_range(defs, instance, range_tags("v1", "v2", **tags))
+        stopped = materialize_range(defs, instance, range_tags("default|v1", "default|v2", **tags))
         held = server.stats()["total_calls"]
     # both versions share the one budget: fewer calls than one version's cases
     assert not stopped.success and 0 < held < PARTITION_CASES
@@ -161,7 +175,7 @@ def test_a_single_run_backfill_is_held_by_its_backfill_budget(tmp_path: Path) ->
     assert not [e for e in stopped.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
     data = failure.step_failure_data.user_failure_data
     assert data is not None and data.description is not None
-    assert data.description.startswith("prompt version v1, v2: ")
+    assert data.description.startswith("prompt version v1, v2 x model default: ")
     assert "backfill budget of 40 tokens (backfill bf-9)" in data.description
     rows = ledger_rows(project.history_db)
     assert [(scope, key) for scope, key, *_ in rows] == [("backfill", "bf-9")]

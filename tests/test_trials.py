@@ -311,7 +311,7 @@ def test_paired_verdicts_in_the_cli_and_the_dagster_check_agree(
                 rules = seeded_rules(1, planted=passed_in_a[:30])
             server.set_rules(rules)
             server.reset()
-            result = job.execute_in_process(partition_key="v1", instance=instance)
+            result = job.execute_in_process(partition_key="default|v1", instance=instance)
             assert result.success
             runs.append(no_regression(result))
     ids = [r.metadata.run_id or "" for r in eval_runs(agent.parent)]
@@ -359,7 +359,7 @@ def test_the_dagster_trials_tag_runs_every_case_k_times(tmp_path: Path) -> None:
         apply_pools(instance, Project.discover(tmp_path))
         job = build_definitions(Project.discover(tmp_path)).resolve_job_def("Geo_agent_eval")
         result = job.execute_in_process(
-            partition_key="v1", instance=instance, tags={TRIALS_TAG: "2"}
+            partition_key="default|v1", instance=instance, tags={TRIALS_TAG: "2"}
         )
         assert result.success and server.stats()["total_calls"] == 3 * 2
     [run] = eval_runs(agent.parent)

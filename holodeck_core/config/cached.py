@@ -18,6 +18,7 @@ from pathlib import Path
 from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.config.merge import user_config_dir
 from holodeck_core.config.project import PROJECT_FILE, Project
+from holodeck_core.defaults import OWN_MODEL_CANDIDATE
 
 FRESH_NS = 1_000_000_000
 Stamp = tuple[tuple[str, int, int], ...]
@@ -31,7 +32,7 @@ class _Entry:
     loaded: LoadedAgent
 
 
-_entries: dict[Path, _Entry] = {}
+_entries: dict[tuple[Path, str | None], _Entry] = {}
 _lock = threading.Lock()
 
 
@@ -78,9 +79,18 @@ def _sources(loaded: LoadedAgent) -> tuple[Path, ...]:
     )
 
 
-def loaded_agent(path: Path) -> LoadedAgent:
-    """``load_agent(path)``, reused while its sources and the environment are unchanged."""
-    key = path.expanduser().resolve()
+def loaded_agent(path: Path, model: str | None = None) -> LoadedAgent:
+    """``load_agent(path, model=model)`` (a model candidate, default the agent's own model),
+    reused while its sources and the environment are unchanged; the own model by any of its
+    names is one entry."""
+    own = _loaded(path, None)
+    if model is None or model in (own.candidates.own.name, OWN_MODEL_CANDIDATE):
+        return own
+    return _loaded(path, model)
+
+
+def _loaded(path: Path, model: str | None) -> LoadedAgent:
+    key = (path.expanduser().resolve(), model)
     with _lock:
         entry = _entries.get(key)
     if (
@@ -90,7 +100,7 @@ def loaded_agent(path: Path) -> LoadedAgent:
     ):
         return entry.loaded
     environment, started = _environment(), time.time_ns()
-    loaded = load_agent(path)
+    loaded = load_agent(path, model=model)
     sources = _sources(loaded)
     stamp = _stamp(sources)
     # a file changed since the load began (or within the clock's granularity of it) may

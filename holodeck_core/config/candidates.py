@@ -46,11 +46,13 @@ _FIELDS: dict[str, Any] = {
     **{name: _optional(info) for name, info in LLMProvider.model_fields.items()},
     "openai": (OpenAIBlock | None, None),
     "claude": (ClaudeBlock | None, None),
+    "nightly": (bool, True),
 }
 ModelCandidate: type[StrictModel] = create_model(
     "ModelCandidate",
     __base__=StrictModel,
-    __doc__="One ``models:`` entry: any of ``model:``'s fields, and ``openai:``/``claude:``.",
+    __doc__="One ``models:`` entry: any of ``model:``'s fields, ``openai:``/``claude:``, and "
+    "``nightly`` (false: the nightly schedule leaves it out).",
     **_FIELDS,
 )
 
@@ -62,6 +64,8 @@ class Candidate:
     name: str
     block: dict[str, Any] = field(default_factory=dict)
     doc: ScopedDocument | None = None
+    nightly: bool = True
+    """Whether the nightly schedule runs it (docs/dagster.md)."""
 
     @property
     def where(self) -> str:
@@ -122,6 +126,12 @@ class Candidates:
     def names(self) -> list[str]:
         declared = [c.name for c in self.declared]
         return declared if self.own.name in declared else [self.own.name, *declared]
+
+    @property
+    def nightly(self) -> list[str]:
+        """The candidates the nightly schedule runs (``nightly: false`` leaves one out)."""
+        left_out = {c.name for c in self.declared if not c.nightly}
+        return [name for name in self.names if name not in left_out]
 
     def pick(self, name: str | None, agent_display: str) -> Candidate:
         """The candidate ``--model`` names (None, or ``default`` whatever the own model's
@@ -198,11 +208,13 @@ def _checked(
         problems += resolved.problems
         return None
     try:
-        ModelCandidate.model_validate(resolved.data)
+        validated = ModelCandidate.model_validate(resolved.data)
+        nightly = bool(validated.model_dump(include={"nightly"})["nightly"])
     except ValidationError as exc:
         problems += validation_problems(exc, ModelCandidate, resolved.data, doc.problem)
         return None
-    if name == OWN_MODEL_CANDIDATE and resolved.data:
+    block = {k: v for k, v in resolved.data.items() if k != "nightly"}
+    if name == OWN_MODEL_CANDIDATE and block:
         problems.append(
             doc.problem(
                 (),
@@ -211,4 +223,4 @@ def _checked(
             )
         )
         return None
-    return Candidate(name, resolved.data, doc)
+    return Candidate(name, block, doc, nightly)

@@ -1,8 +1,8 @@
 """What the checks of a run just written to the history ask of it (the Dagster ``eval_history``
-step, docs/dagster.md): its gate, the regression against the previous run of its prompt version
-(decided as ``holodeck history compare`` decides), the cost per passing case, the judges' drift
-on the control set and their agreement with people. Each is read on the connection that wrote
-the run, or on a history by its path."""
+step, docs/dagster.md): its gate, the regression against the previous run of its configuration
+(decided as ``holodeck history compare`` decides), each cell against the agent's baseline cell,
+the cost per passing case, the judges' drift on the control set and their agreement with
+people. Each is read on the connection that wrote the run, or on a history by its path."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from holodeck_core.defaults import ALPHA
+from holodeck_core.history.cell_check import CellCheck, cells_against_baseline
 from holodeck_core.history.cost_check import CostCheck, cost_check
 from holodeck_core.history.drift import Drift, control_agreement, judge_drift
 from holodeck_core.history.labels import judge_agreement_of, render_agreement
@@ -27,12 +28,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agreement",
+    "CellCheck",
     "CostCheck",
     "Drift",
     "GateVerdict",
     "JudgeDrift",
     "RegressionCheck",
     "agreement_of",
+    "cells_of",
     "cost_of",
     "gate_of",
     "judge_drift_of",
@@ -112,3 +115,15 @@ def agreement_row(row: dict[str, Any]) -> Agreement:
     return Agreement(
         str(row["metric_name"]), None if kappa is None else float(kappa), render_agreement(row)
     )
+
+
+def cells_of(
+    db: Source,
+    runs: dict[str, str],
+    baseline: tuple[str, str],
+    evaluations: EvaluationConfig | None,
+) -> dict[str, CellCheck]:
+    """Each cell's run (by cell key) against the agent's baseline cell ``baseline`` (prompt
+    version, model candidate), BH-adjusted over ``runs`` (docs/dagster.md)."""
+    alpha = (evaluations.alpha if evaluations else None) or ALPHA
+    return cells_against_baseline(db, runs, baseline[0], baseline[1], alpha=alpha)

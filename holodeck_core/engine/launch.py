@@ -1,7 +1,8 @@
-"""The suites of orchestrated runs (docs/dagster.md): one per prompt version of a run launched
-by an orchestrator (Dagster), its estimate before any call, and the prompt versions that become
-partitions. Loading a suite reads its prompt snapshot, so nothing here runs while the
-definitions load: only the steps, the sensor and ``holodeck partitions`` call it."""
+"""The suites of orchestrated runs (docs/dagster.md): one per cell (prompt version x model
+candidate) of a run launched by an orchestrator (Dagster), its estimate before any call, and the
+prompt versions that become partitions. Loading a suite reads its prompt snapshot, so nothing
+here runs while the definitions load: only the steps, the sensor and ``holodeck partitions``
+call it."""
 
 from __future__ import annotations
 
@@ -61,9 +62,12 @@ def launched_suite(
     prompt_key: str,
     launch: Launch,
     estimator: Estimator | None = None,
+    model: str | None = None,
 ) -> Suite:
     """The suite of ``prompt_key`` (a registered prompt version: a
-    :class:`~holodeck_core.errors.ConfigError` lists those that exist) in the run ``launch``;
+    :class:`~holodeck_core.errors.ConfigError` lists those that exist) with the model candidate
+    ``model`` (default the agent's own model; an unknown one is a ``ConfigError`` naming those
+    declared) in the run ``launch``: one cell of the agent's grid (docs/dagster.md);
     ``estimator`` gives its estimate (the one recorded before the agent step)."""
     options = SuiteOptions(
         prompt_key=prompt_key,
@@ -78,7 +82,7 @@ def launched_suite(
         batch=launch.batch,
         on_batch=launch.on_batch,
     )
-    return load_suite(loaded_agent(agent_file), options, project=project)
+    return load_suite(loaded_agent(agent_file, model), options, project=project)
 
 
 def estimate_suites(project: Project, suites: Mapping[str, Suite]) -> dict[str, CostEstimate]:
