@@ -61,7 +61,9 @@ def test_a_manual_run_does_not_batch_and_a_backfill_does_by_default(tmp_path: Pa
         assert materialize(defs, instance, "v1").success
         manual = server.stats()
         backfill = materialize_range(
-            defs, instance, range_tags("v1", "v2", **{"dagster/backfill": "nightlyfill"})
+            defs,
+            instance,
+            range_tags("default|v1", "default|v2", **{"dagster/backfill": "nightlyfill"}),
         )
         both = server.stats()
     assert manual["total_calls"] == 3 and manual["batches"]["requests"]["submitted"] == 0
@@ -91,7 +93,7 @@ def test_a_batched_backfill_is_held_by_its_backfill_budget(tmp_path: Path) -> No
         )
         defs = build_definitions(project)
         register(defs, instance)
-        tags = range_tags("v1", "v2", **{"dagster/backfill": "bf-batch"})
+        tags = range_tags("default|v1", "default|v2", **{"dagster/backfill": "bf-batch"})
         stopped = materialize_range(defs, instance, tags)
         stats = server.stats()
     assert not stopped.success

@@ -93,10 +93,14 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
     if GENERATED.is_dir():
         assert ingest_paths(db, [GENERATED]).ingested
     ((v1,),) = query(
-        db, "SELECT run_id FROM eval_runs WHERE trigger = 'manual' AND prompt_version = 'v1'"
+        db,
+        "SELECT run_id FROM eval_runs WHERE trigger = 'manual' AND prompt_version = 'v1' "
+        "AND model_candidate = 'mini' ORDER BY finished_at DESC LIMIT 1",  # the demo's matrix
     )
     ((v2,),) = query(
-        db, "SELECT run_id FROM eval_runs WHERE trigger = 'manual' AND prompt_version = 'v2'"
+        db,
+        "SELECT run_id FROM eval_runs WHERE trigger = 'manual' AND prompt_version = 'v2' "
+        "AND model_candidate = 'mini' ORDER BY finished_at DESC LIMIT 1",  # the demo's matrix
     )
     return History(root=root, db=db, v1=v1, v2=v2)
 
@@ -154,11 +158,14 @@ def test_summary_shows_each_prompt_version_as_its_own_series(
         ".data.filter(t => t.name.startsWith('acme-support · ') && t.customdata)"
         ".map(t => [t.name, t.customdata.map(c => c[0])]))"
     )
-    assert series == {"acme-support · v1 · default": ["v1"],
-                      "acme-support · v2 · default": ["v2", "v2"]}  # fmt: skip
+    # the demo's grid (Dagster) and its matrix (holodeck matrix), then a CLI run of v2 with mini
+    assert series == {"acme-support · v1 · mini": ["v1", "v1"],
+                      "acme-support · v1 · large": ["v1", "v1"],
+                      "acme-support · v2 · mini": ["v2", "v2", "v2"],
+                      "acme-support · v2 · large": ["v2", "v2"]}  # fmt: skip
     table = page.inner_text("#runs-table")
     assert "v1" in table and "v2" in table and "fake-bench-agent" in table
-    assert page.inner_text("#kpi-runs .value") == "6"  # 2 Dagster + 1 CLI + 3 imported
+    assert page.inner_text("#kpi-runs .value") == "12"  # 4 Dagster + 4 matrix + 1 CLI + 3
     kinds = page.inner_text("#metric-trends")
     assert all(kind in kinds for kind in ("standard", "rag", "geval", "code"))
     header = page.locator("#runs-table th", has_text="pass rate %")
@@ -170,10 +177,16 @@ def test_summary_shows_each_prompt_version_as_its_own_series(
         page.get_by_role("button", name="Export").click()
     csv = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
     assert csv[0].startswith('"",finished,agent,prompt') or "pass rate %" in csv[0]
-    assert len(csv) == 1 + 6 and any(",v1," in line for line in csv)
+    assert len(csv) == 1 + 12 and any(",v1," in line for line in csv)
 
 
-def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -> None:
+def test_summary_filters_live_in_the_url(
+    page: Page, server: tuple[str, Path], history: History
+) -> None:
+    acme = "SELECT count(*) FROM eval_runs WHERE agent_name = 'acme-support'"
+    ((runs,),) = query(history.db, acme)
+    ((at_least_90,),) = query(history.db, acme + " AND pass_rate >= 0.9")
+    assert 0 < at_least_90 < runs
     visit(page, server, "/", "#summary-page")
     page.click("#f-agent")
     page.keyboard.type("acme-support")
@@ -182,14 +195,16 @@ def test_summary_filters_live_in_the_url(page: Page, server: tuple[str, Path]) -
     page.get_by_role("option", name="acme-support").wait_for()
     page.keyboard.press("Enter")
     page.wait_for_url("**/?agent=acme-support")
-    page.wait_for_function("document.querySelector('#kpi-runs .value').innerText === '3'")
+    page.wait_for_function(f"document.querySelector('#kpi-runs .value').innerText === '{runs}'")
     page.fill("#f-min-rate", "90")
     page.keyboard.press("Enter")
     page.wait_for_url("**/?agent=acme-support&min_rate=90")
-    page.wait_for_function("document.querySelector('#kpi-runs .value').innerText === '2'")
+    page.wait_for_function(
+        f"document.querySelector('#kpi-runs .value').innerText === '{at_least_90}'"
+    )
     page.reload()  # the link is the whole state
     page.wait_for_selector("#summary-page")
-    assert page.inner_text("#kpi-runs .value") == "2"
+    assert page.inner_text("#kpi-runs .value") == str(at_least_90)
     assert page.inner_text("#f-agent") == "acme-support"
     assert "fake-bench-agent" not in page.inner_text("#runs-table")
 

@@ -47,7 +47,7 @@ def test_the_cost_card_shows_batch_spend_as_such(tmp_path: Path) -> None:
         row = page.locator("#cost-by-version tbody tr").inner_text()
         hovers = page.evaluate(
             "() => document.querySelector('#cost-chart .js-plotly-plot').data"
-            ".flatMap(t => t.customdata.map(c => [c[1], c[2]]))"
+            ".flatMap(t => t.customdata.map(c => [c[2], c[1]]))"
         )
         browser.close()
     assert "of it in batches" in header

@@ -56,10 +56,11 @@ def cost_figure(runs: pd.DataFrame, colours: Palette) -> Figure:
             "line": {"color": colours[config]}, "marker": {"color": colours[config]},
             "x": [str(t) for t in group["finished_at"]],
             "y": [None if ui.missing(v) else round(float(v), 6) for v in group["cost_usd"]],
-            "customdata": [[ui.usd(p), str(r), batched_text(b)] for p, r, b in zip(
-                per_pass, group["run_id"], group["batch_usd"], strict=True)],
+            # the run id last, as on every chart (its points are the run's)
+            "customdata": [[ui.usd(p), batched_text(b), str(r)] for p, b, r in zip(
+                per_pass, group["batch_usd"], group["run_id"], strict=True)],
             "hovertemplate": "%{x}<br>$%{y:.4f} a run · %{customdata[0]} per passing case"
-            "<br>%{customdata[2]}<br>run %{customdata[1]}<extra>%{fullData.name}</extra>",
+            "<br>%{customdata[1]}<br>run %{customdata[2]}<extra>%{fullData.name}</extra>",
         })  # fmt: skip
     unknown = runs[runs["cost_usd"].isna()]
     annotations = [
