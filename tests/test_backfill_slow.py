@@ -157,7 +157,13 @@ def test_backfill_reexecuted_from_failure_reruns_only_the_failed_partition_and_r
         first_id = launched(
             gql(
                 LAUNCH_BACKFILL,
-                params={"assetSelection": asset_selection, "partitionNames": CELLS},
+                params={
+                    "assetSelection": asset_selection,
+                    "partitionNames": CELLS,
+                    # ordinary calls, counted per case (a backfill batches by default:
+                    # tests/test_batch_dagster.py)
+                    "tags": [{"key": "holodeck/batch", "value": "off"}],
+                },
             ),
             "launchPartitionBackfill",
         )
