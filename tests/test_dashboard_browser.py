@@ -170,9 +170,12 @@ def test_summary_shows_each_prompt_version_as_its_own_series(
     assert all(kind in kinds for kind in ("standard", "rag", "geval", "code"))
     header = page.locator("#runs-table th", has_text="pass rate %")
     header.locator(".column-header--sort").click()  # ascending
-    first = page.locator("#runs-table td[data-dash-column=pass_rate_pct]").first
     ((lowest,),) = query(history.db, "SELECT round(100 * min(pass_rate), 1) FROM eval_runs")
-    assert float(first.inner_text().rstrip("%")) == lowest
+    page.wait_for_function(  # the table redrawn in its new order
+        "t => document.querySelector('#runs-table td[data-dash-column=pass_rate_pct]')"
+        ".innerText === t",
+        arg=f"{lowest:.1f}%",
+    )
     with page.expect_download() as download:
         page.get_by_role("button", name="Export").click()
     csv = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
