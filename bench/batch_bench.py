@@ -64,6 +64,7 @@ RULES: dict[str, Any] = {
 class Mode:
     name: str
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)  # client CPU seconds (user + system)
     runs: list[dict[str, Any]] = field(default_factory=list)
     stats: list[dict[str, Any]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -150,6 +151,7 @@ def run_mode(
         print(f"  {mode.name} run {rep + 1}: FAILED ({problem})\n{timed.tail()}", flush=True)
         return
     mode.walls.append(timed.wall)
+    mode.cpus.append(timed.cpu)
     mode.runs.append(run)
     mode.stats.append(stats)
     print(
@@ -177,6 +179,15 @@ def run_usd(run: dict[str, Any]) -> tuple[float | None, float | None]:
     return usd, (sum(batch) if batch else None)
 
 
+def calls(heads: dict[str, Any], heading: str) -> int:
+    return int(heads.get(heading, {}).get("calls", 0))
+
+
+def all_equal(mode: Mode, reference: dict[str, str]) -> bool:
+    """Every run of ``mode`` gave each case the verdict it had in the first ``off`` run."""
+    return bool(mode.runs) and all(verdicts(run) == reference for run in mode.runs)
+
+
 def row(mode: Mode, reference: dict[str, str] | None) -> str:
     run, stats = mode.runs[-1], mode.stats[-1]
     heads = headings(run)
@@ -184,10 +195,10 @@ def row(mode: Mode, reference: dict[str, str] | None) -> str:
     usd, batch_usd = run_usd(run)
     outcome = verdicts(run)
     fails = sum(1 for v in outcome.values() if v != "PASS")
-    same = "n/a" if reference is None else ("yes" if outcome == reference else "NO")
+    same = "n/a" if reference is None else ("yes" if all_equal(mode, reference) else "NO")
     return (
         f"| {mode.name} | {c.median(mode.walls):.2f} s {c.runs_text(mode.walls)} "
-        f"| {heads.get('agent', {}).get('calls', 0)} / {heads.get('judge', {}).get('calls', 0)} "
+        f"| {c.median(mode.cpus):.2f} s | {calls(heads, 'agent')} / {calls(heads, 'judge')} "
         f"| {stats.get('total_calls', 0)} | {batches.get('requests', {}).get('submitted', 0)} "
         f"| {batches.get('submitted', 0)} | ${c.fmt(usd, 6)} | ${c.fmt(batch_usd, 6)} "
         f"| {len(outcome) - fails} / {fails} | {same} |"
@@ -200,16 +211,16 @@ def report(modes: dict[str, Mode], args: argparse.Namespace) -> int:
         f"{args.complete_after:g} s, load {c.load1():.2f}"
     )
     print(
-        "| batch | wall (runs) | agent / judge calls | ordinary calls | batched requests "
-        "| batches | cost | batch_usd | pass / fail | verdicts as off |"
+        "| batch | wall (runs) | client CPU | agent / judge calls | ordinary calls "
+        "| batched requests | batches | cost | batch_usd | pass / fail | verdicts as off |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     off, on = modes["off"], modes["on"]
-    reference = verdicts(off.runs[-1]) if off.runs else None
+    reference = verdicts(off.runs[0]) if off.runs else None
     for mode in (off, on):
         if mode.runs:
             print(row(mode, None if mode is off else reference))
-    same = bool(off.runs and on.runs and verdicts(on.runs[-1]) == reference)
+    same = reference is not None and all_equal(off, reference) and all_equal(on, reference)
     off_usd = run_usd(off.runs[-1])[0] if off.runs else None
     on_usd = run_usd(on.runs[-1])[0] if on.runs else None
     wall = c.ratio(c.median(on.walls), c.median(off.walls))
