@@ -7,13 +7,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from holodeck_core.engine import record_failed_run
+from holodeck_core.engine import FailedCell, record_failed_run
 from holodeck_core.engine.launch import register_prompt_versions
 from holodeck_core.models import Trigger
 from holodeck_pipelines.assets import AgentPipeline
-from holodeck_pipelines.cells import PROMPT, Cell, rows_of
+from holodeck_pipelines.cells import MODEL, PROMPT, Cell, cell_of, rows_of
 from holodeck_pipelines.resources import HoloDeckProject, RunHistory
-from holodeck_pipelines.run_tags import TRIGGER_TAG, BadRunTag, trigger_of
+from holodeck_pipelines.run_tags import AGENT_TAG, TRIGGER_TAG, BadRunTag, trigger_of
 
 
 def register_versions(agent_file: Path, project: HoloDeckProject) -> tuple[list[str], list[str]]:
@@ -115,11 +115,13 @@ def nightly_schedule(pipeline: AgentPipeline, cron: str) -> dg.ScheduleDefinitio
 )
 def failed_runs_sensor(context: dg.RunFailureSensorContext, history: RunHistory) -> None:
     run = context.dagster_run
+    agent = run.tags.get(AGENT_TAG)
     record_failed_run(
         history.path,
         dagster_run_id=run.run_id,
         job_name=run.job_name,
-        partition_key=failed_partition(run.tags),
+        agent_slug=agent.replace("_", "-") if agent else None,  # the slug, as in eval_runs
+        cells=failed_cells(context),
         trigger=recorded_trigger(run.tags).value,
         failed_at=datetime.now(UTC),
         error=failure_reason(context),
@@ -135,18 +137,44 @@ def recorded_trigger(tags: Mapping[str, str]) -> Trigger:
         return Trigger.MANUAL
 
 
-def failed_partition(tags: Mapping[str, str]) -> str | None:
-    """The prompt version of a failed run's cell (the history's ``partition_key`` is a prompt
-    key, docs/history.md), else the range of a single-run backfill."""
-    prompt = tags.get(f"dagster/partition/{PROMPT}")
-    return prompt or tags.get("dagster/partition") or partition_range(tags)
+def failed_cells(context: dg.RunFailureSensorContext) -> list[FailedCell]:
+    """The history's rows of a failed run, one per cell it ran (docs/history.md): its
+    partition's cell, or each cell of a single-run backfill's range; else (the job or a key
+    of the range gone from the definitions) one row naming its partition as Dagster wrote it,
+    a range as ``default|v1...default|v9``."""
+    tags = context.dagster_run.tags
+    prompt, model = tags.get(f"dagster/partition/{PROMPT}"), tags.get(f"dagster/partition/{MODEL}")
+    span = partition_range(tags)
+    cells = [Cell(prompt, model)] if prompt and model else range_cells(context, span)
+    if cells:
+        return [FailedCell(cell.prompt, cell.prompt, cell.model) for cell in cells]
+    written = f"{span.start}...{span.end}" if span else None
+    return [FailedCell(tags.get("dagster/partition") or written)]
 
 
-def partition_range(tags: Mapping[str, str]) -> str | None:
-    """``v1...v9``: the cells of a single-run backfill, from its range tags."""
+def range_cells(
+    context: dg.RunFailureSensorContext, span: dg.PartitionKeyRange | None
+) -> list[Cell]:
+    """The cells of a single-run backfill's range, in the order of the job's grid (none when
+    the run has no range, or its job or keys are gone from the definitions)."""
+    repository, job = context.repository_def, context.dagster_run.job_name
+    if span is None or repository is None or not repository.has_job(job):
+        return []
+    grid = repository.get_job(job).partitions_def
+    if not isinstance(grid, dg.MultiPartitionsDefinition):
+        return []
+    try:
+        keys = grid.get_partition_keys_in_range(span, dynamic_partitions_store=context.instance)
+    except dg.DagsterError:  # a key of the range no longer in the grid
+        return []
+    return [cell_of(key) for key in keys]
+
+
+def partition_range(tags: Mapping[str, str]) -> dg.PartitionKeyRange | None:
+    """The range of cells a single-run backfill ran, from its tags."""
     start = tags.get("dagster/asset_partition_range_start")
     end = tags.get("dagster/asset_partition_range_end")
-    return f"{start}...{end}" if start and end else None
+    return dg.PartitionKeyRange(start, end) if start and end else None
 
 
 def failure_reason(context: dg.RunFailureSensorContext) -> str | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from holodeck_core.history.failures import record_failed_run
+from holodeck_core.history.failures import FailedCell, record_failed_run
 from holodeck_core.stats.intervals import METHOD_NAMES
 from tests.dashboard_harness import launch, running
 from tests.history_helpers import build_history
@@ -35,8 +35,9 @@ def _record(db: Path) -> None:
         record_failed_run(
             db,
             dagster_run_id=run_id,
-            job_name="support_bot_eval",
-            partition_key="v3",
+            job_name="Support_bot_eval",
+            agent_slug="support-bot",
+            cells=[FailedCell("v3", "v3", "default")],
             trigger="nightly",
             failed_at=datetime(2026, 6, day, 2, tzinfo=UTC),
             error=reason,
@@ -99,6 +100,7 @@ def test_summary_lists_failed_runs_with_their_reason_as_text(
     assert reasons[2] == "\\x1b[31mred\\x1b[0m second line \\x07 [bold]rich[/bold]"
     assert reasons[1] == '=HYPERLINK("http://evil.example", "click")'
     assert all("\x1b" not in r and "\n" not in r for r in rows)
+    assert all("\tsupport-bot · v3 · default\t" in r for r in rows)  # its configuration
     # whatever the filters: a filter on an agent still shows them
     page.goto(servers[0] + "/?agent=support-bot&prompt=v1")
     page.wait_for_selector("#failed-runs-table")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from holodeck_core.history.failures import record_failed_run
+from holodeck_core.history.failures import FailedCell, record_failed_run
 from tests import history_helpers
 
 history = history_helpers.history
@@ -22,6 +22,8 @@ REASONS = {
     "d-markup-22": "[bold red]not markup[/bold red] \x1b[31mred\x1b[0m\nsecond line",
     "d-empty-333": None,
 }
+CELLS = [FailedCell("v3", "v3", "default"), FailedCell("v3", "v3", "large")]
+"""The cells of a failed run (one row each); the newest failed run names none."""
 
 
 def holodeck(*args: str) -> subprocess.CompletedProcess[str]:
@@ -42,8 +44,9 @@ def failed(history: Path) -> Path:
         record_failed_run(
             history,
             dagster_run_id=run_id,
-            job_name="support_bot_eval",
-            partition_key="v3" if day < 12 else None,
+            job_name="Support_bot_eval",
+            agent_slug="support-bot",
+            cells=CELLS if day < 12 else [],
             trigger="nightly",
             failed_at=datetime(2026, 1, day, 2, tzinfo=UTC),
             error=reason,
@@ -73,9 +76,10 @@ def test_history_runs_lists_failed_runs_with_their_reason(failed: Path) -> None:
         (["--hide-failed"], set()),
         (["--prompt-version", "v3"], {"d-outage-1", "d-markup-22"}),
         (["--format", "csv"], set()),  # machine formats keep their columns: EvalRuns only
-        (["--agent", "support-bot"], set()),
+        (["--agent", "Support Bot"], set(REASONS)),
+        (["--agent", "other-bot"], set()),
     ],
-    ids=["hidden", "by-partition", "csv", "by-agent"],
+    ids=["hidden", "by-partition", "csv", "by-agent", "other-agent"],
 )
 def test_history_runs_filters_failed_runs(
     failed: Path, args: list[str], expected: set[str]

@@ -23,7 +23,7 @@ from holodeck_core.cli.main import main
 from holodeck_core.history import rebuild as rebuild_module
 from holodeck_core.history import schema, store
 from holodeck_core.history.ducklake import DuckLake
-from holodeck_core.history.failures import record_failed_run
+from holodeck_core.history.failures import FailedCell, record_failed_run
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.conftest import REPO
@@ -48,6 +48,8 @@ def digest(path: Path) -> str:
 
 NEW_COLUMNS = "model_candidate, model_fingerprint"
 """eval_runs columns the fixture's history lacks (a rebuild carries them as ``default``, NULL)."""
+NEW_FAILED_COLUMNS = "agent_slug, prompt_version, model_candidate"
+"""failed_runs columns the fixture's history lacks (NULL, NULL, ``default`` once rebuilt)."""
 
 
 def rows_of(
@@ -56,6 +58,9 @@ def rows_of(
     sqls = dict(CARRIED)
     if rebuilt:
         sqls["r4"] = sqls["r4"].replace("(ingested_at)", f"(ingested_at, {NEW_COLUMNS})")
+        sqls["failed_runs"] = (
+            f"SELECT * EXCLUDE ({NEW_FAILED_COLUMNS}) FROM failed_runs ORDER BY ALL"
+        )
     return {name: con.execute(sql).fetchall() for name, sql in sqls.items()}
 
 
@@ -101,7 +106,7 @@ def test_every_reader_and_writer_refuses_an_earlier_history_and_leaves_it(
         refused(cli(*argv, "--db", str(db)), str(db))
     with pytest.raises(schema.HistoryBeforeSchemaError, match="holodeck history rebuild"):
         record_failed_run(
-            db, dagster_run_id="x", job_name="j", partition_key=None, trigger=None,
+            db, dagster_run_id="x", job_name="j", agent_slug=None, cells=[], trigger=None,
             failed_at=datetime(2026, 1, 8), error="e",
         )  # fmt: skip
     assert digest(db) == was and sorted(p.name for p in tmp_path.iterdir()) == [
@@ -155,6 +160,27 @@ def test_rebuild_keeps_the_file_aside_and_carries_over_what_only_it_holds(
         assert con.execute("SELECT n FROM v_judge_agreement").fetchall()  # the labels count
     again = cli("history", "sync", str(RESULTS), "--db", str(db))
     assert again.returncode == 0 and "synced 0 run(s); 3 already in the history" in said(again)
+
+
+def test_rebuild_carries_each_failed_cell_with_its_configuration(tmp_path: Path) -> None:
+    """A failed run of two cells in a history of this schema: two rows, each naming its
+    configuration, and a rebuild carries them as they were."""
+    db = tmp_path / "history.duckdb"
+    record_failed_run(
+        db, dagster_run_id="d-1", job_name="Geo_agent_eval", agent_slug="geo-agent",
+        cells=[FailedCell("v1", "v1", "mini"), FailedCell("v1", "v1", "large")],
+        trigger="backfill", failed_at=datetime(2026, 1, 8), error="e",
+    )  # fmt: skip
+    select = f"SELECT dagster_run_id, {NEW_FAILED_COLUMNS}, partition_key FROM failed_runs"
+    expected = [("d-1", "geo-agent", "v1", m, "v1") for m in ("large", "mini")]
+    with store.reader(db) as con:
+        assert con.execute(f"{select} ORDER BY ALL").fetchall() == expected
+    (tmp_path / "results").mkdir()
+    done = cli("history", "rebuild", "--db", str(db), str(tmp_path / "results"))
+    assert done.returncode == 0, done.stderr
+    assert "2 failed_runs" in said(done)
+    with store.reader(db) as con:
+        assert con.execute(f"{select} ORDER BY ALL").fetchall() == expected
 
 
 def test_rebuild_finds_the_projects_results_folders(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from holodeck_core.history import schema, store
 from holodeck_core.history.ducklake import ALIAS, DuckLake
-from holodeck_core.history.failures import record_failed_run
+from holodeck_core.history.failures import FailedCell, record_failed_run
 from holodeck_core.history.ingest import prepare_run
 from holodeck_core.history.tabular import as_arrow
 from tests.history_helpers import HISTORY, build_history, ingest_runs, make_run, run_cli
@@ -67,8 +67,9 @@ def fill(target: store.History) -> None:
     record_failed_run(
         target,
         dagster_run_id="d-1",
-        job_name="support_bot_eval",
-        partition_key="v3",
+        job_name="Support_bot_eval",
+        agent_slug="support-bot",
+        cells=[FailedCell("v3", "v3", "default"), FailedCell("v3", "v3", "large")],
         trigger="nightly",
         failed_at=datetime(2026, 1, 9, 2, tzinfo=UTC),
         error="boom",

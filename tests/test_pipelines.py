@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import multiprocessing
 import textwrap
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,13 +104,16 @@ def record_failure(
 ) -> None:
     """What the ``holodeck_failed_runs`` sensor does when the run ``failed`` fails."""
     run_failure = next(e for e in failed.all_events if e.event_type_value == "PIPELINE_FAILURE")
-    context = dg.build_run_status_sensor_context(
-        sensor_name="holodeck_failed_runs",
-        dagster_event=run_failure,
-        dagster_instance=instance,
-        dagster_run=failed.dagster_run,
-        resources=defs.resources,
-    ).for_run_failure()
+    with warnings.catch_warnings():  # repository_def is a beta parameter of the test context
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        context = dg.build_run_status_sensor_context(
+            sensor_name="holodeck_failed_runs",
+            dagster_event=run_failure,
+            dagster_instance=instance,
+            dagster_run=failed.dagster_run,
+            resources=defs.resources,
+            repository_def=defs.get_repository_def(),  # as the daemon gives it
+        ).for_run_failure()
     defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
 
 
@@ -258,10 +262,14 @@ def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: P
         > before[request_key("responses", "capital of France (3)?")]
     )
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 4)]
-    [(job, partition, trigger, error)] = history_rows(
-        project, "SELECT job_name, partition_key, trigger, error FROM failed_runs"
+    [(job, partition, trigger, error, *configuration)] = history_rows(
+        project,
+        "SELECT job_name, partition_key, trigger, error, agent_slug, prompt_version, "
+        "model_candidate FROM failed_runs",
     )
     assert (job, partition, trigger) == ("Geo_agent_eval", "v2", "backfill")
+    # the cell's configuration, as eval_runs names it: failures and runs join on it
+    assert configuration == ["geo-agent", "v2", "default"]
     assert "Steps failed" not in error  # Dagster's generic message; ours names the cases
     assert error.startswith(
         "geo_agent__agent_responses: prompt version v2 x model default: 1 cases hit"

@@ -151,8 +151,15 @@ def test_a_failed_backfill_run_reruns_calling_the_model_only_for_unfinished_case
     assert history_rows(project, "SELECT count(*), min(trigger) FROM eval_runs") == [
         (3, "backfill")
     ]
-    [(partition, error)] = history_rows(project, "SELECT partition_key, error FROM failed_runs")
-    assert partition == "default|v1...default|v3"
+    failed = history_rows(
+        project,
+        "SELECT dagster_run_id, agent_slug, prompt_version, model_candidate, partition_key, "
+        "error FROM failed_runs ORDER BY prompt_version",
+    )
+    # one row per cell of the range, each naming its configuration, all of the one run
+    assert [row[1:5] for row in failed] == [("geo-agent", v, "default", v) for v in VERSIONS]
+    assert {row[0] for row in failed} == {first.run_id} and len({row[5] for row in failed}) == 1
+    error = failed[0][5]
     assert error.startswith(
         "geo_agent__agent_responses: prompt version v1, v2, v3 x model default: 3 cases"
     )

@@ -62,13 +62,12 @@ def _prompts_dir(args: argparse.Namespace) -> Path:
 def _cmd_runs(args: argparse.Namespace) -> int:
     from holodeck_core.cli import history_render as render
 
-    # a failed run has no agent recorded, only its job: --agent shows runs with an EvalRun
     listed = engine.list_runs(
         history_from(args),
         agent=args.agent,
         prompt_version=args.prompt_version,
         limit=args.limit,
-        with_failed=args.format == "table" and not args.hide_failed and args.agent is None,
+        with_failed=args.format == "table" and not args.hide_failed,
         lock_timeout=args.lock_timeout,
     )
     if args.format != "table":

@@ -128,14 +128,14 @@ def print_failed_runs(runs: list[dict[str, Any]]) -> None:
     """Orchestrated runs that failed before writing an EvalRun, each with its reason (outside
     text: one line, shown literally)."""
     table = Table(title="FAILED runs (no EvalRun; --hide-failed hides them), newest first")
-    for column in ("dagster run", "failed (UTC)", "job", "partition", "trigger", "reason"):
+    for column in ("dagster run", "failed (UTC)", "job", "configuration", "trigger", "reason"):
         table.add_column(column, no_wrap=column == "dagster run")
     for r in runs:
         cells = (
             _short(r["dagster_run_id"]),
             str(r["failed_at"])[:19],
             one_line(str(r["job_name"])),
-            one_line(str(r["partition_key"] or "-")),
+            one_line(str(r["configuration"])),
             r["trigger"] or "-",
             one_line(str(r["error"] or "no reason recorded")),
         )

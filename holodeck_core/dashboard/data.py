@@ -106,7 +106,9 @@ def refuse_before_schema(db: History) -> None:
 def require_runs(con: duckdb.DuckDBPyConnection, db: History) -> None:
     (count,) = con.execute("SELECT count(*) FROM eval_runs").fetchone() or (0,)
     if not count:
-        (failed,) = con.execute("SELECT count(*) FROM failed_runs").fetchone() or (0,)
+        (failed,) = con.execute(
+            "SELECT count(DISTINCT dagster_run_id) FROM failed_runs"
+        ).fetchone() or (0,)
         why = (
             f" {failed:,} orchestrated run(s) failed before writing one: `holodeck history "
             f"runs --db {db}` lists them with their reason."

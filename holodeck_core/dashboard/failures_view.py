@@ -61,12 +61,12 @@ def failed_runs_card(failed: list[dict[str, Any]]) -> list[html.Div]:
         return []
     body = [
         [ui.short(str(r["dagster_run_id"])), ui.when(r["failed_at"]),
-         one_line(str(r["job_name"])), one_line(str(r["partition_key"] or "-")),
+         one_line(str(r["job_name"])), one_line(str(r["configuration"])),
          one_line(str(r["trigger"] or "-")),
          html.Span(one_line(str(r["error"] or "no reason recorded")), className="failed-reason")]
         for r in failed
     ]  # fmt: skip
-    header = ["Dagster run", "failed (UTC)", "job", "partition", "trigger", "reason"]
+    header = ["Dagster run", "failed (UTC)", "job", "configuration", "trigger", "reason"]
     newest = f"the newest {FAILED_RUNS_SHOWN}" if len(failed) >= FAILED_RUNS_SHOWN else "all"
     note = (
         f"Orchestrated runs that failed before writing an EvalRun ({newest}, whatever the "

@@ -12,7 +12,7 @@ redaction of secrets and the quoting of outside names."""
 
 from holodeck_core.config.cached import loaded_agent
 from holodeck_core.history.backend import resolve_history
-from holodeck_core.history.failures import record_failed_run
+from holodeck_core.history.failures import FailedCell, record_failed_run
 from holodeck_core.history.store import History
 from holodeck_core.redaction import redact, redact_text
 from holodeck_core.reports.cost import usd
@@ -20,6 +20,7 @@ from holodeck_core.stats.display import points
 from holodeck_core.tools.untrusted import shown_name
 
 __all__ = [
+    "FailedCell",
     "History",
     "loaded_agent",
     "points",

@@ -78,13 +78,13 @@ def list_runs(
     lock_timeout: float | None,
 ) -> RunList:
     """The newest ``limit`` runs of ``agent``/``prompt_version`` (any when None), and with
-    ``with_failed`` the newest failed orchestrated runs of ``prompt_version``."""
+    ``with_failed`` the newest failed orchestrated runs of the same (a row per cell)."""
     from holodeck_core.history import queries, store
 
     with store.reader(history, timeout_s=lock_timeout) as con:
         runs = queries.list_runs(con, agent=agent, prompt_version=prompt_version, limit=limit)
         failed = (
-            queries.list_failed_runs(con, prompt_version=prompt_version, limit=limit)
+            queries.list_failed_runs(con, agent=agent, prompt_version=prompt_version, limit=limit)
             if with_failed
             else []
         )

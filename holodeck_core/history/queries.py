@@ -14,6 +14,7 @@ from holodeck_core.errors import ConfigError
 from holodeck_core.history.health import refuse_failed
 from holodeck_core.history.paired import PairedRuns, compare_paired
 from holodeck_core.history.tabular import literal
+from holodeck_core.naming import slugify
 from holodeck_core.stats import Verdict
 from holodeck_core.stats.multiple import Adjustment
 
@@ -83,6 +84,9 @@ def list_runs(
 FAILED_RUN_COLUMNS = (
     "dagster_run_id",
     "job_name",
+    "agent_slug",
+    "prompt_version",
+    "model_candidate",
     "partition_key",
     "trigger",
     "failed_at",
@@ -91,19 +95,36 @@ FAILED_RUN_COLUMNS = (
 
 
 def list_failed_runs(
-    con: duckdb.DuckDBPyConnection, *, prompt_version: str | None = None, limit: int = 20
+    con: duckdb.DuckDBPyConnection,
+    *,
+    agent: str | None = None,
+    prompt_version: str | None = None,
+    limit: int = 20,
 ) -> list[dict[str, Any]]:
     """Orchestrated runs that failed before writing an EvalRun (``failed_runs``, recorded by
-    the Dagster run-failure sensor; docs/history.md), newest first; ``prompt_version``
-    matches their partition key."""
-    version = literal(prompt_version)
-    return _dicts(
+    the Dagster run-failure sensor; docs/history.md), a row per cell, newest first; ``agent``
+    (a name or slug) and ``prompt_version`` (also a row's partition key, for a row that names
+    no cell) select as in :func:`list_runs`. Each row also has its ``configuration`` as people
+    read it (``agent · prompt version · model candidate``, else the partition it ran)."""
+    slug, version = literal(slugify(agent) if agent else None), literal(prompt_version)
+    rows = _dicts(
         con.execute(
             f"SELECT {', '.join(FAILED_RUN_COLUMNS)} FROM failed_runs "
-            f"WHERE ({version} IS NULL OR partition_key = {version}) "
-            f"ORDER BY failed_at DESC, dagster_run_id DESC LIMIT {int(limit)}"
+            f"WHERE ({slug} IS NULL OR agent_slug = {slug}) "
+            f"AND ({version} IS NULL OR {version} IN (prompt_version, partition_key)) "
+            f"ORDER BY failed_at DESC, dagster_run_id DESC, model_candidate, prompt_version "
+            f"LIMIT {int(limit)}"
         )
     )
+    return [{**row, "configuration": _failed_configuration(row)} for row in rows]
+
+
+def _failed_configuration(row: dict[str, Any]) -> str:
+    """How a failed run's row is named: its configuration (:func:`configuration`), else the
+    partition it ran (a row that names no cell)."""
+    if row["prompt_version"] is None:
+        return str(row["partition_key"] or "-")
+    return configuration({**row, "agent_slug": row["agent_slug"] or "-"})
 
 
 @dataclass

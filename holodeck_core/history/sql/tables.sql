@@ -199,13 +199,18 @@ CREATE TABLE run_costs (
     batch_usd          DOUBLE
 );
 
+-- one row per cell (configuration) of a failed run: a backfill's run of three cells is three
+-- rows with the same dagster_run_id (docs/history.md)
 CREATE TABLE failed_runs (
-    dagster_run_id VARCHAR PRIMARY KEY,
-    job_name       VARCHAR NOT NULL,
-    partition_key  VARCHAR,
-    trigger        VARCHAR,
-    failed_at      TIMESTAMP NOT NULL,
-    error          VARCHAR
+    dagster_run_id  VARCHAR NOT NULL,
+    job_name        VARCHAR NOT NULL,
+    agent_slug      VARCHAR,
+    prompt_version  VARCHAR,
+    model_candidate VARCHAR,
+    partition_key   VARCHAR,
+    trigger         VARCHAR,
+    failed_at       TIMESTAMP NOT NULL,
+    error           VARCHAR
 );
 
 CREATE TABLE human_labels (
