@@ -66,7 +66,9 @@ def test_the_gate_script_restores_runs_gates_and_leaves_the_history_to_upload(
     summary = (reports / "summary.md").read_text()
     assert summary.startswith("## ❌ Geo Agent · prompt v1: gate failed\n")
     assert "- pass rate: 0.0% (95% CI 0.0% to 40.2%" in summary
-    assert "- baseline: v2 run `" in summary and ", 8 shared cases" in summary
+    assert "- baseline: prompt v2 · model default, run `" in summary
+    assert "against this run's prompt v1 · model default: 8 shared cases" in summary
+    assert "another model candidate" not in summary
     assert "- paired: Δ -100.0 pp (95% CI -100.0 to -100.0 pp), p = 0.00391" in summary
     assert "- **regression**: the pass fraction fell significantly" in summary
     assert "### Regressions (passed in the baseline) (8)" in summary
@@ -112,7 +114,10 @@ def test_an_improvement_passes_and_an_unknown_baseline_is_a_config_error(
         assert summary.read_text().startswith("## ✅ Geo Agent · prompt v2: gate passed\n")
         assert main(["test", agent, "-q", "--baseline", "v7"]) == 2
     err = capsys.readouterr().err
-    assert "--baseline v7: no run of that prompt version and no run with that id" in err
+    assert (
+        "--baseline v7: no run of prompt version 'v7' with this run's model candidate "
+        "'default' and no run with that id"
+    ) in err
     assert "Traceback" not in err
 
 
@@ -170,7 +175,10 @@ def test_the_summary_lists_new_failures_flaky_cases_and_the_cost_change(tmp_path
     summary = render_pr_summary(runs[-1], comparison, baseline="v1", passed_gate=False)
     assert summary.startswith("## ❌ support-bot · prompt v1: gate failed\n")
     assert "- cost: $0.0200, $0.00667 per passing case (+$0.0100 vs the baseline)" in summary
-    assert "- baseline: v1 run `baseline`, 4 shared cases" in summary
+    assert (
+        "- baseline: prompt v1 · model default, run `baseline`, against this run's prompt v1 · "
+        "model default: 4 shared cases"
+    ) in summary
     sections = {
         block.split("\n", 1)[0]: block.split("\n\n", 1)[1].strip().splitlines()
         for block in summary.split("\n### ")[1:]

@@ -288,20 +288,41 @@ def test_holodeck_test_records_its_candidate_and_its_baseline_is_of_that_candida
             db, "SELECT run_id, prompt_version, model_candidate, model_fingerprint FROM eval_runs "
             "ORDER BY finished_at",
         )  # fmt: skip
-        [(large, version, large_name, large_fp), (_, _, mini_name, mini_fp)] = recorded
+        [(large, version, large_name, large_fp), (mini, _, mini_name, mini_fp)] = recorded
         assert (large_name, mini_name) == ("large", "mini")
         assert large_fp == fp.model_fingerprint(load_agent(agent, model="large")) != mini_fp
         summary = tmp_path / "summary.md"
         argv = ["test", str(agent), "-q", "--model", "large", "--baseline", version]
         assert main([*argv, "--summary", str(summary)]) == 0
-    capsys.readouterr()
-    assert f"- baseline: {version} run `{large[:12]}`" in summary.read_text()
-    # its cost estimate was measured on the same configuration's run, not the newer mini one
-    [(source,)] = rows(
-        db, "SELECT estimate_source FROM run_costs JOIN eval_runs USING (run_id) "
-        "ORDER BY finished_at DESC LIMIT 1",
-    )  # fmt: skip
-    assert large in source or large[:12] in source, source
+        # the PR summary names both configurations: the baseline's and the run's
+        assert (
+            f"- baseline: prompt {version} · model large, run `{large[:12]}`, against this "
+            f"run's prompt {version} · model large: "
+        ) in summary.read_text()
+        assert "another model candidate" not in summary.read_text()
+        # its cost estimate was measured on the same configuration's run, not the newer mini one
+        [(source,)] = rows(
+            db, "SELECT estimate_source FROM run_costs JOIN eval_runs USING (run_id) "
+            "ORDER BY finished_at DESC LIMIT 1",
+        )  # fmt: skip
+        assert large in source or large[:12] in source, source
+        # a baseline named by run id, or as VERSION:MODEL, may be another candidate's: the
+        # summary says so
+        named = {mini: tmp_path / "by-id.md", f"{version}:mini": tmp_path / "by-cell.md"}
+        for ref, other in named.items():
+            argv = ["test", str(agent), "-q", "--model", "large", "--baseline", ref]
+            assert main([*argv, "--summary", str(other)]) == 0
+        assert main(["test", str(agent), "-q", "--baseline", f"{version}:huge"]) == 2
+    assert (
+        f"--baseline {version}:huge: no run of prompt version '{version}' with model candidate "
+        "'huge'"
+    ) in " ".join(capsys.readouterr().err.split())
+    for other in named.values():
+        said = other.read_text()
+        assert f"- baseline: prompt {version} · model mini, run `{mini[:12]}`" in said
+        assert (
+            "- **another model candidate**: the baseline ran model mini, this run model large"
+        ) in said
 
 
 def test_a_file_whose_candidate_is_no_partition_key_is_refused_by_name(

@@ -24,9 +24,10 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     gate = parser.add_argument_group("pull-request gate")
     gate.add_argument(
         "--baseline",
-        metavar="VERSION|RUN",
-        help="compare with this prompt version's newest run (or a run id) with the paired "
-        "test of `history compare`; a significant regression fails the run (exit 1)",
+        metavar="VERSION[:MODEL]|RUN",
+        help="compare with this prompt version's newest run of the same model candidate "
+        "(another with VERSION:MODEL; or a run id) with the paired test of `history compare`; "
+        "a significant regression fails the run (exit 1)",
     )
     gate.add_argument(
         "--strict", action="store_true", help="with --baseline: any case that passed there fails"

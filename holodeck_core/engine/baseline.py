@@ -1,15 +1,18 @@
 """``holodeck test --baseline REF``: the recorded run compared with a baseline (a run id or
-prefix, or a prompt version's newest run of the agent with the same model candidate: one
-configuration against another), decided as ``history compare`` and
-the Dagster ``no_regression`` check decide (docs/architecture.md)."""
+prefix, or a prompt version's newest run of the agent with the same model candidate, or with
+the candidate named as ``VERSION:MODEL``: one configuration against another), decided as
+``history compare`` and the Dagster ``no_regression`` check decide (docs/cli.md)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from holodeck_core.defaults import MATRIX_CELL_SEPARATOR
 from holodeck_core.errors import ConfigError
 
 if TYPE_CHECKING:
+    import duckdb
+
     from holodeck_core.config.project import Project
     from holodeck_core.history.queries import Comparison
     from holodeck_core.history.store import History
@@ -20,7 +23,7 @@ FROM eval_runs cur
 JOIN eval_runs base
   ON base.agent_slug = cur.agent_slug
  AND (base.prompt_version = ? OR base.prompt_label = ?)
- AND base.model_candidate = cur.model_candidate
+ AND base.model_candidate = coalesce(?, cur.model_candidate)
  AND base.run_id <> cur.run_id
  AND base.trigger IS DISTINCT FROM 'rescore'
 WHERE cur.run_id = ?
@@ -49,8 +52,9 @@ def baseline_comparison(
     from holodeck_core.history.queries import compare_runs, resolve_run
     from holodeck_core.history.store import reader
 
+    version, _, named = baseline.partition(MATRIX_CELL_SEPARATOR)
     with reader(history) as con:
-        row = con.execute(NEWEST_OF_VERSION, [baseline, baseline, run_id]).fetchone()
+        row = con.execute(NEWEST_OF_VERSION, [version, version, named or None, run_id]).fetchone()
         if row is not None:
             base = str(row[0])
         else:
@@ -58,10 +62,20 @@ def baseline_comparison(
                 base = resolve_run(con, baseline)
             except ConfigError:
                 raise ConfigError(
-                    f"--baseline {baseline}: no run of that prompt version and no run with "
-                    f"that id in {history} (a prompt version's runs count with this run's "
-                    "model candidate only); `holodeck history runs` lists them"
+                    f"--baseline {baseline}: no run of prompt version {version!r} with "
+                    f"{_candidate(con, named, run_id)} and no run with that id in {history}; "
+                    "`holodeck history runs` lists them (`--baseline VERSION:MODEL` or a run "
+                    "id names another candidate's run)"
                 ) from None
         if base == run_id:
             raise ConfigError(f"--baseline {baseline} is the run just recorded: pick another")
         return compare_runs(con, base, run_id, strict=strict, alpha=alpha)
+
+
+def _candidate(con: duckdb.DuckDBPyConnection, named: str, run_id: str) -> str:
+    """The model candidate a baseline was looked for with, in words."""
+    if named:
+        return f"model candidate {named!r}"
+    row = con.execute("SELECT model_candidate FROM eval_runs WHERE run_id = ?", [run_id])
+    (own,) = row.fetchone() or ("?",)
+    return f"this run's model candidate {own!r}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from holodeck_core.defaults import OWN_MODEL_CANDIDATE
 from holodeck_core.models import EvalRun, Status, TestResult
 from holodeck_core.reports.markdown import markdown_code, markdown_text
 from holodeck_core.stats.display import money
@@ -48,7 +49,8 @@ def render_pr_summary(
         lines.append(f"- cost: {money(summary.cost_usd)}{each}{change}")
     else:
         lines.append("- cost: unknown (no price for this model)")
-    lines += _against(comparison, baseline)
+    own = _cell(version, run.metadata.model_candidate or OWN_MODEL_CANDIDATE)
+    lines += _against(comparison, baseline, own)
     failing = {r.test_id or "": r for r in report.results if r.status is not Status.PASS}
     listed: list[str] = []
     if comparison is not None:
@@ -64,16 +66,36 @@ def render_pr_summary(
     return "\n".join(lines) + "\n"
 
 
-def _against(comparison: Comparison | None, baseline: str | None) -> list[str]:
+def _cell(prompt_version: object, model_candidate: object) -> str:
+    """A configuration of the run's agent as the summary names it (Markdown-safe):
+    ``prompt v2 · model large``."""
+    return (
+        f"prompt {markdown_text(str(prompt_version))} · model {markdown_text(str(model_candidate))}"
+    )
+
+
+def _against(comparison: Comparison | None, baseline: str | None, own: str) -> list[str]:
+    """The baseline line: the configuration of the baseline's run and of this run (``own``
+    when nothing was compared), and a warning when the baseline ran another model candidate
+    (a baseline named by run id may)."""
     if baseline is None:
         return []
     if comparison is None:
-        return [f"- baseline {markdown_text(baseline)}: no run to compare with"]
-    base = comparison.a
+        return [f"- baseline {markdown_text(baseline)}: no run to compare this run's {own} with"]
+    base, head = comparison.a, comparison.b
     lines = [
-        f"- baseline: {markdown_text(str(base.get('prompt_version')))} run "
-        f"{markdown_code(str(base.get('run_id'))[:12])}, {comparison.common_cases} shared cases"
+        f"- baseline: {_cell(base.get('prompt_version'), base.get('model_candidate'))}, run "
+        f"{markdown_code(str(base.get('run_id'))[:12])}, against this run's "
+        f"{_cell(head.get('prompt_version'), head.get('model_candidate'))}: "
+        f"{comparison.common_cases} shared cases"
     ]
+    if base.get("model_candidate") != head.get("model_candidate"):
+        lines.append(
+            f"- **another model candidate**: the baseline ran model "
+            f"{markdown_text(str(base.get('model_candidate')))}, this run model "
+            f"{markdown_text(str(head.get('model_candidate')))}: the difference is the "
+            "model's as much as the prompt's"
+        )
     if comparison.paired is not None:
         lines.append(f"- paired: {comparison.paired.pass_fraction.render()}")
     lines += [f"- **regression**: {markdown_text(reason)}" for reason in comparison.reasons]
