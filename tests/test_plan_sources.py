@@ -11,6 +11,8 @@ import pytest
 from holodeck_core.cli.main import main
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import run_model_server
+from tests.test_model_candidates import RULES as CANDIDATE_RULES
+from tests.test_model_candidates import write_project
 from tests.test_trials import agent_yaml
 
 RULES = {"rules": [{"match": {"user": "always"}, "reply": "Paris"}]}
@@ -88,3 +90,37 @@ def test_plan_promises_no_power_from_zero_variance(
     for row in rows:  # nothing is promised from 2 or 3 cases, nor full power
         assert ": 2 cases" not in row and ": 3 cases" not in row and "100%" not in row, row
     assert "it shows no variance" in err and "assume one" in err, err
+
+
+def test_plan_uses_the_newest_run_of_the_configuration_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A history holding runs of two candidates: `--detect` plans from the newest run of the
+    agent with the candidate asked for (`--model`, default the agent's own model), never from a
+    newer run of another, and says which configuration it used; a candidate with no run is a
+    ConfigError (exit 2) naming the command that records one."""
+    monkeypatch.setenv("HOLODECK_HISTORY_DB", str(tmp_path / "history.duckdb"))
+    with run_model_server(CANDIDATE_RULES) as server:
+        models = "mini: {}\nlarge: {name: gpt-4o}\nhuge: {name: gpt-x}"
+        agent = write_project(tmp_path, server.openai_base_url, models)
+        assert main(["test", str(agent), "-q"]) == 0  # mini, the agent's own model
+        _, mini = newest_run(tmp_path)
+        assert main(["test", str(agent), "-q", "--model", "large", "--trials", "3"]) == 0
+        _, large = newest_run(tmp_path)
+        capsys.readouterr()
+        for argv, run_id, candidate, trials in (
+            ([], mini, "mini", 1),
+            (["--model", "mini"], mini, "mini", 1),
+            (["--model", "large"], large, "large", 3),
+        ):
+            assert main(["plan", str(agent), "--detect", "0.1", *argv]) == 0
+            out = " ".join(capsys.readouterr().out.split())
+            assert f"from run {run_id[:12]} (prompt " in out, out
+            assert f" · model {candidate}, the newest run of this configuration): " in out, out
+            assert f"2 cases x {trials} trial(s)" in out, out
+        assert main(["plan", str(agent), "--detect", "0.1", "--model", "huge"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{agent}: --detect: no recorded run of 'cand' with model candidate 'huge'" in err, err
+    assert f"run `holodeck test {agent} --model huge`" in err, err
+    assert "runs of model candidate 'large', 'mini' are recorded" in err, err
+    assert "Traceback" not in err

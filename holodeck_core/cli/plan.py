@@ -1,4 +1,5 @@
-"""``holodeck plan AGENT_YAML [--trials K] [--prompt-version V ...] [--batch M] [--detect 0.05]``:
+"""``holodeck plan AGENT_YAML [--model NAME] [--trials K] [--prompt-version V ...] [--batch M]
+[--detect 0.05]``:
 what the run will cost (calls, tokens and dollars per heading, from the history's measured
 spend per case, else from the prompt and case sizes; at the batch prices when its calls
 batch), and with ``--detect`` how many cases and trials a
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.cli.argtypes import positive_int
 from holodeck_core.cli.history_option import add_history_arguments, history_from
+from holodeck_core.cli.model_option import add_model_option
 from holodeck_core.defaults import ALPHA, BATCH_MODES, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.engine import points, usd
 from holodeck_core.errors import ConfigError, ExitCode
@@ -49,6 +51,7 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
         help="price the run as `holodeck test --batch` would run it: its agent and judge "
         "calls at the batch prices (default: the agent's batch mode; docs/cost.md)",
     )
+    add_model_option(plan)
     add_history_arguments(plan)
     plan.set_defaults(handler=run_plan_command)
 
@@ -64,7 +67,7 @@ def run_plan_command(args: argparse.Namespace) -> int:
         raise ConfigError("--alpha and --power are between 0 and 1")
     if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
         raise ConfigError(f"--trials must be between {TRIALS_MIN} and {TRIALS_MAX}")
-    loaded = load_agent(args.agent)
+    loaded = load_agent(args.agent, model=args.model)
     project = Project.discover(loaded.base_dir)
     history = history_from(args, project)
     execution = loaded.agent.execution
@@ -85,7 +88,8 @@ def run_plan_command(args: argparse.Namespace) -> int:
     plan = found.plan
     per_trial = estimates[0].per_case_trial_usd()
     out.write(
-        f"from run {found.run_id[:12]} (prompt {found.prompt_version}): {plan.cases} cases x "
+        f"from run {found.run_id[:12]} (prompt {found.prompt_version} · model "
+        f"{found.model_candidate}, the newest run of this configuration): {plan.cases} cases x "
         f"{found.trials} "
         f"trial(s), pass rate {plan.pass_rate:.1%}\n"
         f"to detect a drop of {points(plan.detect, sign=False)} at alpha {plan.alpha} with "

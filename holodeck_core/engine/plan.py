@@ -30,38 +30,47 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class HistoryPlan:
-    """A power plan and the recorded run it was computed from."""
+    """A power plan and the recorded run it was computed from (its configuration: the agent's
+    ``prompt_version`` x ``model_candidate``)."""
 
     run_id: str
     prompt_version: str
+    model_candidate: str
     trials: int
     plan: PowerPlan
     warnings: tuple[str, ...] = ()
     """What makes the plan a weak estimate (one trial per case, no variance to measure)."""
 
 
+NEWEST_RUN_OF_CANDIDATE = """
+SELECT run_id, prompt_version FROM eval_runs
+WHERE agent_slug = ? AND model_candidate = ? AND trigger IS DISTINCT FROM 'rescore'
+ORDER BY finished_at DESC, run_id DESC LIMIT 1
+"""
+"""The newest run of the agent with a model candidate that ran the agent (a rescore re-scores
+another run's answers: its trials and variance are not its own)."""
+
+
 def plan_from_history(
     loaded: LoadedAgent, history: History, *, detect: float, alpha: float, power: float
 ) -> HistoryPlan:
-    """The plan from the agent's newest run in ``history`` that ran the agent (a rescore
-    re-scores another run's answers: its trials and variance are not its own), or a ConfigError
-    saying which run to record first."""
+    """The plan from the newest run in ``history`` of the agent with its loaded model candidate
+    (``--model``; default the agent's own model), or a ConfigError saying which run to record
+    first."""
     from holodeck_core.history import store
     from holodeck_core.naming import slugify
     from holodeck_core.stats import plan_power
 
-    slug = slugify(loaded.agent.name)
+    slug, candidate = slugify(loaded.agent.name), loaded.candidate.name
     with store.reader(history) as con:
-        row = con.execute(
-            "SELECT run_id, prompt_version FROM eval_runs WHERE agent_slug = ? "
-            "AND trigger IS DISTINCT FROM 'rescore' ORDER BY finished_at DESC, run_id DESC LIMIT 1",
-            [slug],
-        ).fetchone()
+        row = con.execute(NEWEST_RUN_OF_CANDIDATE, [slug, candidate]).fetchone()
         if row is None:
-            raise ConfigError(
-                f"no recorded run of {loaded.agent.name!r} in {history}: run `holodeck test "
-                f"{loaded.display}` (ideally with --trials 3 or more) first"
-            )
+            others = con.execute(
+                "SELECT DISTINCT model_candidate FROM eval_runs WHERE agent_slug = ? "
+                "AND trigger IS DISTINCT FROM 'rescore' ORDER BY 1",
+                [slug],
+            ).fetchall()
+            raise _no_run(loaded, history, [str(r[0]) for r in others])
         cases = con.execute(
             "SELECT pass_fraction, trials FROM v_case_trials WHERE run_id = ?", [row[0]]
         ).fetchall()
@@ -69,7 +78,24 @@ def plan_from_history(
     fractions = [float(c[0]) for c in cases]
     plan = plan_power(fractions, trials, detect, alpha=alpha, power=power)
     warnings = _warnings(fractions, trials, no_variance=plan.variance_assumed)
-    return HistoryPlan(str(row[0]), str(row[1]), trials, plan, warnings)
+    return HistoryPlan(str(row[0]), str(row[1]), candidate, trials, plan, warnings)
+
+
+def _no_run(loaded: LoadedAgent, history: History, others: list[str]) -> ConfigError:
+    """No run of the configuration asked for: the command that records one, and the candidates
+    that have runs."""
+    candidate = loaded.candidate.name
+    message = (
+        f"--detect: no recorded run of {loaded.agent.name!r} with model candidate "
+        f"{candidate!r} in {history}: run `holodeck test {loaded.display} --model {candidate}` "
+        "(ideally with --trials 3 or more) first"
+    )
+    if others:
+        message += (
+            f"; runs of model candidate {', '.join(map(repr, others))} are recorded: "
+            f"`holodeck plan {loaded.display} --detect D --model NAME` plans from one of them"
+        )
+    return ConfigError(message, file=loaded.display)
 
 
 def _warnings(fractions: list[float], trials: int, *, no_variance: bool) -> tuple[str, ...]:
