@@ -115,12 +115,11 @@ def nightly_schedule(pipeline: AgentPipeline, cron: str) -> dg.ScheduleDefinitio
 )
 def failed_runs_sensor(context: dg.RunFailureSensorContext, history: RunHistory) -> None:
     run = context.dagster_run
-    agent = run.tags.get(AGENT_TAG)
     record_failed_run(
         history.path,
         dagster_run_id=run.run_id,
         job_name=run.job_name,
-        agent_slug=agent.replace("_", "-") if agent else None,  # the slug, as in eval_runs
+        agent_slug=failed_agent(context),
         cells=failed_cells(context),
         trigger=recorded_trigger(run.tags).value,
         failed_at=datetime.now(UTC),
@@ -135,6 +134,21 @@ def recorded_trigger(tags: Mapping[str, str]) -> Trigger:
         return trigger_of(tags)
     except BadRunTag:
         return Trigger.MANUAL
+
+
+def job_of(context: dg.RunFailureSensorContext) -> dg.JobDefinition | None:
+    """The failed run's job in the definitions (None: not given, or gone since)."""
+    repository, job = context.repository_def, context.dagster_run.job_name
+    return repository.get_job(job) if repository is not None and repository.has_job(job) else None
+
+
+def failed_agent(context: dg.RunFailureSensorContext) -> str | None:
+    """The failed run's agent as ``eval_runs.agent_slug`` names it, from its job's
+    ``holodeck/agent`` tag (the run's own may have been set by hand at launch: only when the job
+    is gone); the tag is the slug with ``_`` for ``-`` (holodeck_core/naming.py)."""
+    job = job_of(context)
+    name = (job.tags if job is not None else context.dagster_run.tags).get(AGENT_TAG)
+    return name.replace("_", "-") if name else None
 
 
 def failed_cells(context: dg.RunFailureSensorContext) -> list[FailedCell]:
@@ -157,11 +171,9 @@ def range_cells(
 ) -> list[Cell]:
     """The cells of a single-run backfill's range, in the order of the job's grid (none when
     the run has no range, or its job or keys are gone from the definitions)."""
-    repository, job = context.repository_def, context.dagster_run.job_name
-    if span is None or repository is None or not repository.has_job(job):
-        return []
-    grid = repository.get_job(job).partitions_def
-    if not isinstance(grid, dg.MultiPartitionsDefinition):
+    job = job_of(context)
+    grid = job.partitions_def if job is not None else None
+    if span is None or not isinstance(grid, dg.MultiPartitionsDefinition):
         return []
     try:
         keys = grid.get_partition_keys_in_range(span, dynamic_partitions_store=context.instance)

@@ -65,9 +65,11 @@ def test_bad_run_tags_fail_the_first_step_before_any_model_call(tmp_path: Path) 
             assert "\x1b" not in description
             assert server.stats()["total_calls"] == 0, (tag, value)
             record_failure(defs, instance, result)  # the failed-runs sensor records it too
-        failed = history_rows(project, "SELECT trigger, error FROM failed_runs")
+        failed = history_rows(project, "SELECT trigger, error, agent_slug FROM failed_runs")
         assert len(failed) == len(BAD_TAGS)
-        assert {trigger for trigger, _ in failed} == {"manual"}
+        assert {trigger for trigger, _, _ in failed} == {"manual"}
+        # the job's agent, whatever holodeck/agent the launchpad gave
+        assert {agent for _, _, agent in failed} == {"geo-agent"}
         # the tags it accepts still run
         good = materialize(defs, instance, "v1", tags={"holodeck/trials": "2"})
         assert good.success and server.stats()["total_calls"] > 0
