@@ -313,10 +313,15 @@ def test_holodeck_test_records_its_candidate_and_its_baseline_is_of_that_candida
             argv = ["test", str(agent), "-q", "--model", "large", "--baseline", ref]
             assert main([*argv, "--summary", str(other)]) == 0
         assert main(["test", str(agent), "-q", "--baseline", f"{version}:huge"]) == 2
+    captured = capsys.readouterr()
     assert (
         f"--baseline {version}:huge: no run of prompt version '{version}' with model candidate "
         "'huge'"
-    ) in " ".join(capsys.readouterr().err.split())
+    ) in " ".join(captured.err.split())
+    # the console names the baseline's configuration too
+    assert f"against baseline {mini} (prompt {version} · model mini, run {mini[:12]}): " in (
+        captured.out
+    )
     for other in named.values():
         said = other.read_text()
         assert f"- baseline: prompt {version} · model mini, run `{mini[:12]}`" in said

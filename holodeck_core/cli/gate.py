@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import ExitCode
-from holodeck_core.terminal import in_github_actions, print_workflow_command
+from holodeck_core.terminal import in_github_actions, print_workflow_command, printable
 
 if TYPE_CHECKING:
     from holodeck_core.engine.suite import Suite
@@ -56,7 +56,13 @@ def apply_gate(
             alpha=(evaluations.alpha if evaluations else None) or ALPHA,
         )
         verdict = comparison.paired.pass_fraction.render() if comparison.paired else "no pairs"
-        print(f"against baseline {args.baseline}: {verdict}")
+        base = comparison.a
+        print(
+            printable(
+                f"against baseline {args.baseline} (prompt {base['prompt_version']} · model "
+                f"{base['model_candidate']}, run {str(base['run_id'])[:12]}): {verdict}"
+            )
+        )
         for reason in comparison.reasons:
             print(f"regression: {reason}", file=sys.stderr)
         if comparison.is_regression:
