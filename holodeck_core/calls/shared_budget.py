@@ -172,8 +172,9 @@ class ProcessBudget:
 
 def _over_matrix(shown: str, done: str) -> str:
     return (
-        f"the matrix's budget of {shown} (execution.budget, over every cell) would be passed: "
-        f"the cells together spent or hold {done}; raise execution.budget, and a rerun resumes"
+        f"the budget of {shown} over the run's cells (execution.budget, over every cell) would "
+        f"be passed: the cells together spent or hold {done}; raise execution.budget, and a "
+        "rerun resumes"
     )
 
 

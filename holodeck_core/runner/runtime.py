@@ -137,17 +137,19 @@ class SuiteRuntime:
 
     @staticmethod
     def _batches(suite: RuntimePlan) -> Batches | None:
-        """The run's batches when ``execution.batch`` (or ``--batch``) sends calls as such
-        and the agent's path can (docs/cost.md); the console is told when it cannot."""
+        """The suite's batches when ``execution.batch`` (or ``--batch``) sends calls as such
+        and the agent's path can (docs/cost.md), in the rounds of its run when it shares them
+        (``SuiteOptions.batch_rounds``); the console is told when it cannot."""
         say = suite.options.on_batch
         if suite.batch_note is not None and say is not None:
             say(suite.batch_note)
         if suite.batch_mode == "off" or suite.batch_note is not None:
             return None
-        execution = suite.loaded.agent.execution
-        wait = execution.batch_max_wait if execution else None
         return Batches(
-            lambda: suite.journal.batches, max_wait=wait or BATCH_MAX_WAIT_S, on_progress=say
+            lambda: suite.journal.batches,  # read on the first request
+            rounds=suite.options.batch_rounds,  # the run's other cells share them
+            max_wait=batch_max_wait(suite.loaded),
+            on_progress=say,
         )
 
     @staticmethod
@@ -279,6 +281,13 @@ def agent_backend(agent: Agent) -> dict[str, str]:
     if claude_path(agent):
         return {"agent_backend": "claude_agent_sdk"}
     return {"agent_backend": "direct", "agent_backend_note": DIRECT_MESSAGES_NOTE}
+
+
+def batch_max_wait(loaded: LoadedAgent) -> float:
+    """How long a run may wait on batches: ``execution.batch_max_wait`` or the default."""
+    execution = loaded.agent.execution
+    wait = execution.batch_max_wait if execution else None
+    return wait or BATCH_MAX_WAIT_S
 
 
 def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:

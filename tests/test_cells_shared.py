@@ -1,0 +1,173 @@
+"""The cells of one run share one loop, one limit per endpoint, one budget and one set of
+batches (docs/dagster.md, docs/cost.md): a single-run backfill of the agent's grid on a real
+Dagster instance against the loopback model server sends each round of all its cells as one
+batch with the verdicts of an ordinary run, keeps the endpoint's one limit while its cells run at
+once, and stops at the agent's budget over the run; a ``holodeck matrix`` killed while it waits
+on its shared batch is rerun without a request sent twice, each cell from its own journal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from holodeck_core.config.project import Project
+from holodeck_core.testing import run_model_server
+from holodeck_pipelines.builder import build_definitions
+from tests.test_matrix import RULES as MATRIX_RULES
+from tests.test_matrix import write_project
+from tests.test_pipelines import history_rows, register
+from tests.test_pipelines_matrix import EXPERT_ONLY, matrix_project
+from tests.test_single_run_backfill import materialize_range, range_tags
+
+ALL_CELLS = range_tags("default|v1", "large|v2")
+FOUR = {"default|v1", "default|v2", "large|v1", "large|v2"}
+
+
+def grid_project(root: Path, url: str, *, cases: int, execution: str = "") -> Project:
+    """Geo Agent's 2 x 2 grid (v1, v2 x its own model, ``large``), both on one endpoint."""
+    project = matrix_project(root, url, url, cases=cases)
+    agent = root / "agents" / "geo" / "agent.yaml"
+    text = agent.read_text().replace("sk-test-123456}", "sk-test-123456, max_tokens: 20}")
+    agent.write_text(text + (f"execution: {execution}\n" if execution else ""))
+    return project
+
+
+def materialized(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, dict[str, Any]]:
+    """Each cell's metadata on ``asset``'s materialization, by partition."""
+    return {
+        str(e.partition): {k: getattr(v, "value", v) for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.path[-1] == asset
+    }
+
+
+def verdicts(project: Project, *, batched: bool) -> list[tuple[Any, ...]]:
+    """Every case's status per cell, of the batched runs or of the others."""
+    return history_rows(
+        project,
+        "SELECT r.model_candidate, r.partition_key, c.case_id, c.status "
+        "FROM eval_runs r JOIN test_results c USING (run_id) JOIN v_cost_by_run v "
+        f"USING (run_id) WHERE (v.batch_calls IS NOT NULL) = {batched} ORDER BY 1, 2, 3",
+    )
+
+
+def test_a_batched_backfill_sends_each_round_of_all_its_cells_as_one_batch(
+    tmp_path: Path,
+) -> None:
+    with run_model_server(EXPERT_ONLY) as server, dg.instance_for_test() as instance:
+        plain = grid_project(tmp_path / "plain", server.openai_base_url, cases=3)
+        defs = build_definitions(plain)
+        register(defs, instance)
+        ordinary = materialize_range(defs, instance, {**ALL_CELLS, "holodeck/batch": "off"})
+    with run_model_server(EXPERT_ONLY) as server, dg.instance_for_test() as instance:
+        batched = grid_project(tmp_path / "batched", server.openai_base_url, cases=3)
+        defs = build_definitions(batched)
+        register(defs, instance)
+        result = materialize_range(defs, instance, {**ALL_CELLS, "holodeck/batch": "on"})
+        stats = server.stats()
+    assert ordinary.success and result.success
+    assert stats["total_calls"] == 0
+    # the four cells' 12 agent turns in one batch (one round), not one batch per cell
+    assert stats["batches"]["submitted"] == 1
+    assert stats["batches"]["requests"]["submitted"] == 12
+    responses = materialized(result, "agent_responses")
+    assert set(responses) == FOUR and all(m["model_calls"] == 3 for m in responses.values())
+    assert len(verdicts(plain, batched=False)) == 12
+    assert verdicts(batched, batched=True) == verdicts(plain, batched=False)
+    # each cell's EvalRun counts its own requests of the shared batch
+    rows = history_rows(batched, "SELECT batch_calls FROM v_cost_by_run WHERE batch_calls > 0")
+    assert rows == [(3,)] * 4
+
+
+def test_the_cells_of_a_run_meet_one_endpoint_limit_and_run_at_once(tmp_path: Path) -> None:
+    """One slow case per cell, two at a time on the endpoint: the four cells together never
+    pass 2 in flight (one limit, not one per cell) and do reach it (their calls overlap)."""
+    with (
+        run_model_server(EXPERT_ONLY, latency=0.5) as server,
+        dg.instance_for_test() as instance,
+    ):
+        project = grid_project(
+            tmp_path, server.openai_base_url, cases=1, execution="{parallel_test_cases: 2}"
+        )
+        defs = build_definitions(project)
+        register(defs, instance)
+        result = materialize_range(defs, instance, ALL_CELLS)
+        stats = server.stats()
+    assert result.success
+    assert stats["total_calls"] == 4
+    assert stats["peak_concurrency"] == 2
+
+
+def test_the_agents_budget_holds_the_runs_cells_together_not_each_cell(tmp_path: Path) -> None:
+    """A token budget one cell fits in (half as much again as the most one cell spends) and
+    the run's cells together do not: the run stops within it, its unpaid cases budget-stopped."""
+    with run_model_server(EXPERT_ONLY) as server, dg.instance_for_test() as instance:
+        measured = grid_project(tmp_path / "measured", server.openai_base_url, cases=12)
+        defs = build_definitions(measured)
+        register(defs, instance)
+        full = materialize_range(defs, instance, range_tags("default|v1", "default|v2"))
+        spent = {k: m["total_tokens"] for k, m in materialized(full, "agent_responses").items()}
+    budget = int(max(spent.values()) * 1.5)
+    assert full.success and sum(spent.values()) > budget
+    limit = f"{{parallel_test_cases: 1, budget: {{tokens: {budget}}}}}"
+    with run_model_server(EXPERT_ONLY) as server, dg.instance_for_test() as instance:
+        project = grid_project(tmp_path / "budget", server.openai_base_url, cases=12,
+                               execution=limit)  # fmt: skip
+        defs = build_definitions(project)
+        register(defs, instance)
+        alone = materialize_range(defs, instance, range_tags("default|v1", "default|v1"))
+        both = materialize_range(
+            defs, instance, {**range_tags("default|v1", "default|v2"), "holodeck/batch": "off"}
+        )
+    assert alone.success  # one cell alone fits
+    assert not both.success
+    [failure] = [e for e in both.all_events if e.event_type_value == "STEP_FAILURE"]
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None and "were stopped by a budget" in (data.description or "")
+    assert "execution.budget, over every cell" in (data.description or "")
+    stopped = {
+        key.split("/")[0]: value.value
+        for key, value in data.metadata.items()
+        if key.endswith("/total_tokens")
+    }
+    assert stopped  # a cell whose cases all ran spent what it spent alone
+    assert sum(stopped.get(cell, spent[cell]) for cell in spent) <= budget
+
+
+def test_a_matrix_killed_while_it_waits_on_its_shared_batch_sends_no_request_twice(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HOLODECK_HOME": str(tmp_path / "home")}
+    rules = {**MATRIX_RULES, "batches": {"complete_after": 4.0}}
+    with run_model_server(rules) as server:
+        agent = write_project(tmp_path, server.openai_base_url, cases=3)
+        command = [sys.executable, "-m", "holodeck_core.cli", "matrix", str(agent)]
+        command += ["--batch", "on"]
+        first = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        assert first.stderr is not None
+        for line in first.stderr:
+            if "requests submitted" in line:  # journaled in every cell's log before the wait
+                first.send_signal(signal.SIGKILL)
+                break
+        first.wait(timeout=30)
+        assert first.returncode == -signal.SIGKILL
+        killed = dict(server.stats())
+        second = subprocess.run(
+            command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        after = dict(server.stats())
+    assert killed["batches"]["submitted"] == 1  # the four cells' cases in one batch
+    assert killed["batches"]["requests"]["submitted"] == 12
+    assert second.returncode == 0, second.stderr
+    assert after["total_calls"] == 0
+    assert after["batches"]["requests"]["submitted"] == 12  # not one request twice
+    # each cell found its three requests in its own journal
+    assert second.stderr.count("3 answers from batches an earlier run submitted") == 4
+    journals = list((tmp_path / "home").rglob("*.batches.jsonl*"))
+    assert len(journals) == 4, journals
