@@ -7,6 +7,7 @@ on its shared batch is rerun without a request sent twice, each cell from its ow
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -16,7 +17,11 @@ from typing import Any
 
 import dagster as dg
 
+from holodeck_core.calls.batch import Batches, BatchItem, BatchRounds
 from holodeck_core.config.project import Project
+from holodeck_core.engine.cells import run_cells
+from holodeck_core.errors import ExecutionError
+from holodeck_core.runner.options import SuiteOptions
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.test_matrix import RULES as MATRIX_RULES
@@ -171,3 +176,106 @@ def test_a_matrix_killed_while_it_waits_on_its_shared_batch_sends_no_request_twi
     assert second.stderr.count("3 answers from batches an earlier run submitted") == 4
     journals = list((tmp_path / "home").rglob("*.batches.jsonl*"))
     assert len(journals) == 4, journals
+
+
+def test_cells_with_another_api_key_on_the_endpoint_get_batches_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """``large`` carries its own key: its requests never ride in a batch submitted with the
+    agent's key (one batch per credential and round), and neither key reaches a journal."""
+    env = {**os.environ, "HOLODECK_HOME": str(tmp_path / "home")}
+    with run_model_server(MATRIX_RULES) as server:
+        agent = write_project(tmp_path, server.openai_base_url, cases=2)
+        settings = tmp_path / "holodeck.yaml"
+        settings.write_text(
+            settings.read_text().replace("{name: gpt-4o}", "{name: gpt-4o, api_key: sk-other-9876}")
+        )
+        command = [sys.executable, "-m", "holodeck_core.cli", "matrix", str(agent)]
+        done = subprocess.run(
+            [*command, "--batch", "on"], env=env, cwd=tmp_path, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr
+    assert stats["total_calls"] == 0
+    assert stats["batches"]["submitted"] == 2  # mini's cells together, large's together
+    assert stats["batches"]["requests"]["submitted"] == 8
+    journals = list((tmp_path / "home").rglob("*.batches.jsonl*"))
+    assert len(journals) == 4
+    for journal in journals:
+        text = journal.read_text()
+        assert "sk-other-9876" not in text and "sk-test-key-1234" not in text
+
+
+class EchoBatches:
+    """A batch API that answers every request with its body, keeping each batch's requests."""
+
+    key = "echo /v1/x"
+    credential = ""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[str, dict[str, Any]]]] = []
+
+    async def submit(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        self.batches.append(requests)
+        return f"b{len(self.batches) - 1}"
+
+    async def status(self, batch_id: str) -> str:
+        return "completed"
+
+    async def results(self, batch_id: str) -> dict[str, BatchItem]:
+        return {c: BatchItem(body=b) for c, b in self.batches[int(batch_id[1:])]}
+
+    async def cancel(self, batch_id: str) -> None:
+        return None
+
+
+class MemoryLog:
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        self.entries: list[dict[str, Any]] = []
+
+    def submitted(self) -> list[dict[str, Any]]:
+        return self.entries
+
+    def record(self, entry: dict[str, Any]) -> None:
+        self.entries.append(entry)
+
+
+def test_two_cells_asking_the_same_body_share_a_batch_with_ids_of_their_own() -> None:
+    """A judge asked the same question by two cells: one batch, two custom_ids, each in its
+    own cell's log, and the same ids again on a rerun (what a killed run's rerun finds)."""
+
+    async def go() -> tuple[list[Any], list[MemoryLog], EchoBatches]:
+        api, rounds = EchoBatches(), BatchRounds(gather=0.01)
+        logs = [MemoryLog("cell-a"), MemoryLog("cell-b")]
+        cells = [Batches(lambda log=log: log, rounds=rounds) for log in logs]
+        try:
+            answers = await asyncio.gather(*(c.request(api, {"q": 1}) for c in cells))
+        finally:
+            await rounds.aclose()
+        return answers, logs, api
+
+    answers, logs, api = asyncio.run(go())
+    assert answers == [{"q": 1}, {"q": 1}]
+    [batch] = api.batches
+    ids = [custom_id for custom_id, _ in batch]
+    assert len(set(ids)) == 2
+    assert [log.entries[0]["custom_ids"] for log in logs] == [[ids[0]], [ids[1]]]
+    _, _, rerun = asyncio.run(go())
+    assert [custom_id for custom_id, _ in rerun.batches[0]] == ids
+
+
+def test_a_cell_whose_stage_fails_leaves_the_others_running_to_the_end() -> None:
+    async def stage(key: str, suite: Any) -> str:
+        if key == "bad":
+            raise ExecutionError("the tool server did not start")
+        await asyncio.sleep(0.05)
+        return f"{key} done"
+
+    class Plain:
+        options = SuiteOptions()
+
+    outcomes = asyncio.run(run_cells({"bad": Plain(), "good": Plain()}, stage))  # type: ignore[dict-item]
+    assert isinstance(outcomes["bad"], ExecutionError)
+    assert outcomes["good"] == "good done"
