@@ -40,6 +40,7 @@ from holodeck_core.engine.stages import (
 )
 from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.models import Status
+from holodeck_core.models.cost import CallCosts
 from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.naming import dagster_name, job_name
 from holodeck_pipelines.cells import Cell, cell_of, grid
@@ -200,9 +201,11 @@ def suites(
     context: dg.AssetExecutionContext,
     project: HoloDeckProject,
     keys: ModelProviderKeys | None = None,
+    spent: list[CallCosts] | None = None,
 ) -> dict[str, Suite]:
     """The suite of each cell of the step's run, by partition key (sharing one limit per
-    endpoint, one budget and one set of batch rounds)."""
+    endpoint, one budget, less what the cells ``spent`` in earlier steps, and one set of batch
+    rounds)."""
     built: dict[str, Suite] = {}
     try:
         settings = run_settings(context.run.tags, spec.name)
@@ -220,7 +223,9 @@ def suites(
         partitions = context.partition_keys
         cells = {key: (cell_of(key).prompt, cell_of(key).model) for key in partitions}
         estimators = {key: recorded_estimate(context, spec.estimated, key) for key in partitions}
-        built = launched_suites(spec.agent_file, project.project(), cells, launch, estimators)
+        built = launched_suites(
+            spec.agent_file, project.project(), cells, launch, estimators, spent or []
+        )
     except (ConfigError, BadRunTag) as exc:
         # e.g. a partition added by hand in the UI with no prompt snapshot behind it, or a
         # bad run tag from the launchpad: no retry can fix that, so fail at once and say
@@ -366,7 +371,8 @@ def metric_results_asset(spec: AgentSpec) -> dg.AssetsDefinition:
         keys: ModelProviderKeys,
         agent_responses: dict[str, AgentResponses],
     ) -> dict[str, MetricResults]:
-        stages = suites(spec, context, project, keys)
+        spent = [agent_responses[key].costs for key in context.partition_keys]
+        stages = suites(spec, context, project, keys, spent)  # the run's budget goes on
 
         async def cell(key: str, stage: Suite) -> MetricResults:
             return await run_metric_stage(stage, agent_responses[key])

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from holodeck_core.calls.batch import Batches, BatchItem, BatchRounds
 from holodeck_core.config.project import Project
@@ -279,3 +280,72 @@ def test_a_cell_whose_stage_fails_leaves_the_others_running_to_the_end() -> None
     outcomes = asyncio.run(run_cells({"bad": Plain(), "good": Plain()}, stage))  # type: ignore[dict-item]
     assert isinstance(outcomes["bad"], ExecutionError)
     assert outcomes["good"] == "good done"
+
+
+JUDGED: dict[str, Any] = {
+    "rules": [
+        {"match": {"user": "Task: write G-Eval evaluation steps"}, "json": {"steps": ["a", "b"]}},
+        {"match": {"user": "Task: score a test case"}, "json": {"score": 8, "reason": "fine"}},
+        {"match": {"user": "capital"}, "reply": "Paris"},
+    ]
+}
+
+
+def judged_project(root: Path, url: str, execution: str = "") -> Project:
+    """Geo Agent (v1, v2: long prompts) judged by G-Eval on the same server, 3 cases."""
+    project = grid_project(root, url, cases=3, execution=execution)
+    agent = root / "agents" / "geo" / "agent.yaml"
+    words = " ".join(f"w{i}" for i in range(60))
+    for version in ("v1", "v2"):
+        prompt = agent.parent / "prompts" / f"{version}.md"
+        prompt.write_text(prompt.read_text() + words + "\n")
+    judge = (
+        f'{{provider: openai, name: judge, endpoint: "{url}", api_key: sk-judge-1, max_tokens: 30}}'
+    )
+    agent.write_text(
+        agent.read_text().replace(
+            "metrics: [{type: standard, metric: equality}]",
+            f"metrics: [{{type: geval, name: Right, criteria: 'Is it right?', model: {judge}}}]",
+        )
+    )
+    return project
+
+
+def test_the_metric_step_spends_what_the_agent_step_left_of_the_runs_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's budget fits both cells' agent turns, each cell's whole run and both cells'
+    judges alone, not the judges on top of the agent turns: the metric step starts from what
+    the agent step spent, the judges it leaves no room for are refused (those cases ERROR) and
+    the run stays within it."""
+    with run_model_server(JUDGED) as server, dg.instance_for_test() as instance:
+        monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "measured-home"))
+        measured = judged_project(tmp_path / "measured", server.openai_base_url)
+        defs = build_definitions(measured)
+        register(defs, instance)
+        assert materialize_range(defs, instance, range_tags("default|v1", "default|v2")).success
+        spent = dict(history_rows(measured, "SELECT prompt_version, tokens FROM v_cost_by_run"))
+        agents = history_rows(
+            measured,
+            "SELECT sum(c.prompt_tokens + c.completion_tokens) FROM eval_runs JOIN call_costs c "
+            "USING (run_id) WHERE c.heading = 'agent'",
+        )[0][0]
+    judges = sum(spent.values()) - agents
+    budget = agents + judges // 2  # the agent turns' and half the judges'
+    assert max(spent.values()) < budget  # each cell's whole run fits alone
+    assert judges < budget  # and both cells' judges without the agent turns
+    with run_model_server(JUDGED) as server, dg.instance_for_test() as instance:
+        monkeypatch.setenv("HOLODECK_HOME", str(tmp_path / "budget-home"))
+        limit = f"{{parallel_test_cases: 1, budget: {{tokens: {budget}}}}}"
+        project = judged_project(tmp_path / "budget", server.openai_base_url, limit)
+        defs = build_definitions(project)
+        register(defs, instance)
+        tags = {**range_tags("default|v1", "default|v2"), "holodeck/batch": "off"}
+        result = materialize_range(defs, instance, tags)
+        used = history_rows(project, "SELECT sum(tokens) FROM v_cost_by_run")[0][0]
+        errored = history_rows(project, "SELECT count(*) FROM test_results WHERE status = 'ERROR'")[
+            0
+        ][0]
+    assert result.success  # the agent step fits: judges the budget refused are ERROR cases
+    assert errored > 0
+    assert used <= budget

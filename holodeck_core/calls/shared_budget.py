@@ -148,9 +148,11 @@ class ProcessBudget:
     cells under the agent's ``execution.budget`` (docs/cli.md). Each cell's runtime holds a
     :meth:`pool` of its own; their claims never add up to more than the budget."""
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, spent: Amount = NOTHING) -> None:
         self.budget = budget
-        self._claims: list[Amount] = []
+        self._claims: list[Amount] = [spent] if spent != NOTHING else []
+        """Each pool's claim; ``spent``, what the cells spent in the run's earlier steps (a
+        Dagster run's agent step, for its metric step), first."""
         self._lock = threading.Lock()  # claims come from worker threads (Allowance.take)
 
     def pool(self) -> BudgetPool:

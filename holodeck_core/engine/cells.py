@@ -9,40 +9,43 @@ event loop."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from holodeck_core.calls.batch import BatchRounds
 from holodeck_core.calls.scheduler import EndpointLimits
-from holodeck_core.calls.shared_budget import BudgetPool, ProcessBudget
+from holodeck_core.calls.shared_budget import NOTHING, Amount, BudgetPool, ProcessBudget
 from holodeck_core.errors import HolodeckError
 from holodeck_core.runner.runtime import batch_max_wait
 
 if TYPE_CHECKING:
     from holodeck_core.config.loader import LoadedAgent
     from holodeck_core.config.project import Project
+    from holodeck_core.models.cost import CallCosts
     from holodeck_core.runner.options import SharedBudgetsFactory, SuiteOptions
     from holodeck_core.runner.suite import Suite
 
 _T = TypeVar("_T")
 
 
-def shared_by_cells(own: LoadedAgent, options: SuiteOptions) -> SuiteOptions:
+def shared_by_cells(
+    own: LoadedAgent, options: SuiteOptions, spent: Sequence[CallCosts] = ()
+) -> SuiteOptions:
     """``options`` for every cell of one run of the agent ``own``: one set of endpoint
-    limits, one budget over the cells, one set of batch rounds (those ``options`` already
-    hold are kept)."""
+    limits, one budget over the cells (less what they ``spent`` in the run's earlier steps),
+    one set of batch rounds (those ``options`` already hold are kept)."""
     return replace(
         options,
         endpoint_limits=options.endpoint_limits or EndpointLimits(),
-        shared_budgets=one_budget(own, options.shared_budgets),
+        shared_budgets=one_budget(own, options.shared_budgets, spent_of(spent)),
         batch_rounds=options.batch_rounds
         or BatchRounds(max_wait=batch_max_wait(own), on_progress=options.on_batch),
     )
 
 
 def one_budget(
-    own: LoadedAgent, shared: SharedBudgetsFactory | None
+    own: LoadedAgent, shared: SharedBudgetsFactory | None, spent: Amount = NOTHING
 ) -> SharedBudgetsFactory | None:
     """The budgets every cell draws from: the project's (``shared``) and the agent's
     ``execution.budget`` over all the run's cells, one :class:`ProcessBudget` whose pool each
@@ -50,12 +53,18 @@ def one_budget(
     execution = own.agent.execution
     if execution is None or execution.budget is None:
         return shared
-    cells = ProcessBudget(execution.budget)
+    cells = ProcessBudget(execution.budget, spent)
 
     def pools(project: Project, label: str) -> list[BudgetPool]:
         return [*(shared(project, label) if shared else []), cells.pool()]
 
     return pools
+
+
+def spent_of(costs: Sequence[CallCosts]) -> Amount:
+    """What the cells' earlier steps spent against their budgets, together."""
+    verdicts = [c.budget for c in costs if c.budget is not None]
+    return Amount(sum(v.spent_usd for v in verdicts), sum(v.spent_tokens for v in verdicts))
 
 
 async def run_cells(

@@ -6,7 +6,7 @@ call it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from holodeck_core.config.project import Project
     from holodeck_core.models import ProviderEnum, Trigger
     from holodeck_core.models.agent import BatchMode
+    from holodeck_core.models.cost import CallCosts
 
 __all__ = [
     "Estimator",
@@ -64,14 +65,15 @@ def launched_suites(
     cells: Mapping[str, tuple[str, str | None]],
     launch: Launch,
     estimators: Mapping[str, Estimator | None] | None = None,
+    spent: Sequence[CallCosts] = (),
 ) -> dict[str, Suite]:
     """The suite of each cell of the run ``launch``, by key: ``cells`` maps a key to its
     prompt version (a registered one: a :class:`~holodeck_core.errors.ConfigError` lists those
     that exist) and model candidate (None: the agent's own model; an unknown one is a
     ``ConfigError`` naming those declared), ``estimators`` to its estimate (the one recorded
     before the agent step). The cells of the run share one limit per endpoint, one budget
-    (the agent's ``execution.budget`` over them all) and one set of batch rounds
-    (:mod:`holodeck_core.engine.cells`)."""
+    (the agent's ``execution.budget`` over them all, less what they ``spent`` in the run's
+    earlier steps) and one set of batch rounds (:mod:`holodeck_core.engine.cells`)."""
     options = SuiteOptions(
         trigger=launch.trigger,
         dagster_run_id=launch.run_id,
@@ -82,7 +84,7 @@ def launched_suites(
         batch=launch.batch,
         on_batch=launch.on_batch,
     )
-    shared = shared_by_cells(loaded_agent(agent_file), options)
+    shared = shared_by_cells(loaded_agent(agent_file), options, spent)
     found = estimators or {}
     return {
         key: load_suite(
