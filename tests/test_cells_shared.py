@@ -175,6 +175,7 @@ def test_a_matrix_killed_while_it_waits_on_its_shared_batch_sends_no_request_twi
     assert after["batches"]["requests"]["submitted"] == 12  # not one request twice
     # each cell found its three requests in its own journal
     assert second.stderr.count("3 answers from batches an earlier run submitted") == 4
+    assert "batch: v2:large: batches: 0 submitted with 0 requests, 1 done" in second.stderr
     journals = list((tmp_path / "home").rglob("*.batches.jsonl*"))
     assert len(journals) == 4, journals
 

@@ -427,6 +427,11 @@ class Batches:
     def on_progress(self) -> Callable[[str], None] | None:
         return self.rounds.on_progress
 
+    @property
+    def shared(self) -> bool:
+        """Its rounds are the run's, other suites ask in them too."""
+        return not self._own
+
     async def request(self, api: BatchAPI, body: dict[str, Any]) -> Any:
         """The SDK response to ``body``, from this run's or an earlier run's batch; raises
         :class:`SendAlone` or the :class:`ModelCallError` the batch answered with."""

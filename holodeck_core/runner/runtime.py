@@ -21,7 +21,7 @@ from holodeck_core.calls.shared_budget import Allowance
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt
-from holodeck_core.defaults import BATCH_MAX_WAIT_S
+from holodeck_core.defaults import BATCH_MAX_WAIT_S, MATRIX_CELL_SEPARATOR
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
@@ -98,6 +98,11 @@ class SuiteRuntime:
             shared=self._shared_budgets(suite),
         )
         self.batches = self._batches(suite)
+        self._cell = (  # whose counts, when the run's cells share their batches
+            f"{suite.prompt_key}{MATRIX_CELL_SEPARATOR}{suite.loaded.candidate.name}: "
+            if self.batches is not None and self.batches.shared
+            else ""
+        )
         self.scheduler = CallScheduler(
             suite.parallel,
             RetryPolicy(timeout=suite.timeout),
@@ -255,7 +260,7 @@ class SuiteRuntime:
                 await self.batches.aclose()  # what is still running (Ctrl-C) is cancelled
                 summary = self.batches.summary()
                 if summary is not None and self.batches.on_progress is not None:
-                    self.batches.on_progress(summary)
+                    self.batches.on_progress(f"{self._cell}{summary}")
             if self.toolbox is not None:
                 await self.toolbox.aclose()
             if self.client is not None:
