@@ -4,8 +4,10 @@ candidate (its grid, ``holodeck_pipelines.cells``), then the history write with 
     processed_files → agent_responses → metric_results → report_summary → eval_history
 
 Every asset is a thin wrapper over ``holodeck_core.engine.stages``. A run covers one prompt
-cell or, in a backfill, several (``BackfillPolicy``: Dagster's launch paid once per run): every
-step iterates the run's cells, each with its own materialization and checks."""
+cell or, in a backfill, several (``BackfillPolicy``: Dagster's launch paid once per run): each
+cell has its own materialization and checks; the agent and metric steps run the run's cells at
+once, sharing one limit per endpoint, one budget and one set of batches
+(``holodeck_core.engine.cells``)."""
 
 import asyncio
 import warnings
