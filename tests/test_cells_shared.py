@@ -2,8 +2,10 @@
 batches (docs/dagster.md, docs/cost.md): a single-run backfill of the agent's grid on a real
 Dagster instance against the loopback model server sends each round of all its cells as one
 batch with the verdicts of an ordinary run, keeps the endpoint's one limit while its cells run at
-once, and stops at the agent's budget over the run; a ``holodeck matrix`` killed while it waits
-on its shared batch is rerun without a request sent twice, each cell from its own journal."""
+once, stops at the agent's budget over the run (its metric step after its agent step's spend)
+and lets the other cells finish when one cannot start; a ``holodeck matrix`` killed while it
+waits on its shared batch is rerun without a request sent twice, each cell from its own
+journal; a candidate with its own API key gets batches of its own."""
 
 from __future__ import annotations
 
@@ -350,3 +352,33 @@ def test_the_metric_step_spends_what_the_agent_step_left_of_the_runs_budget(
     assert result.success  # the agent step fits: judges the budget refused are ERROR cases
     assert errored > 0
     assert used <= budget
+
+
+def test_a_cell_that_cannot_start_fails_the_step_by_name_and_the_others_keep_their_work(
+    tmp_path: Path,
+) -> None:
+    """``alt`` (listed first) has no API key: its agent stage fails (exit 2, not retried), while
+    the run's other cell runs every case to its journal; materialized alone afterwards, that
+    cell resumes them all without a call."""
+    with run_model_server(EXPERT_ONLY) as server, dg.instance_for_test() as instance:
+        grid_project(tmp_path, server.openai_base_url, cases=2)
+        (tmp_path / "holodeck.yaml").write_text(
+            "agents:\n  - path: agents/geo/agent.yaml\n    models:\n"
+            "      alt: {provider: anthropic, name: m-alt, api_key: null}\n      default: {}\n"
+        )
+        defs = build_definitions(Project.discover(tmp_path))
+        register(defs, instance)
+        failed = materialize_range(defs, instance, range_tags("alt|v1", "default|v1"))
+        calls = server.stats()["total_calls"]
+        again = materialize_range(defs, instance, range_tags("default|v1", "default|v1"))
+        after = server.stats()["total_calls"]
+        resumed = materialized(again, "agent_responses")["default|v1"]["resumed_from_journal"]
+    assert not failed.success
+    [failure] = [e for e in failed.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "geo_agent__agent_responses"
+    assert not [e for e in failed.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None and data.description is not None
+    assert data.description.startswith("prompt version v1 x model alt: model.api_key is not set")
+    assert calls == 2  # the default cell ran both its cases beside the failing one
+    assert again.success and resumed == 2 and after == calls
