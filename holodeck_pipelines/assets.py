@@ -21,14 +21,9 @@ import dagster as dg
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
 from holodeck_core.engine import redact_text
+from holodeck_core.engine.cells import run_cells
 from holodeck_core.engine.checks import cells_of
-from holodeck_core.engine.launch import (
-    Launch,
-    Suite,
-    estimate_suites,
-    launched_suites,
-    run_cells,
-)
+from holodeck_core.engine.launch import Launch, Suite, estimate_suites, launched_suites
 from holodeck_core.engine.stages import (
     AgentResponses,
     MetricResults,

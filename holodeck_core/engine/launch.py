@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.prompts import PromptStore
-from holodeck_core.engine.cells import run_cells, shared_by_cells
+from holodeck_core.engine.cells import shared_by_cells
 from holodeck_core.engine.plan import CostEstimate, estimate_cost, estimates_reader
 from holodeck_core.engine.run import shared_budgets
 from holodeck_core.engine.suite import Suite, SuiteOptions, load_suite
@@ -37,7 +37,6 @@ __all__ = [
     "launched_suites",
     "provider_key_variables",
     "register_prompt_versions",
-    "run_cells",
 ]
 
 
