@@ -4,23 +4,26 @@ candidate (its grid, ``holodeck_pipelines.cells``), then the history write with 
     processed_files → agent_responses → metric_results → report_summary → eval_history
 
 Every asset is a thin wrapper over ``holodeck_core.engine.stages``. A run covers one prompt
-cell or, in a backfill, several (``BackfillPolicy``: Dagster's launch paid once per run): every
-step iterates the run's cells, each with its own materialization and checks."""
+cell or, in a backfill, several (``BackfillPolicy``: Dagster's launch paid once per run): each
+cell has its own materialization and checks; the agent and metric steps run the run's cells at
+once, sharing one limit per endpoint, one budget and one set of batches
+(``holodeck_core.engine.cells``)."""
 
 import asyncio
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import dagster as dg
 
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
 from holodeck_core.engine import redact_text
+from holodeck_core.engine.cells import run_cells
 from holodeck_core.engine.checks import cells_of
-from holodeck_core.engine.launch import Launch, Suite, estimate_suites, launched_suite
+from holodeck_core.engine.launch import Launch, Suite, estimate_suites, launched_suites
 from holodeck_core.engine.stages import (
     AgentResponses,
     MetricResults,
@@ -32,8 +35,9 @@ from holodeck_core.engine.stages import (
     run_metric_stage,
     write_report,
 )
-from holodeck_core.errors import ConfigError
+from holodeck_core.errors import ConfigError, HolodeckError
 from holodeck_core.models import Status
+from holodeck_core.models.cost import CallCosts
 from holodeck_core.models.evaluation import EvaluationConfig
 from holodeck_core.naming import dagster_name, job_name
 from holodeck_pipelines.cells import Cell, cell_of, grid
@@ -74,6 +78,7 @@ from holodeck_pipelines.verdicts import Verdict, checks_of, matrix_result, run_c
 if TYPE_CHECKING:
     import duckdb
 
+_T = TypeVar("_T")
 AGENT_STEP_RETRIES = 2
 BUDGET_TROUBLE = "were stopped by a budget"
 
@@ -193,8 +198,11 @@ def suites(
     context: dg.AssetExecutionContext,
     project: HoloDeckProject,
     keys: ModelProviderKeys | None = None,
+    spent: list[CallCosts] | None = None,
 ) -> dict[str, Suite]:
-    """The suite of each cell of the step's run, by partition key."""
+    """The suite of each cell of the step's run, by partition key (sharing one limit per
+    endpoint, one budget, less what the cells ``spent`` in earlier steps, and one set of batch
+    rounds)."""
     built: dict[str, Suite] = {}
     try:
         settings = run_settings(context.run.tags, spec.name)
@@ -209,12 +217,12 @@ def suites(
             batch=settings.batch,
             on_batch=lambda line: context.log.info(redact_text(line)),
         )
-        for key in context.partition_keys:
-            estimator = recorded_estimate(context, spec.estimated, key)
-            cell = cell_of(key)
-            built[key] = launched_suite(
-                spec.agent_file, project.project(), cell.prompt, launch, estimator, cell.model
-            )
+        partitions = context.partition_keys
+        cells = {key: (cell_of(key).prompt, cell_of(key).model) for key in partitions}
+        estimators = {key: recorded_estimate(context, spec.estimated, key) for key in partitions}
+        built = launched_suites(
+            spec.agent_file, project.project(), cells, launch, estimators, spent or []
+        )
     except (ConfigError, BadRunTag) as exc:
         # e.g. a partition added by hand in the UI with no prompt snapshot behind it, or a
         # bad run tag from the launchpad: no retry can fix that, so fail at once and say
@@ -283,14 +291,20 @@ def agent_responses_asset(
         context: dg.AssetExecutionContext, project: HoloDeckProject, keys: ModelProviderKeys
     ) -> dict[str, AgentResponses]:
         preload = context.job_def.executor_def.name == "in_process"
+        stages = suites(spec, context, project, keys)
+        first = next(iter(stages))
+
+        async def cell(key: str, stage: Suite) -> AgentResponses:
+            return await respond(stage, preload=preload and key == first)
+
+        # every cell at once, sharing the endpoint limits, the budget and the batches
+        outcomes = asyncio.run(run_cells(stages, cell))
         results: dict[str, AgentResponses] = {}
         # Finished cases are journaled (docs/dagster.md); the step fails once every version ran, so
         # a retry or a re-execution resumes them all. A budget's refusal is not retried.
         stopped = StageFailures("cases", trouble=BUDGET_TROUBLE)
         failed = StageFailures("cases")
-        for key, stage in suites(spec, context, project, keys).items():
-            with stage_errors(context, [key], retries=AGENT_STEP_RETRIES):
-                result = asyncio.run(respond(stage, preload=preload and not results))
+        for key, result in answered(outcomes).items():
             metadata = responses_metadata(result)
             runs = result.runs
             stopped.add(
@@ -299,11 +313,31 @@ def agent_responses_asset(
             failed.add(key, [(r.case_id, r.error or "") for r in runs if r.transient], metadata)
             context.add_asset_metadata(metadata, partition_key=key)
             results[key] = result
+        raise_cell_errors(context, outcomes, retries=AGENT_STEP_RETRIES)
         stopped.raise_if_any(context)
         failed.raise_if_any(context, retries=AGENT_STEP_RETRIES)
         return results
 
     return agent_responses
+
+
+def answered(outcomes: Mapping[str, _T | HolodeckError]) -> dict[str, _T]:
+    """The cells whose stage finished (the others failed with a :class:`HolodeckError`)."""
+    return {key: out for key, out in outcomes.items() if not isinstance(out, HolodeckError)}
+
+
+def raise_cell_errors(
+    context: dg.AssetExecutionContext,
+    outcomes: Mapping[str, object],
+    *,
+    retries: int = 0,
+) -> None:
+    """The step's failure when a cell's stage failed with a :class:`HolodeckError` (once the
+    others finished and kept their work): the first one's message, naming every such cell."""
+    errors = {key: out for key, out in outcomes.items() if isinstance(out, HolodeckError)}
+    if errors:
+        with stage_errors(context, list(errors), retries=retries):
+            raise next(iter(errors.values()))
 
 
 def responses_metadata(result: AgentResponses) -> dict[str, int]:
@@ -334,11 +368,17 @@ def metric_results_asset(spec: AgentSpec) -> dg.AssetsDefinition:
         keys: ModelProviderKeys,
         agent_responses: dict[str, AgentResponses],
     ) -> dict[str, MetricResults]:
+        spent = [agent_responses[key].costs for key in context.partition_keys]
+        stages = suites(spec, context, project, keys, spent)  # the run's budget goes on
+
+        async def cell(key: str, stage: Suite) -> MetricResults:
+            return await run_metric_stage(stage, agent_responses[key])
+
+        outcomes = asyncio.run(run_cells(stages, cell))  # every cell at once, as the agents'
         results: dict[str, MetricResults] = {}
         # Successful judge answers are cached (docs/dagster.md), so a rerun pays only for the rest
         failed = StageFailures("judge calls")
-        for key, stage in suites(spec, context, project, keys).items():
-            result = asyncio.run(run_metric_stage(stage, agent_responses[key]))
+        for key, result in answered(outcomes).items():
             statuses = [r.status for r in result.results]
             metadata = {status.value.lower(): statuses.count(status) for status in Status}
             if result.judge_transient_failures:
@@ -346,6 +386,7 @@ def metric_results_asset(spec: AgentSpec) -> dg.AssetsDefinition:
                 failed.add(key, errors, metadata, count=result.judge_transient_failures)
             context.add_asset_metadata(metadata, partition_key=key)
             results[key] = result
+        raise_cell_errors(context, outcomes)
         failed.raise_if_any(context)
         return results
 

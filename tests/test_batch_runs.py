@@ -307,6 +307,7 @@ class ScriptedBatches:
     taken from ``plan`` in order (``ok``, ``expired``, ``bad``), or it never ends (``hang``)."""
 
     key = "scripted /v1/x"
+    credential = ""
 
     def __init__(self, plan: list[str]) -> None:
         self.plan = plan

@@ -1,21 +1,24 @@
 """Model calls through the providers' batch APIs (``execution.batch``, docs/cost.md): the one
 place that gathers a round of requests, submits it, waits and hands every caller its answer.
 
-A round is every request that arrives on one batch API (one provider endpoint and URL) while
-the previous ones are still arriving: all cases of the run at the same step of the tool loop,
-and the judges of the cases that finished together. It is submitted as one batch once no new
-request joined it for :data:`~holodeck_core.defaults.BATCH_GATHER_S`. Each caller then gets its
-response body parsed by its own backend, as if the ordinary call had returned it; a multi-turn
-case or a tool call simply asks again in a later round.
+A round (:class:`BatchRounds`) is every request that arrives on one batch API (one provider
+endpoint and URL, and one credential) while the previous ones are still arriving: all cases of
+all cells of the run at the same step of the tool loop, and the judges of the cases that
+finished together. It is submitted as one batch once no new request joined it for
+:data:`~holodeck_core.defaults.BATCH_GATHER_S`. Each caller then gets its response body parsed
+by its own backend, as if the ordinary call had returned it; a multi-turn case or a tool call
+simply asks again in a later round. Each suite (a cell) asks through its own :class:`Batches`:
+its log, its custom_ids, its stats.
 
-Never paying twice: every request's ``custom_id`` is a digest of its endpoint, body and how
-many identical requests came before it in this run, and a batch's id and ``custom_id``s are
-written to the :class:`BatchLog` (the resume journal's, docs/architecture.md) before the run
-waits on it. A rerun of a killed run asks the same requests, finds them in the log and takes
-their answers from the batch already paid for. A request a batch failed or expired is sent in
-a next batch, at most :data:`~holodeck_core.defaults.BATCH_RESUBMITS` more times, then as an
-ordinary call (:class:`SendAlone`), as is all that is pending when the run's wait limit is
-reached. Closing the :class:`Batches` (Ctrl-C included) cancels what is still running.
+Never paying twice: every request's ``custom_id`` is a digest of its suite's journal key, its
+endpoint, body and how many identical requests came before it in this suite, and a batch's id
+and each suite's ``custom_id``s are written to that suite's :class:`BatchLog` (its resume
+journal's, docs/architecture.md) before the run waits on it. A rerun of a killed run asks the
+same requests, finds them in its log and takes their answers from the batch already paid for.
+A request a batch failed or expired is sent in a next batch, at most
+:data:`~holodeck_core.defaults.BATCH_RESUBMITS` more times, then as an ordinary call
+(:class:`SendAlone`), as is all that is pending when the run's wait limit is reached. Closing
+the :class:`BatchRounds` (Ctrl-C included) cancels what is still running.
 
 The provider's side (files, batches, result lines) is a :class:`BatchAPI`, implemented in
 ``holodeck_core/providers/batches.py``."""
@@ -75,6 +78,9 @@ class BatchAPI(Protocol):
 
     key: str
     """Which requests share a batch: provider endpoint and URL."""
+    credential: str
+    """A fingerprint of the credential it submits with (never the secret): requests sent with
+    another key never share its batch."""
 
     async def submit(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
         """Create a batch of (custom_id, body) and return its id."""
@@ -94,6 +100,11 @@ class BatchAPI(Protocol):
 class BatchLog(Protocol):
     """Where submitted batches are written before the run waits on them."""
 
+    @property
+    def scope(self) -> str:
+        """Whose requests it logs (the suite's journal key): part of every custom_id."""
+        ...
+
     def submitted(self) -> list[dict[str, Any]]:
         """Every batch written so far: ``{"batch_id", "key", "custom_ids"}``."""
         ...
@@ -112,11 +123,12 @@ class BatchStats:
     longest_wait_s: float = 0.0
 
 
-@dataclass
+@dataclass(eq=False)
 class _Pending:
     custom_id: str
     body: dict[str, Any]
     future: asyncio.Future[Any]
+    suite: Batches
     sends: int = 0
 
 
@@ -156,101 +168,74 @@ def active_batches() -> Batches | None:
     return _ACTIVE.get()
 
 
-class Batches:
-    """The batches of one run: rounds gathered per :class:`BatchAPI`, their waits, the log."""
+def round_key(api: BatchAPI) -> str:
+    """Which requests may share a batch: the same batch API (endpoint and URL) and the same
+    credential (its fingerprint, never the key itself)."""
+    return f"{api.key} {api.credential}" if api.credential else api.key
+
+
+class BatchRounds:
+    """The rounds of one run, whichever suites ask: every request to one batch API (and
+    credential) that arrives together goes in one batch, its wait polled once, the run's wait
+    limit over all of them, the progress lines, and Ctrl-C's cancel. Each suite asks through its
+    own :class:`Batches` (its log, its custom_ids, its stats): ``holodeck matrix``'s cells and
+    a Dagster run's cells share one (docs/cost.md)."""
 
     def __init__(
         self,
-        log: Callable[[], BatchLog | None] = lambda: None,
         *,
         max_wait: float = BATCH_MAX_WAIT_S,
         gather: float = BATCH_GATHER_S,
         on_progress: Callable[[str], None] | None = None,
     ) -> None:
-        self._log_factory = log
-        self._log: BatchLog | None = None
-        self._known: dict[str, tuple[str, str]] | None = None  # custom_id -> (batch id, key)
         self.max_wait = max_wait
         self.gather = gather
         self.on_progress = on_progress
         self.stats = BatchStats()
         self._rounds: dict[str, _Round] = {}
-        self._seen: dict[str, int] = {}
-        self._waits: dict[str, asyncio.Task[dict[str, BatchItem]]] = {}
+        self._waits: dict[str, asyncio.Task[tuple[dict[str, BatchItem], float]]] = {}
         self._running: dict[str, tuple[BatchAPI, float]] = {}
+        self._members: dict[str, set[Batches]] = {}
+        """Per batch id, the suites whose requests it holds (their stats count its wait)."""
         self._started = time.monotonic()
         self._last_line = 0.0
         self._tasks: set[asyncio.Task[None]] = set()
         self._refused: dict[str, str] = {}
         """Batch APIs that failed to take a batch, and how: their calls go alone."""
 
-    async def request(self, api: BatchAPI, body: dict[str, Any]) -> Any:
-        """The SDK response to ``body``, from this run's or an earlier run's batch; raises
-        :class:`SendAlone` or the :class:`ModelCallError` the batch answered with."""
-        if api.key in self._refused:
-            raise SendAlone(self._refused[api.key])
-        if self._time_left() <= 0:
-            raise SendAlone(f"the run's {self.max_wait:g} s of waiting on batches are spent")
-        custom_id = self._custom_id(api.key, body)
-        item = await self._resumed(api, custom_id)
-        if item is not None and item.body is not None:
-            return item.body
-        if item is not None and item.error is not None and not item.error.transient:
-            raise item.error
-        pending = _Pending(custom_id, body, asyncio.get_running_loop().create_future())
-        self._enqueue(api, pending)
-        return await pending.future
+    def unusable(self, api: BatchAPI) -> str | None:
+        """Why ``api``'s requests go alone now (it refused a batch, the wait is spent)."""
+        if round_key(api) in self._refused:
+            return self._refused[round_key(api)]
+        if self.time_left() <= 0:
+            return f"the run's {self.max_wait:g} s of waiting on batches are spent"
+        return None
 
-    def _custom_id(self, key: str, body: dict[str, Any]) -> str:
-        text = json.dumps([key, body], sort_keys=True, ensure_ascii=False, default=str)
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-        seen = self._seen.get(digest, 0)
-        self._seen[digest] = seen + 1
-        return f"{digest}-{seen}"  # Anthropic's custom_id: [a-zA-Z0-9_-]{1,64}
-
-    def _journal(self) -> BatchLog | None:
-        if self._known is None:
-            self._log = self._log_factory()
-            self._known = {}
-            for entry in self._log.submitted() if self._log is not None else []:
-                for custom_id in entry.get("custom_ids", []):
-                    self._known[str(custom_id)] = (str(entry["batch_id"]), str(entry["key"]))
-        return self._log
-
-    async def _resumed(self, api: BatchAPI, custom_id: str) -> BatchItem | None:
-        """The answer of an earlier run's batch that holds ``custom_id``, if there is one."""
-        self._journal()
-        assert self._known is not None
-        found = self._known.pop(custom_id, None)
-        if found is None or found[1] != api.key:
-            return None
-        items = await self._wait_for(api, found[0])
-        item = items.get(custom_id)
-        if item is not None and item.body is not None:
-            self.stats.resumed += 1
-        return item
-
-    def _enqueue(self, api: BatchAPI, pending: _Pending) -> None:
-        round_ = self._rounds.get(api.key)
+    def enqueue(self, api: BatchAPI, pending: _Pending) -> None:
+        key = round_key(api)
+        round_ = self._rounds.get(key)
         if round_ is None:
-            round_ = self._rounds[api.key] = _Round(api)
+            round_ = self._rounds[key] = _Round(api)
         round_.requests.append(pending)
         if round_.timer is not None:
             round_.timer.cancel()
         loop = asyncio.get_running_loop()
         full = len(round_.requests) >= BATCH_MAX_REQUESTS
         if full or time.monotonic() - round_.opened >= BATCH_GATHER_MAX_S:
-            self._send(api.key)
+            self._send(key)
         else:
-            round_.timer = loop.call_later(self.gather, self._send, api.key)
+            round_.timer = loop.call_later(self.gather, self._send, key)
 
     def _send(self, key: str) -> None:
         round_ = self._rounds.pop(key, None)
-        if round_ is None or not round_.requests:
+        if round_ is None:
             return
         if round_.timer is not None:
             round_.timer.cancel()
-        task = asyncio.get_running_loop().create_task(self._run(round_.api, round_.requests))
+        requests = [p for p in round_.requests if not p.future.done()]  # a cell that stopped
+        if not requests:
+            return
+        task = asyncio.get_running_loop().create_task(self._run(round_.api, requests))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -258,7 +243,7 @@ class Batches:
         """Submit one round, journal it, wait, and answer (or requeue) every request."""
         try:
             batch_id = await self._submit(api, requests)
-            items = await self._wait_for(api, batch_id) if batch_id is not None else {}
+            items = await self.wait_for(api, batch_id) if batch_id is not None else {}
         except asyncio.CancelledError:
             for pending in requests:
                 if not pending.future.done():
@@ -268,24 +253,26 @@ class Batches:
             self._answer(api, pending, items.get(pending.custom_id))
 
     async def _submit(self, api: BatchAPI, requests: list[_Pending]) -> str | None:
-        """The new batch's id, journaled; None when the batch API refused it (then this
-        round and every later one of ``api`` go as ordinary calls)."""
+        """The new batch's id, journaled in each of its suites' logs; None when the batch API
+        refused it (then this round and every later one of ``api`` go as ordinary calls)."""
         for pending in requests:
             pending.sends += 1
         try:
             batch_id = await api.submit([(p.custom_id, p.body) for p in requests])
         except Exception as exc:
             why = f"the batch API of {api.key} failed ({type(exc).__name__}: {exc})"
-            if api.key not in self._refused:
+            if round_key(api) not in self._refused:
                 self._say(f"{why}; its calls are sent one by one", force=True)
-            self._refused[api.key] = why
+            self._refused[round_key(api)] = why
             for pending in requests:
                 pending.sends = BATCH_RESUBMITS + 1
             return None
-        log = self._journal()
-        if log is not None:
-            custom_ids = [p.custom_id for p in requests]
-            log.record({"batch_id": batch_id, "key": api.key, "custom_ids": custom_ids})
+        by_suite: dict[Batches, list[str]] = {}
+        for pending in requests:
+            by_suite.setdefault(pending.suite, []).append(pending.custom_id)
+        for suite, custom_ids in by_suite.items():
+            suite.submitted(batch_id, api.key, custom_ids)
+        self._members.setdefault(batch_id, set()).update(by_suite)
         self.stats.submitted += 1
         self.stats.requests += len(requests)
         self._say(f"batch {batch_id}: {_requests(len(requests))} submitted", force=True)
@@ -298,29 +285,35 @@ class Batches:
             pending.future.set_result(item.body)
         elif item is not None and item.error is not None and not item.error.transient:
             pending.future.set_exception(item.error)
-        elif pending.sends <= BATCH_RESUBMITS and self._time_left() > 0:
-            self._enqueue(api, pending)  # failed or expired: the next batch
+        elif pending.sends <= BATCH_RESUBMITS and self.time_left() > 0:
+            self.enqueue(api, pending)  # failed or expired: the next batch
         else:
-            self.stats.sent_alone += 1
+            pending.suite.stats.sent_alone += 1
             why = item.error if item is not None and item.error is not None else "no answer"
             pending.future.set_exception(SendAlone(f"{why} in {pending.sends} batches"))
 
-    async def _wait_for(self, api: BatchAPI, batch_id: str) -> dict[str, BatchItem]:
-        """The results of ``batch_id``, polled once however many callers wait on it."""
+    async def wait_for(
+        self, api: BatchAPI, batch_id: str, suite: Batches | None = None
+    ) -> dict[str, BatchItem]:
+        """The results of ``batch_id``, polled once however many callers (and suites: the
+        ``suite`` that resumes it) wait on it."""
+        if suite is not None:
+            self._members.setdefault(batch_id, set()).add(suite)
         task = self._waits.get(batch_id)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._poll(api, batch_id))
             self._waits[batch_id] = task
-        return await asyncio.shield(task)
+        items, _ = await asyncio.shield(task)
+        return items
 
-    async def _poll(self, api: BatchAPI, batch_id: str) -> dict[str, BatchItem]:
+    async def _poll(self, api: BatchAPI, batch_id: str) -> tuple[dict[str, BatchItem], float]:
         started = time.monotonic()
         self._running[batch_id] = (api, started)
         try:
             pause, cancelled = BATCH_POLL_FIRST_S, False
             status = await _asked(api.status(batch_id), "")
             while status not in DONE_STATES:
-                left = self._time_left()
+                left = self.time_left()
                 if cancelled and -left > BATCH_POLL_MAX_S:  # it never said it stopped
                     return self._finished(batch_id, started, status, {})
                 if left <= 0 and not cancelled:
@@ -343,18 +336,19 @@ class Batches:
 
     def _finished(
         self, batch_id: str, started: float, status: str, items: dict[str, BatchItem]
-    ) -> dict[str, BatchItem]:
+    ) -> tuple[dict[str, BatchItem], float]:
         waited = time.monotonic() - started
-        self.stats.done += 1
-        self.stats.longest_wait_s = max(self.stats.longest_wait_s, waited)
+        for stats in [self.stats, *(suite.stats for suite in self._members.get(batch_id, ()))]:
+            stats.done += 1
+            stats.longest_wait_s = max(stats.longest_wait_s, waited)
         answered = sum(1 for item in items.values() if item.body is not None)
         self._say(
             f"batch {batch_id}: {status} after {waited:.1f} s, {answered} of its requests answered",
             force=True,
         )
-        return items
+        return items, waited
 
-    def _time_left(self) -> float:
+    def time_left(self) -> float:
         return self.max_wait - (time.monotonic() - self._started)
 
     def _waiting_line(self) -> str:
@@ -373,6 +367,126 @@ class Batches:
         self._last_line = now
         self.on_progress(line)
 
+    def drop(self, suite: Batches) -> None:
+        """``suite`` stopped: its requests not yet sent are cancelled (the others' stay)."""
+        for round_ in self._rounds.values():
+            for pending in round_.requests:
+                if pending.suite is suite:
+                    pending.future.cancel()
+
+    async def aclose(self) -> None:
+        """Cancel every batch still running (the run stops: Ctrl-C, an error) and the
+        rounds not yet sent."""
+        for round_ in self._rounds.values():
+            if round_.timer is not None:
+                round_.timer.cancel()
+            for pending in round_.requests:
+                pending.future.cancel()
+        self._rounds.clear()
+        running = list(self._running.items())
+        for batch_id, (_, started) in running:  # the waits Ctrl-C cut short count too
+            waited = time.monotonic() - started
+            for suite in self._members.get(batch_id, ()):
+                suite.stats.longest_wait_s = max(suite.stats.longest_wait_s, waited)
+        for task in [*self._tasks, *self._waits.values()]:
+            task.cancel()
+        for batch_id, (api, _) in running:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(BATCH_CANCEL_S):
+                    await api.cancel(batch_id)
+                self._say(f"batch {batch_id}: cancelled", force=True)
+
+
+class Batches:
+    """One suite's batches: its requests' custom_ids (scoped by its journal, so a cell's ids
+    are its own yet the same on a rerun), its :class:`BatchLog`, its stats; the rounds
+    (:class:`BatchRounds`) are the run's, shared with the other suites given the same
+    ``rounds``, or its own."""
+
+    def __init__(
+        self,
+        log: Callable[[], BatchLog | None] = lambda: None,
+        *,
+        rounds: BatchRounds | None = None,
+        max_wait: float = BATCH_MAX_WAIT_S,
+        gather: float = BATCH_GATHER_S,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self._own = rounds is None
+        self.rounds = rounds or BatchRounds(
+            max_wait=max_wait, gather=gather, on_progress=on_progress
+        )
+        self._log_factory = log
+        self._log: BatchLog | None = None
+        self._scope = ""
+        self._known: dict[str, tuple[str, str]] | None = None  # custom_id -> (batch id, key)
+        self.stats = BatchStats()
+        self._seen: dict[str, int] = {}
+
+    @property
+    def on_progress(self) -> Callable[[str], None] | None:
+        return self.rounds.on_progress
+
+    @property
+    def shared(self) -> bool:
+        """Its rounds are the run's, other suites ask in them too."""
+        return not self._own
+
+    async def request(self, api: BatchAPI, body: dict[str, Any]) -> Any:
+        """The SDK response to ``body``, from this run's or an earlier run's batch; raises
+        :class:`SendAlone` or the :class:`ModelCallError` the batch answered with."""
+        why = self.rounds.unusable(api)
+        if why is not None:
+            raise SendAlone(why)
+        self._journal()
+        custom_id = self._custom_id(api.key, body)
+        item = await self._resumed(api, custom_id)
+        if item is not None and item.body is not None:
+            return item.body
+        if item is not None and item.error is not None and not item.error.transient:
+            raise item.error
+        future = asyncio.get_running_loop().create_future()
+        self.rounds.enqueue(api, _Pending(custom_id, body, future, self))
+        return await future
+
+    def _custom_id(self, key: str, body: dict[str, Any]) -> str:
+        text = json.dumps([self._scope, key, body], sort_keys=True, ensure_ascii=False, default=str)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+        seen = self._seen.get(digest, 0)
+        self._seen[digest] = seen + 1
+        return f"{digest}-{seen}"  # Anthropic's custom_id: [a-zA-Z0-9_-]{1,64}
+
+    def _journal(self) -> BatchLog | None:
+        if self._known is None:
+            self._log = self._log_factory()
+            self._scope = self._log.scope if self._log is not None else ""
+            self._known = {}
+            for entry in self._log.submitted() if self._log is not None else []:
+                for custom_id in entry.get("custom_ids", []):
+                    self._known[str(custom_id)] = (str(entry["batch_id"]), str(entry["key"]))
+        return self._log
+
+    async def _resumed(self, api: BatchAPI, custom_id: str) -> BatchItem | None:
+        """The answer of an earlier run's batch that holds ``custom_id``, if there is one."""
+        assert self._known is not None
+        found = self._known.pop(custom_id, None)
+        if found is None or found[1] != api.key:
+            return None
+        items = await self.rounds.wait_for(api, found[0], self)
+        item = items.get(custom_id)
+        if item is not None and item.body is not None:
+            self.stats.resumed += 1
+        return item
+
+    def submitted(self, batch_id: str, key: str, custom_ids: list[str]) -> None:
+        """A batch holding ``custom_ids`` of this suite was submitted: in its log before any
+        wait (a rerun finds them there), in its stats."""
+        log = self._journal()
+        if log is not None:
+            log.record({"batch_id": batch_id, "key": key, "custom_ids": custom_ids})
+        self.stats.submitted += 1
+        self.stats.requests += len(custom_ids)
+
     def summary(self) -> str | None:
         """One line on what went through batches, or None when nothing did."""
         stats = self.stats
@@ -389,25 +503,13 @@ class Batches:
         return line
 
     async def aclose(self) -> None:
-        """Cancel every batch still running (the run stops: Ctrl-C, an error) and the
-        rounds not yet sent."""
-        for round_ in self._rounds.values():
-            if round_.timer is not None:
-                round_.timer.cancel()
-            for pending in round_.requests:
-                pending.future.cancel()
-        self._rounds.clear()
-        running = list(self._running.items())
-        for _, started in self._running.values():  # the waits Ctrl-C cut short count too
-            waited = time.monotonic() - started
-            self.stats.longest_wait_s = max(self.stats.longest_wait_s, waited)
-        for task in [*self._tasks, *self._waits.values()]:
-            task.cancel()
-        for batch_id, (api, _) in running:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(BATCH_CANCEL_S):
-                    await api.cancel(batch_id)
-                self._say(f"batch {batch_id}: cancelled", force=True)
+        """This suite stops: with rounds of its own, every batch still running is cancelled
+        (Ctrl-C, an error); with the run's, only its requests not yet sent (the run closes
+        the rounds once every suite is done)."""
+        if self._own:
+            await self.rounds.aclose()
+        else:
+            self.rounds.drop(self)
 
 
 async def _asked(question: Awaitable[_T], otherwise: _T) -> _T:

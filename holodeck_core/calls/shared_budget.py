@@ -148,9 +148,11 @@ class ProcessBudget:
     cells under the agent's ``execution.budget`` (docs/cli.md). Each cell's runtime holds a
     :meth:`pool` of its own; their claims never add up to more than the budget."""
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, spent: Amount = NOTHING) -> None:
         self.budget = budget
-        self._claims: list[Amount] = []
+        self._claims: list[Amount] = [spent] if spent != NOTHING else []
+        """Each pool's claim; ``spent``, what the cells spent in the run's earlier steps (a
+        Dagster run's agent step, for its metric step), first."""
         self._lock = threading.Lock()  # claims come from worker threads (Allowance.take)
 
     def pool(self) -> BudgetPool:
@@ -172,8 +174,9 @@ class ProcessBudget:
 
 def _over_matrix(shown: str, done: str) -> str:
     return (
-        f"the matrix's budget of {shown} (execution.budget, over every cell) would be passed: "
-        f"the cells together spent or hold {done}; raise execution.budget, and a rerun resumes"
+        f"the budget of {shown} over the run's cells (execution.budget, over every cell) would "
+        f"be passed: the cells together spent or hold {done}; raise execution.budget, and a "
+        "rerun resumes"
     )
 
 

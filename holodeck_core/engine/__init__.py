@@ -2,7 +2,8 @@
 (:mod:`.suite`), run it and record it (:mod:`.run`, :mod:`.record`), score a stored run again
 (:mod:`.rescore`), plan the cases and trials a comparison needs (:mod:`.plan`), the stages the
 Dagster assets call one by one (:mod:`.stages`), the suites of orchestrated runs
-(:mod:`.launch`) and what their checks read (:mod:`.checks`), what a run says to a person
+(:mod:`.launch`), the cells of one run run together (:mod:`.cells`) and what their checks read
+(:mod:`.checks`), what a run says to a person
 (:mod:`.report`), and the history's commands (:mod:`.history`). The CLI and the pipelines call
 these; nothing below imports them.
 

@@ -6,12 +6,13 @@ call it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from holodeck_core.config.cached import loaded_agent
 from holodeck_core.config.prompts import PromptStore
+from holodeck_core.engine.cells import shared_by_cells
 from holodeck_core.engine.plan import CostEstimate, estimate_cost, estimates_reader
 from holodeck_core.engine.run import shared_budgets
 from holodeck_core.engine.suite import Suite, SuiteOptions, load_suite
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from holodeck_core.config.project import Project
     from holodeck_core.models import ProviderEnum, Trigger
     from holodeck_core.models.agent import BatchMode
+    from holodeck_core.models.cost import CallCosts
 
 __all__ = [
     "Estimator",
@@ -32,7 +34,7 @@ __all__ = [
     "PromptVersions",
     "Suite",
     "estimate_suites",
-    "launched_suite",
+    "launched_suites",
     "provider_key_variables",
     "register_prompt_versions",
 ]
@@ -56,33 +58,41 @@ class Launch:
     """Told the batch progress lines (the step's log)."""
 
 
-def launched_suite(
+def launched_suites(
     agent_file: Path,
     project: Project,
-    prompt_key: str,
+    cells: Mapping[str, tuple[str, str | None]],
     launch: Launch,
-    estimator: Estimator | None = None,
-    model: str | None = None,
-) -> Suite:
-    """The suite of ``prompt_key`` (a registered prompt version: a
-    :class:`~holodeck_core.errors.ConfigError` lists those that exist) with the model candidate
-    ``model`` (default the agent's own model; an unknown one is a ``ConfigError`` naming those
-    declared) in the run ``launch``: one cell of the agent's grid (docs/dagster.md);
-    ``estimator`` gives its estimate (the one recorded before the agent step)."""
+    estimators: Mapping[str, Estimator | None] | None = None,
+    spent: Sequence[CallCosts] = (),
+) -> dict[str, Suite]:
+    """The suite of each cell of the run ``launch``, by key: ``cells`` maps a key to its
+    prompt version (a registered one: a :class:`~holodeck_core.errors.ConfigError` lists those
+    that exist) and model candidate (None: the agent's own model; an unknown one is a
+    ``ConfigError`` naming those declared), ``estimators`` to its estimate (the one recorded
+    before the agent step). The cells of the run share one limit per endpoint, one budget
+    (the agent's ``execution.budget`` over them all, less what they ``spent`` in the run's
+    earlier steps) and one set of batch rounds (:mod:`holodeck_core.engine.cells`)."""
     options = SuiteOptions(
-        prompt_key=prompt_key,
         trigger=launch.trigger,
         dagster_run_id=launch.run_id,
-        partition_key=prompt_key,
         cli_args=[f"dagster:{launch.job_name}"],
         api_keys=dict(launch.api_keys),
         trials=launch.trials,
         shared_budgets=shared_budgets(launch.backfill),
-        estimator=estimator,
         batch=launch.batch,
         on_batch=launch.on_batch,
     )
-    return load_suite(loaded_agent(agent_file, model), options, project=project)
+    shared = shared_by_cells(loaded_agent(agent_file), options, spent)
+    found = estimators or {}
+    return {
+        key: load_suite(
+            loaded_agent(agent_file, model),
+            replace(shared, prompt_key=prompt, partition_key=prompt, estimator=found.get(key)),
+            project=project,
+        )
+        for key, (prompt, model) in cells.items()
+    }
 
 
 def estimate_suites(project: Project, suites: Mapping[str, Suite]) -> dict[str, CostEstimate]:

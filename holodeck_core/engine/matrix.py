@@ -12,15 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.calls.scheduler import EndpointLimits
-from holodeck_core.calls.shared_budget import BudgetPool, ProcessBudget
 from holodeck_core.config.loader import LoadedAgent, load_agent
-from holodeck_core.config.project import Project
 from holodeck_core.defaults import ALPHA, LATENCY_QUANTILES, MATRIX_CELL_SEPARATOR
+from holodeck_core.engine.cells import run_cells, shared_by_cells
 from holodeck_core.engine.prompts import register_prompts
 from holodeck_core.engine.record import RecordedRun, record_run
 from holodeck_core.engine.report import run_exit_code
@@ -36,7 +34,6 @@ from holodeck_core.terminal import one_line
 
 if TYPE_CHECKING:
     from holodeck_core.models import EvalRun, TestResult
-    from holodeck_core.runner.options import SharedBudgetsFactory
 
 
 @dataclass(frozen=True)
@@ -109,19 +106,15 @@ def plan_matrix(
     baseline: str | None = None,
 ) -> MatrixPlan:
     """Every cell's suite, loaded before any model call (an unknown candidate, prompt version
-    or baseline is a :class:`ConfigError`); the cells share ``options`` and one set of
-    endpoint limits."""
+    or baseline is a :class:`ConfigError`); the cells share ``options``, one set of endpoint
+    limits, one budget and one set of batch rounds (:mod:`holodeck_core.engine.cells`)."""
     own = load_agent(agent_file)
     chosen_models = _models(own, models)
     loaded = {name: own if name == own.candidate.name else load_agent(agent_file, model=name)
               for name in chosen_models}  # fmt: skip
     active = [reg.key for _, reg in register_prompts(own)]  # registered first, as `test` does
     keys = prompts or active
-    shared = replace(
-        options,
-        endpoint_limits=options.endpoint_limits or EndpointLimits(),
-        shared_budgets=_one_budget(own, options.shared_budgets),
-    )
+    shared = shared_by_cells(own, options)
     cells = [
         PlannedCell(key, name, load_suite(loaded[name], shared, prompt_key=key))
         for key in dict.fromkeys(keys)
@@ -137,23 +130,6 @@ def plan_matrix(
             file=own.display,
         )
     return MatrixPlan(cells, base)
-
-
-def _one_budget(
-    own: LoadedAgent, shared: SharedBudgetsFactory | None
-) -> SharedBudgetsFactory | None:
-    """The budgets every cell draws from: the project's (``shared``) and the agent's
-    ``execution.budget`` over the whole matrix, one :class:`ProcessBudget` whose pool each
-    cell's runtime holds (the cell's own run keeps the same budget as its own limit)."""
-    execution = own.agent.execution
-    if execution is None or execution.budget is None:
-        return shared
-    matrix = ProcessBudget(execution.budget)
-
-    def pools(project: Project, label: str) -> list[BudgetPool]:
-        return [*(shared(project, label) if shared else []), matrix.pool()]
-
-    return pools
 
 
 def _models(own: LoadedAgent, models: list[str] | None) -> list[str]:
@@ -172,17 +148,14 @@ def _models(own: LoadedAgent, models: list[str] | None) -> list[str]:
 async def run_matrix(
     plan: MatrixPlan, progress: Callable[[Suite], AbstractContextManager[CaseListener]]
 ) -> list[EvalRun | HolodeckError]:
-    """Every cell at once on this loop (their calls meet at the shared endpoint limits); a
-    cell that fails with a :class:`HolodeckError` leaves the others running."""
-    outcomes = await asyncio.gather(
-        *(run_suite(cell.suite, progress) for cell in plan.cells), return_exceptions=True
-    )
-    done: list[EvalRun | HolodeckError] = []
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException) and not isinstance(outcome, HolodeckError):
-            raise outcome
-        done.append(outcome)
-    return done
+    """Every cell at once on this loop (their calls meet at the shared endpoint limits, budget
+    and batches); a cell that fails with a :class:`HolodeckError` leaves the others running."""
+
+    async def cell(_: str, suite: Suite) -> EvalRun:
+        return await run_suite(suite, progress)
+
+    outcomes = await run_cells({c.ref: c.suite for c in plan.cells}, cell)
+    return list(outcomes.values())
 
 
 def record_matrix(

@@ -6,6 +6,7 @@ which the backend reads exactly as the ordinary call's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from holodeck_core.calls.batch import BatchItem, item_error
 from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 
+CREDENTIAL_DIGITS = 16
+"""Hex digits of a credential's SHA-256 that tell two keys apart (and say nothing of them)."""
 BATCH_WINDOW = "24h"
 """OpenAI's completion window (the only one it offers)."""
 
@@ -25,6 +28,7 @@ class OpenAIBatches:
         self._client = client
         self.url = url
         self.key = key
+        self.credential = credential_of(client)
         self._parse = parse
 
     async def submit(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
@@ -87,6 +91,7 @@ class AnthropicBatches:
     def __init__(self, client: Any, key: str) -> None:
         self._client = client
         self.key = key
+        self.credential = credential_of(client)
 
     async def submit(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
         batch = await self._client.messages.batches.create(
@@ -116,6 +121,15 @@ class AnthropicBatches:
 
     async def cancel(self, batch_id: str) -> None:
         await self._client.messages.batches.cancel(batch_id)
+
+
+def credential_of(client: Any) -> str:
+    """A fingerprint of the credential ``client`` sends (its API key or token), never the
+    secret itself: requests of two keys on one endpoint go in batches of their own."""
+    secret = "\n".join(str(getattr(client, name, None) or "") for name in ("api_key", "auth_token"))
+    if not secret.strip():
+        return ""
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()[:CREDENTIAL_DIGITS]
 
 
 def _params(body: dict[str, Any]) -> dict[str, Any]:

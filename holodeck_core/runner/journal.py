@@ -203,6 +203,12 @@ class BatchJournal:
         self.path = path
         self.secrets = secrets
 
+    @property
+    def scope(self) -> str:
+        """The suite's journal key (the file's name): every custom_id of its requests holds
+        it, so two cells in one batch never share an id."""
+        return self.path.name.removesuffix(".batches.jsonl")
+
     def submitted(self) -> list[dict[str, Any]]:
         """Every batch written so far (a torn last line is ignored)."""
         try:

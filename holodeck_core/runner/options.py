@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from holodeck_core.calls.batch import BatchRounds
 from holodeck_core.calls.scheduler import EndpointLimits
 from holodeck_core.calls.shared_budget import BudgetPool
 from holodeck_core.config.loader import LoadedAgent
@@ -48,6 +49,9 @@ class SuiteOptions:
     endpoint_limits: EndpointLimits | None = None
     """Endpoint limits shared with the other suites of this process (``holodeck matrix``'s
     cells): one limit per endpoint, not one per suite."""
+    batch_rounds: BatchRounds | None = None
+    """Batch rounds shared with the other suites of this run (its cells): the requests of all
+    of them to one batch API go in one batch (docs/cost.md)."""
     on_batch: Callable[[str], None] | None = None
     """Told every batch progress line (submitted, done, the longest wait): the console's or
     Dagster's step log."""

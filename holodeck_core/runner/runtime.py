@@ -21,7 +21,7 @@ from holodeck_core.calls.shared_budget import Allowance
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import Project
 from holodeck_core.config.prompts import Prompt
-from holodeck_core.defaults import BATCH_MAX_WAIT_S
+from holodeck_core.defaults import BATCH_MAX_WAIT_S, MATRIX_CELL_SEPARATOR
 from holodeck_core.files import FileLimits
 from holodeck_core.metrics.judge import JudgeServices
 from holodeck_core.models import (
@@ -98,6 +98,11 @@ class SuiteRuntime:
             shared=self._shared_budgets(suite),
         )
         self.batches = self._batches(suite)
+        self._cell = (  # whose counts, when the run's cells share their batches
+            f"{suite.prompt_key}{MATRIX_CELL_SEPARATOR}{suite.loaded.candidate.name}: "
+            if self.batches is not None and self.batches.shared
+            else ""
+        )
         self.scheduler = CallScheduler(
             suite.parallel,
             RetryPolicy(timeout=suite.timeout),
@@ -137,17 +142,19 @@ class SuiteRuntime:
 
     @staticmethod
     def _batches(suite: RuntimePlan) -> Batches | None:
-        """The run's batches when ``execution.batch`` (or ``--batch``) sends calls as such
-        and the agent's path can (docs/cost.md); the console is told when it cannot."""
+        """The suite's batches when ``execution.batch`` (or ``--batch``) sends calls as such
+        and the agent's path can (docs/cost.md), in the rounds of its run when it shares them
+        (``SuiteOptions.batch_rounds``); the console is told when it cannot."""
         say = suite.options.on_batch
         if suite.batch_note is not None and say is not None:
             say(suite.batch_note)
         if suite.batch_mode == "off" or suite.batch_note is not None:
             return None
-        execution = suite.loaded.agent.execution
-        wait = execution.batch_max_wait if execution else None
         return Batches(
-            lambda: suite.journal.batches, max_wait=wait or BATCH_MAX_WAIT_S, on_progress=say
+            lambda: suite.journal.batches,  # read on the first request
+            rounds=suite.options.batch_rounds,  # the run's other cells share them
+            max_wait=batch_max_wait(suite.loaded),
+            on_progress=say,
         )
 
     @staticmethod
@@ -253,7 +260,7 @@ class SuiteRuntime:
                 await self.batches.aclose()  # what is still running (Ctrl-C) is cancelled
                 summary = self.batches.summary()
                 if summary is not None and self.batches.on_progress is not None:
-                    self.batches.on_progress(summary)
+                    self.batches.on_progress(f"{self._cell}{summary}")
             if self.toolbox is not None:
                 await self.toolbox.aclose()
             if self.client is not None:
@@ -279,6 +286,13 @@ def agent_backend(agent: Agent) -> dict[str, str]:
     if claude_path(agent):
         return {"agent_backend": "claude_agent_sdk"}
     return {"agent_backend": "direct", "agent_backend_note": DIRECT_MESSAGES_NOTE}
+
+
+def batch_max_wait(loaded: LoadedAgent) -> float:
+    """How long a run may wait on batches: ``execution.batch_max_wait`` or the default."""
+    execution = loaded.agent.execution
+    wait = execution.batch_max_wait if execution else None
+    return wait or BATCH_MAX_WAIT_S
 
 
 def retrieval_tool_names(tools: list[Tool]) -> frozenset[str]:

@@ -38,9 +38,9 @@ LEDGER_UNREADABLE = (
 
 
 MATRIX_BUDGET_STOPPED = (
-    "budget: the agent's execution.budget over every cell of `holodeck matrix` stopped a model "
-    "call this case needed; rerun with a larger budget to resume it (finished cases are not "
-    "paid for again)"
+    "budget: the agent's execution.budget over every cell of the run (`holodeck matrix`, a "
+    "Dagster run of several cells) stopped a model call this case needed; rerun with a larger "
+    "budget to resume it (finished cases are not paid for again)"
 )
 
 
