@@ -28,8 +28,8 @@ PHASES = (
     ("holodeck_core.runner.suite", "Suite", "open_tools", "opening the tools"),
     ("holodeck_core.runner.suite", "Suite", "run_all", "the cases (run_all)"),
     ("holodeck_core.runner.suite", "Suite", "eval_run", "building the EvalRun"),
-    ("holodeck_core.engine.run", None, "save_eval_run", "writing the EvalRun files"),
-    ("holodeck_core.engine.run", None, "record_history", "the history write"),
+    ("holodeck_core.engine.record", None, "save_eval_run", "writing the EvalRun files"),
+    ("holodeck_core.engine.record", None, "record_history", "the history write"),
 )
 
 spent: dict[str, list[float]] = {}  # phase -> [wall, cpu, calls]
