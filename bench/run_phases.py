@@ -9,7 +9,8 @@ opening the tools, the cases, building the EvalRun, writing its files, the histo
 and ``gc.callbacks`` counting the collector's CPU; prints them to stderr at the end
 (docs/benchmarks.md). Started as ``python``, not as the ``holodeck`` console script, so the
 process does not relax the collector before its imports. ``--profile FILE`` (before the
-CLI's arguments) also writes a ``cProfile`` of the command to FILE.
+CLI's arguments) also writes a ``cProfile`` of the command to FILE; ``--console`` (first)
+raises the young generation's threshold at start, as the console script does.
 """
 
 from __future__ import annotations
@@ -28,21 +29,24 @@ PHASES = (
     ("holodeck_core.runner.suite", "Suite", "open_tools", "opening the tools"),
     ("holodeck_core.runner.suite", "Suite", "run_all", "the cases (run_all)"),
     ("holodeck_core.runner.suite", "Suite", "eval_run", "building the EvalRun"),
-    ("holodeck_core.engine.run", None, "save_eval_run", "writing the EvalRun files"),
-    ("holodeck_core.engine.run", None, "record_history", "the history write"),
+    ("holodeck_core.engine.record", None, "save_eval_run", "writing the EvalRun files"),
+    ("holodeck_core.engine.record", None, "record_history", "the history write"),
 )
 
 spent: dict[str, list[float]] = {}  # phase -> [wall, cpu, calls]
 collector = {"cpu": 0.0, "runs": 0.0, "started": 0.0}
+by_generation = [[0.0, 0] for _ in range(3)]  # generation -> [CPU, runs]
 
 
 def _on_collect(phase: str, info: dict[str, int]) -> None:
-    del info
     if phase == "start":
         collector["started"] = time.process_time()
     else:
-        collector["cpu"] += time.process_time() - collector["started"]
+        spent_cpu = time.process_time() - collector["started"]
+        collector["cpu"] += spent_cpu
         collector["runs"] += 1
+        by_generation[info["generation"]][0] += spent_cpu
+        by_generation[info["generation"]][1] += 1
 
 
 def _book(label: str, wall: float, cpu: float) -> None:
@@ -90,6 +94,11 @@ def main() -> int:
     gc.callbacks.append(_on_collect)
     args = sys.argv[1:]
     profile_to = None
+    if args[:1] == ["--console"]:  # as the console script: the young threshold raised first
+        from holodeck_core.defaults import RUN_GC_YOUNG_THRESHOLD
+
+        gc.set_threshold(RUN_GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+        args = args[1:]
     if args[:1] == ["--profile"]:
         profile_to, args = args[1], args[2:]
     _instrument()
@@ -112,6 +121,8 @@ def main() -> int:
         print(f"  {label:<28} wall {wall:6.2f} s  CPU {cpu:6.2f} s  x{calls:.0f}", file=sys.stderr)
     runs = collector["runs"]
     print(f"  cyclic GC: CPU {collector['cpu']:.2f} s in {runs:.0f} collections", file=sys.stderr)
+    for generation, (cpu, count) in enumerate(by_generation):
+        print(f"    generation {generation}: CPU {cpu:.2f} s in {count} runs", file=sys.stderr)
     gc.freeze()  # as the console script does: no final collection
     return code
 

@@ -183,19 +183,10 @@ class _Scrubber:
     """The secrets of one redaction, gathered and sorted (longest first) once for every
     string it scrubs: a run's EvalRun holds tens of thousands of strings."""
 
-    __slots__ = ("keys", "longest", "values")
+    __slots__ = ("heads", "keys", "longest", "values")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.values = sorted(
-            {
-                encoded
-                for v in registered_secrets() | set(secrets)
-                if len(v) >= MIN_SECRET_LENGTH
-                for encoded in encodings(v)
-            },
-            key=len,
-            reverse=True,
-        )
+        self.values, self.heads = _secret_forms(registered_secrets() | frozenset(secrets))
         self.longest = len(self.values[0]) if self.values else 0
         self.keys: dict[str, str] = {}  # map keys repeat: each is scrubbed once
 
@@ -218,7 +209,9 @@ class _Scrubber:
         if "-" in text:
             text = _ARGV_SECRET.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
         text = _BEARER.sub(lambda m: f"{m['prefix']}{REDACTED}", text)
-        if self.values:
+        # a token _piece redacts starts a secret and is MIN_SECRET_LENGTH long at least, so
+        # the text holds that secret's head: without one, no token needs looking at
+        if any(head in text for head in self.heads):
             text = _TOKEN.sub(self._piece, text)
         return text
 
@@ -254,6 +247,19 @@ class _Scrubber:
                 continue
             out.append(self.scrub(arg))
         return out
+
+
+@lru_cache(maxsize=64)
+def _secret_forms(secrets: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """Every form of ``secrets`` (:func:`encodings`), longest first, and their first
+    :data:`MIN_SECRET_LENGTH` characters: worked out once per set of secrets, not once per
+    redaction (a run redacts every case it journals)."""
+    values = sorted(
+        {encoded for v in secrets if len(v) >= MIN_SECRET_LENGTH for encoded in encodings(v)},
+        key=len,
+        reverse=True,
+    )
+    return tuple(values), frozenset(v[:MIN_SECRET_LENGTH] for v in values)
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:

@@ -15,6 +15,7 @@ import pytest
 from holodeck_core.cli import console
 from holodeck_core.cli.main import main
 from holodeck_core.defaults import RUN_GC_YOUNG_THRESHOLD
+from holodeck_core.engine import record
 from holodeck_core.models import EvalRun
 from holodeck_core.redaction import REDACTED, redact
 from holodeck_core.runner.collector import relaxed_collector
@@ -54,6 +55,14 @@ def test_a_run_relaxes_the_collector_while_its_cases_run_and_restores_it(
         case_done(self, *args)
 
     monkeypatch.setattr(console.Progress, "case_done", recording)
+    recorded: list[tuple[int, int]] = []
+    save = record.save_eval_run
+
+    def saving(*args: Any) -> Any:  # the files and the history are written relaxed too
+        recorded.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return save(*args)
+
+    monkeypatch.setattr(record, "save_eval_run", saving)
     rules = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
     with run_model_server(rules) as server:
         agent = write_agent(tmp_path, server.openai_base_url, 3)
@@ -61,6 +70,8 @@ def test_a_run_relaxes_the_collector_while_its_cases_run_and_restores_it(
     assert len(seen) == 3
     # while the cases ran: young collections rarer, what was alive before frozen
     assert all(threshold >= RUN_GC_YOUNG_THRESHOLD and frozen > 0 for threshold, frozen in seen)
+    [(threshold, frozen)] = recorded
+    assert threshold >= RUN_GC_YOUNG_THRESHOLD and frozen > 0
     # afterwards the process collects as before (a Dagster worker runs on)
     assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == before
     [path] = tmp_path.glob("results/*/*/*.json")
@@ -206,10 +217,10 @@ def test_the_command_line_process_collects_young_objects_less_often_from_its_sta
     assert before < RUN_GC_YOUNG_THRESHOLD <= during
 
 
-def test_a_run_estimated_from_the_history_imports_no_pandas(tmp_path: Path) -> None:
+def test_a_run_estimated_from_the_history_imports_no_pandas_nor_httpx(tmp_path: Path) -> None:
     """The estimate before a run reads the previous run's costs with its values as SQL
     literals: a bound Python parameter makes DuckDB import pandas (~1 s before the first
-    call of every run once a history exists)."""
+    call of every run once a history exists). httpx is for ``url:`` files only (0.14 s)."""
     import os
     import subprocess
     import sys
@@ -218,7 +229,7 @@ def test_a_run_estimated_from_the_history_imports_no_pandas(tmp_path: Path) -> N
         "import sys; from holodeck_core.cli.main import main\n"
         "assert main(['test', sys.argv[1], '-q']) == 0\n"
         "assert main(['test', sys.argv[1], '-q', '--fresh']) == 0\n"
-        "print([m for m in ('pandas', 'pyarrow') if m in sys.modules])\n"
+        "print([m for m in ('pandas', 'pyarrow', 'httpx') if m in sys.modules])\n"
     )
     rules = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
     with run_model_server(rules) as server:

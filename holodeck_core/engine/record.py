@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from holodeck_core.defaults import RUN_HISTORY_LOCK_TIMEOUT_S
 from holodeck_core.engine.stages import save_eval_run
 from holodeck_core.errors import ConfigError, HolodeckError
+from holodeck_core.runner.collector import relaxed_collector
 
 if TYPE_CHECKING:
     import duckdb
@@ -121,13 +122,16 @@ class RecordedRun:
 def record_run(run: EvalRun, suite: Suite) -> RecordedRun:
     """Write the EvalRun (or raise :class:`~holodeck_core.errors.ExecutionError`), then close
     the journal: until the file is on disk, the journal holds the paid work. Then the
-    history, whose failure loses nothing but is reported (:attr:`RecordedRun.history_error`)."""
-    recorded = RecordedRun(run, save_eval_run(run, suite))
-    try:
-        suite.finish()
-    except OSError as exc:
-        recorded.warnings.append(f"the resume journal was not closed: {exc}")
-    recorded.history_error = record_history(
-        run, recorded.path, suite.project, lock_timeout=RUN_HISTORY_LOCK_TIMEOUT_S
-    )
+    history, whose failure loses nothing but is reported (:attr:`RecordedRun.history_error`).
+    Under the run's relaxed collector (docs/benchmarks.md): the files' and the rows' many
+    short-lived containers would otherwise make the collector walk the run's results again."""
+    with relaxed_collector():
+        recorded = RecordedRun(run, save_eval_run(run, suite))
+        try:
+            suite.finish()
+        except OSError as exc:
+            recorded.warnings.append(f"the resume journal was not closed: {exc}")
+        recorded.history_error = record_history(
+            run, recorded.path, suite.project, lock_timeout=RUN_HISTORY_LOCK_TIMEOUT_S
+        )
     return recorded

@@ -16,14 +16,16 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from holodeck_core.files.cache import atomic_write
 from holodeck_core.files.errors import FileProcessingError
 from holodeck_core.files.limits import DOWNLOAD_BACKOFF_S, DOWNLOAD_RETRIES, size_error
 from holodeck_core.models.base import StrictModel
+
+if TYPE_CHECKING:
+    import httpx
 
 TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _CHUNK = 64 * 1024
@@ -103,6 +105,8 @@ def _fetch_once(
 ) -> _Fetched:
     """One GET streamed into ``target``. Raises ``httpx.HTTPStatusError`` for a bad status,
     ``httpx.TimeoutException`` past the deadline, ``FileProcessingError`` for a file too large."""
+    import httpx
+
     started = time.monotonic()
     with client.stream("GET", url) as response:
         response.raise_for_status()
@@ -129,6 +133,8 @@ def _fetch_once(
 def _fetch_with_retries(
     url: str, target: Path, *, timeout: float, max_bytes: int, retries: int
 ) -> _Fetched:
+    import httpx  # here, not at import: a run without a ``url:`` file never loads it (0.14 s)
+
     shown = display_url(url)
     problem = ""
     with httpx.Client(timeout=timeout, follow_redirects=True) as client:

@@ -11,7 +11,12 @@ from holodeck_core.calls.errors import CallErrorKind, ModelCallError
 from holodeck_core.calls.scheduler import endpoint_key
 from holodeck_core.models import LLMProvider, ProviderEnum
 from holodeck_core.models.outside import call_usage
-from holodeck_core.providers.base import SDKClient, parse_tool_call, sdk_http_client
+from holodeck_core.providers.base import (
+    SDKClient,
+    parse_tool_call,
+    post_openai,
+    sdk_http_client,
+)
 from holodeck_core.providers.batches import OpenAIBatches
 from holodeck_core.providers.messages import Message, ModelCall, ModelReply
 from holodeck_core.providers.table import provider_spec
@@ -92,7 +97,13 @@ class OpenAIChatClient(SDKClient):
         )
 
     async def send(self, request: dict[str, Any], timeout: float | None) -> Any:
-        return await self._client.chat.completions.create(**request, timeout=timeout)
+        return await post_openai(
+            self._client,
+            "/chat/completions",
+            request,
+            openai.types.chat.ChatCompletion,
+            timeout,
+        )
 
     def reply(self, response: Any, elapsed_ms: int) -> ModelReply:
         return _reply(response, elapsed_ms)
