@@ -60,10 +60,15 @@ JOIN v_counted_runs base
  AND (base.prompt_version = ? OR base.prompt_label = ?)
  AND base.model_candidate = cur.model_candidate
  AND base.run_id <> cur.run_id
+ AND base.trigger IS DISTINCT FROM 'rescore'
 WHERE cur.run_id = ?
 ORDER BY base.finished_at DESC, base.run_id DESC
 LIMIT 1
 """
+"""The run a prompt version's baseline is (parameters: the version or label twice, then the
+run compared): that version's newest run of the run's agent and model candidate, neither an
+infrastructure failure nor a rescore. ``holodeck test --baseline VERSION`` and the
+``no_regression`` check's ``evaluations.baseline`` both read it."""
 
 
 @dataclass(frozen=True)
