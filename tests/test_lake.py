@@ -20,6 +20,7 @@ from holodeck_core.history.ducklake import ALIAS, DuckLake
 from holodeck_core.history.failures import record_failed_run
 from holodeck_core.history.ingest import prepare_run
 from holodeck_core.history.tabular import as_arrow
+from tests.dagster_helpers import by_check
 from tests.history_helpers import HISTORY, build_history, ingest_runs, make_run, run_cli
 
 WRITERS = 3
@@ -259,11 +260,7 @@ def test_dagster_writes_and_checks_against_a_lake(
     assert rows(DuckLake.parse(url), "SELECT count(*), min(partition_key) FROM eval_runs") == [
         (2, "v2")
     ]
-    checks = {
-        event.asset_check_evaluation_data.check_name: event.asset_check_evaluation_data
-        for event in second.all_events
-        if event.event_type_value == "ASSET_CHECK_EVALUATION"
-    }
+    checks = by_check(second)
     assert checks["pass_rate_gate"].passed and checks["no_regression"].passed
     previous = checks["no_regression"].metadata["previous_run_id"].value
     [(first_run,)] = rows(

@@ -22,6 +22,7 @@ from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.cells import Cell
 from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.run_tags import trigger_of
+from tests.dagster_helpers import check_evaluations, schedule_requests
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -118,6 +119,27 @@ def history_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
         return con.execute(sql).fetchall()
 
 
+def geo_folder(root: Path, prompt: str) -> Path:
+    """The folder of a project's one agent, ``agents/geo`` under ``root``, with its prompt v1
+    (``prompt``) and the project's ``holodeck.yaml``; the caller writes its agent.yaml."""
+    folder = root / "agents" / "geo"
+    (folder / "prompts").mkdir(parents=True)
+    (folder / "prompts" / "v1.md").write_text(f"---\nversion: v1\n---\n{prompt}\n")
+    (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
+    return folder
+
+
+def materialize_v1(
+    root: Path, instance: dg.DagsterInstance
+) -> tuple[Project, dg.ExecuteInProcessResult]:
+    """The project at ``root`` (see :func:`geo_folder`) registered and its cell v1 x default
+    materialized."""
+    project = Project.discover(root)
+    defs = build_definitions(project)
+    assert register(defs, instance) == ["v1"]
+    return project, materialize(defs, instance, "v1")
+
+
 def test_partitions_materialize_into_duckdb_with_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,34 +172,20 @@ def test_partitions_materialize_into_duckdb_with_checks(
     )
     assert rows == [("v1", 0.0, "manual"), ("v2", 1.0, "manual")]
     checks = {
-        (
-            event.asset_check_evaluation_data.check_name,
-            key,
-        ): event.asset_check_evaluation_data.passed
+        (data.check_name, key): data.passed
         for key, result in (("v1", v1), ("v2", v2))
-        for event in result.all_events
-        if event.event_type_value == "ASSET_CHECK_EVALUATION"
+        for data in check_evaluations(result)
     }
     assert checks[("pass_rate_gate", "v1")] is False  # 0% is under the 50% gate
     assert checks[("pass_rate_gate", "v2")] is True
-    [v2_gate] = [
-        e.asset_check_evaluation_data
-        for e in v2.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
-    ]
+    [v2_gate] = check_evaluations(v2, "pass_rate_gate")
     # the checks list shows the gate failed while v1 fails it: v2's description says so
     assert v2_gate.description.endswith(
         "within the gate (failing for prompt version v1 x model default)"
     )
     # and says when it was evaluated: after the materialization it checks
     assert v2_gate.metadata["evaluated_at"].value >= v2_history_at
-    [v1_gate] = [
-        e.asset_check_evaluation_data
-        for e in v1.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
-    ]
+    [v1_gate] = check_evaluations(v1, "pass_rate_gate")
     assert v1_gate.partition == "default|v1"
     assert v1_gate.description == (
         "prompt version v1 x model default: pass rate 0.0% is under the gate's 50.0%"
@@ -361,19 +369,10 @@ def test_four_partitions_at_once_all_land_without_lock_errors(tmp_path: Path) ->
 
 
 def test_nightly_schedule_requests_one_run_per_active_version(tmp_path: Path) -> None:
-    with dg.instance_for_test() as instance:
-        project = make_project(tmp_path, "http://127.0.0.1:9/v1")
-        defs = build_definitions(project)
-        schedule = defs.resolve_schedule_def("geo_agent_nightly")
-        assert schedule.cron_schedule == "0 2 * * *"
-        tick = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
-        with dg.build_schedule_context(
-            instance=instance,
-            resources=defs.resources,
-            scheduled_execution_time=tick,
-            repository_def=defs.get_repository_def(),
-        ) as context:
-            requests = schedule.evaluate_tick(context).run_requests or []
+    defs = build_definitions(make_project(tmp_path, "http://127.0.0.1:9/v1"))
+    assert defs.resolve_schedule_def("geo_agent_nightly").cron_schedule == "0 2 * * *"
+    tick = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    requests = schedule_requests(defs, "geo_agent_nightly", tick)
     assert sorted(r.partition_key or "" for r in requests) == ["default|v1", "default|v2"]
     assert all(r.tags["holodeck/trigger"] == "nightly" for r in requests)
     assert {r.run_key for r in requests} == {

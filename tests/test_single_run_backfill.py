@@ -15,6 +15,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.dagster_helpers import check_evaluations
 from tests.test_pipelines import RULES, history_rows, make_project, record_failure, register
 from tests.test_shared_budgets import GEO_RULES, PARTITION_CASES, geo_project, ledger_rows
 
@@ -61,11 +62,7 @@ def test_a_backfill_of_three_versions_is_one_run_with_each_versions_events(
             info.partition_key: info.latest_execution_status.value
             for info in instance.event_log_storage.get_asset_check_partition_info([gate])
         }
-        evaluations = [
-            e.asset_check_evaluation_data
-            for e in result.all_events
-            if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        ]
+        evaluations = check_evaluations(result)
         [run] = instance.get_runs()
         calls = server.stats()["by_key"]
     assert result.success
