@@ -167,6 +167,13 @@ def write_pr_summary(
     if summary is None and step_summary is None:
         return
     text = render_pr_summary(run, comparison, baseline=baseline, passed_gate=passed_gate)
+    write_summaries(text, summary, step_summary)
+
+
+def write_summaries(text: str, summary: Path | None, step_summary: Path | None) -> None:
+    """``--summary``'s Markdown written to ``summary`` (replaced) and appended to GitHub's job
+    summary file ``step_summary``, each when given (``holodeck test`` and ``holodeck
+    matrix``)."""
     if summary is not None:
         summary.parent.mkdir(parents=True, exist_ok=True)
         summary.write_text(text, encoding="utf-8")
