@@ -20,9 +20,9 @@ from holodeck_core.config.project import Project
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.metadata import dashboard_markdown
-from tests.dagster_helpers import by_check
+from tests.dagster_helpers import by_check, instance_metadata, materialize, register
 from tests.history_helpers import day, make_run
-from tests.test_pipelines import RULES, instance_metadata, make_project, materialize, register
+from tests.test_pipelines import RULES, make_project
 
 METRICS = (
     "[{type: standard, metric: equality}, {type: standard, metric: latency, threshold: 60000}]"

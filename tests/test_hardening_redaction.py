@@ -98,7 +98,7 @@ def test_a_dagster_partition_with_secret_pieces_in_ids_and_patterns_materializes
     history has the run, and no piece is in the event log or the project's files."""
     import dagster as dg
 
-    from tests.test_pipelines import geo_folder, history_rows, materialize_v1
+    from tests.dagster_helpers import geo_folder, history_rows, materialize_v1
 
     root = tmp_path / "project"
     folder = geo_folder(root, "You answer.")

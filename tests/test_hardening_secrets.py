@@ -212,7 +212,7 @@ def test_what_a_function_tool_prints_in_a_dagster_step_is_scrubbed(
     materializations' metadata, the compute logs nor the project's files."""
     import dagster as dg
 
-    from tests.test_pipelines import geo_folder, materialize_v1
+    from tests.dagster_helpers import geo_folder, materialize_v1
 
     monkeypatch.setenv("HOLO_KEY", PRINTED)
     root = tmp_path / "project"

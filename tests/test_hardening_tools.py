@@ -26,8 +26,8 @@ from holodeck_core.testing import run_model_server
 from holodeck_core.tools.toolbox import ToolBox, tool_message
 from holodeck_core.tools.untrusted import bounded
 from tests.conftest import REPO
+from tests.dagster_helpers import geo_folder, history_rows, materialize_v1
 from tests.hostile import agent_yaml, no_traceback, run_cli
-from tests.test_pipelines import geo_folder, history_rows, materialize_v1
 
 TOOLS = textwrap.dedent("""\
     import time

@@ -28,10 +28,16 @@ from holodeck_core.history.backend import resolve_history
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.dagster_helpers import check_evaluations
+from tests.dagster_helpers import (
+    check_evaluations,
+    materialize,
+    materialize_range,
+    range_tags,
+    register,
+)
 from tests.history_helpers import make_run
-from tests.test_pipelines import RULES, make_project, materialize, register
-from tests.test_single_run_backfill import ASSETS, materialize_range, range_tags
+from tests.test_pipelines import RULES, make_project
+from tests.test_single_run_backfill import ASSETS
 
 VERSIONS = ("v1", "v2", "v3")
 CELLS = tuple(f"default|{v}" for v in VERSIONS)

@@ -245,7 +245,8 @@ def test_dagster_writes_and_checks_against_a_lake(
 
     from holodeck_core.testing import run_model_server
     from holodeck_pipelines.builder import build_definitions
-    from tests.test_pipelines import RULES, make_project, materialize, register
+    from tests.dagster_helpers import materialize, register
+    from tests.test_pipelines import RULES, make_project
 
     url = str(tmp_path / "lake")
     monkeypatch.setenv("HOLODECK_HISTORY_URL", url)

@@ -18,9 +18,14 @@ from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.dagster_helpers import check_evaluations, schedule_requests
-from tests.test_pipelines import history_rows, register
-from tests.test_single_run_backfill import materialize_range, range_tags
+from tests.dagster_helpers import (
+    check_evaluations,
+    history_rows,
+    materialize_range,
+    range_tags,
+    register,
+    schedule_requests,
+)
 
 ALWAYS_PARIS: dict[str, Any] = {"default": {"reply": "Paris"}}
 EXPERT_ONLY: dict[str, Any] = {  # the own model answers well only with the expert prompt
