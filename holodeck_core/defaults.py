@@ -243,6 +243,10 @@ HISTORY_SQL_MAX_ROWS = 10_000
 """Rows ``holodeck history sql`` fetches at most (``--max-rows``)."""
 HISTORY_SQL_TIMEOUT_S = 60.0
 """Seconds ``holodeck history sql`` lets a query run (``--timeout``)."""
+HISTORY_SQL_INTERRUPT_EVERY_S = 0.05
+"""Once Ctrl-C or the timeout stopped a ``holodeck history sql`` query, DuckDB is asked to
+interrupt it this often until it returns: a request made just before the statement started
+would otherwise be lost."""
 
 MAINTAIN_GRACE_S = 3600.0
 """``history maintain --grace``: a lake's snapshots and unreferenced files younger than this

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from holodeck_core.metrics.text import pin_absl_stream
+from tests.dashboard_harness import new_page
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 # Tests that import rouge-score themselves must not let absl close a capture stream (see there).
 pin_absl_stream()
@@ -57,3 +63,11 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("HOLODECK_HISTORY_URL", "HOLODECK_RESULTS_URL", "HOLODECK_ARTIFACTS_URL"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.delenv("HOLODECK_AGENTS", raising=False)
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page of the module's ``browser`` (each browser test module opens its own, after
+    the history it shows: tests/dashboard_harness.py's ``chromium``)."""
+    with new_page(browser) as opened:
+        yield opened

@@ -7,6 +7,7 @@ dependency, imported here only when a browser is launched).
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -18,12 +19,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Playwright
+    from playwright.sync_api import Browser, Page, Playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 START_TIMEOUT_S = 60.0
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+def need_chromium(path: Path = CHROMIUM) -> None:
+    """Skip without Chromium, except under CI=true, where a skip would hide the tests."""
+    if path.exists():
+        return
+    reason = f"no Chromium at {path} (apt-get install -y chromium)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests cannot skip under CI=true: {reason}")
+    pytest.skip(reason)
 
 
 def free_port() -> int:
@@ -75,3 +89,37 @@ def running(
 
 def launch(playwright: Playwright) -> Browser:
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """Chromium through Playwright's sync API, closed after. That API runs an event loop in
+    this thread: open it after whatever calls asyncio.run (the runs behind a history)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def new_page(browser: Browser) -> Iterator[Page]:
+    """A page of :data:`VIEWPORT` in a context of its own (no cookies or storage of another
+    test's)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@contextmanager
+def serving(db: Path | str, log_path: Path, *, lake: bool = False) -> Iterator[str]:
+    """:func:`running` with its output in ``log_path``, which holds no traceback once the
+    dashboard stopped."""
+    with log_path.open("w") as log, running(db, log, lake=lake) as base:
+        yield base
+    assert "Traceback" not in log_path.read_text(), log_path.read_text()

@@ -16,6 +16,7 @@ import yaml
 
 from holodeck_core.cli.main import COMMANDS_GROUP, build_parser, main
 from tests.conftest import REPO, corpus_path
+from tests.hostile import run_cli
 
 
 def test_schema_is_valid_json_schema_and_accepts_the_samples(
@@ -95,3 +96,19 @@ def test_the_workspace_code_location_serves_the_example_agent() -> None:
         "acme_support_prompt_versions",
         "holodeck_failed_runs",
     }
+
+
+@pytest.mark.parametrize("command", ["test", "matrix", "plan"])
+@pytest.mark.parametrize(
+    ("trials", "message"),
+    [("0", "must be at least 1, got 0"), ("101", "must be between 1 and 100, got 101")],
+)
+def test_every_trial_count_is_refused_alike_before_the_agent_is_read(
+    command: str, trials: str, message: str
+) -> None:
+    """One argparse type (cli/argtypes.trial_count) for every ``--trials K``: the same usage
+    error, exit 2, before the agent file (absent here) is opened."""
+    ran = run_cli([command, "no-such-agent.yaml", "--trials", trials])
+    assert ran.returncode == 2
+    assert f"holodeck {command}: error: argument --trials: {message}" in ran.stderr, ran.stderr
+    assert "Traceback" not in ran.stderr and "no-such-agent" not in ran.stderr

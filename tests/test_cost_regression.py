@@ -17,6 +17,7 @@ from holodeck_core.history.cost_check import CostCheck
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.pools import apply_pools
+from tests.dagster_helpers import by_check
 from tests.test_dagster_glance import skipped_reasons
 
 PRICING = "pricing:\n  models:\n    house-model: {input: 0.0, output: 10.0}\n"
@@ -54,14 +55,6 @@ def job(root: Path, instance: dg.DagsterInstance) -> Any:
     return build_definitions(project).resolve_job_def("Geo_agent_eval")
 
 
-def checks(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    return {
-        e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
-        for e in result.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-    }
-
-
 def meta(data: Any) -> dict[str, Any]:
     return {k: getattr(v, "value", v) for k, v in data.metadata.items()}
 
@@ -75,7 +68,7 @@ def test_cost_per_passing_case_up_by_more_than_the_limit_fails_the_check(tmp_pat
             server.set_rules(rules(words))
             result = eval_job.execute_in_process(partition_key="default|v1", instance=instance)
             assert result.success
-            found.append(checks(result).get("cost_regression"))
+            found.append(by_check(result).get("cost_regression"))
             reasons.append(skipped_reasons(result, "default|v1"))
     first, same, dearer = found
     # nothing to compare with yet: skipped (not evaluated), with the reason
@@ -102,7 +95,7 @@ def test_an_unknown_cost_is_skipped_with_its_reason_as_no_regression_is(
             partition_key="default|v1", instance=instance
         )
     assert result.success
-    found = checks(result)
+    found = by_check(result)
     # a skip reads as no_regression's with nothing to compare: not evaluated, with the reason
     assert "cost_regression" not in found and "no_regression" not in found
     reason = skipped_reasons(result, "default|v1")["cost_regression"]
@@ -122,7 +115,7 @@ def test_the_check_is_off_when_max_cost_increase_is_unset(tmp_path: Path) -> Non
         }
         assert "no_regression" in specs and "cost_regression" not in specs
         result = eval_job.execute_in_process(partition_key="default|v1", instance=instance)
-    assert result.success and "cost_regression" not in checks(result)
+    assert result.success and "cost_regression" not in by_check(result)
 
 
 def test_a_free_baseline_makes_any_spend_a_rise_and_no_baseline_is_no_verdict() -> None:

@@ -20,8 +20,9 @@ from holodeck_core.config.project import Project
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.metadata import dashboard_markdown
+from tests.dagster_helpers import by_check, instance_metadata, materialize, register
 from tests.history_helpers import day, make_run
-from tests.test_pipelines import RULES, instance_metadata, make_project, materialize, register
+from tests.test_pipelines import RULES, make_project
 
 METRICS = (
     "[{type: standard, metric: equality}, {type: standard, metric: latency, threshold: 60000}]"
@@ -63,11 +64,7 @@ def skipped_reasons(result: dg.ExecuteInProcessResult, partition: str) -> dict[s
 
 
 def evaluated(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
-    return {
-        e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
-        for e in result.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-    }
+    return {name: data.passed for name, data in by_check(result).items()}
 
 
 def resolved(instance: dg.DagsterInstance, defs: dg.Definitions, check: str) -> dict[str, set[str]]:

@@ -20,7 +20,8 @@ from holodeck_core.config import cached
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_pipelines import RULES, make_project, materialize, register
+from tests.dagster_helpers import materialize, register
+from tests.test_pipelines import RULES, make_project
 
 
 def age(root: Path, seconds_ago: float = 3600) -> None:

@@ -8,7 +8,6 @@ would read on the page.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from holodeck_core.history.ingest import ingest_paths, ingest_run
 from holodeck_core.history.queries import compare_runs
 from holodeck_core.testing import load_rules, run_model_server
 from tests.conftest import REPO
-from tests.dashboard_harness import CHROMIUM, launch, running
+from tests.dashboard_harness import chromium, need_chromium, serving
 from tests.history_before import before_file
 from tests.history_helpers import GENERATED, ingest_runs, make_run, query
 
@@ -37,16 +36,6 @@ V2_FIXED = {
     "cancel-conversation", "return-window", "refund-timing", "shipping-cost", "price-match",
     "support-hours", "club-discount", "free-shipping-export",
 }  # fmt: skip
-
-
-def need_chromium(path: Path = CHROMIUM) -> None:
-    """Skip without Chromium, except under CI=true, where a skip would hide the tests."""
-    if path.exists():
-        return
-    reason = f"no Chromium at {path} (apt-get install -y chromium)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"browser tests cannot skip under CI=true: {reason}")
-    pytest.skip(reason)
 
 
 def test_browser_tests_fail_instead_of_skipping_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,12 +98,8 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 def browser(history: History) -> Iterator[Browser]:
     """After the history: Playwright's sync API runs an event loop in this thread, and the
     runs behind the history call asyncio.run."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch(playwright)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
@@ -122,16 +107,8 @@ def server(
     history: History, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Path]]:
     log_path = tmp_path_factory.mktemp("dashboard-log") / "server.log"
-    with log_path.open("w") as log, running(history.db, log) as base:
+    with serving(history.db, log_path) as base:
         yield base, log_path
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    opened = context.new_page()
-    yield opened
-    context.close()
 
 
 def visit(page: Page, server: tuple[str, Path], path: str, selector: str) -> None:
@@ -352,8 +329,7 @@ def test_bad_links_show_a_page_that_says_so(
 
 def test_missing_empty_and_old_histories_show_their_fix(page: Page, tmp_path: Path) -> None:
     db = tmp_path / "history.duckdb"
-    log_path = tmp_path / "server.log"
-    with log_path.open("w") as log, running(db, log) as base:
+    with serving(db, tmp_path / "server.log") as base:
 
         def notice() -> str:
             page.goto(base + "/")
@@ -371,7 +347,6 @@ def test_missing_empty_and_old_histories_show_their_fix(page: Page, tmp_path: Pa
         assert query(db, "SELECT max(version) FROM schema_version") == [(13,)]  # untouched
         db.write_text("not a database")
         assert "Cannot open the history" in notice()
-    assert "Traceback" not in log_path.read_text()
 
 
 def test_runs_ticked_on_two_pages_of_the_runs_table_are_compared(
@@ -382,7 +357,7 @@ def test_runs_ticked_on_two_pages_of_the_runs_table_are_compared(
     runs = [make_run("PPPF", start + timedelta(hours=i), run_id=f"page-run-{i:02d}")
             for i in range(25)]  # fmt: skip
     assert len(ingest_runs(db, runs).ingested) == 25
-    with (tmp_path / "server.log").open("w") as log, running(db, log) as base:
+    with serving(db, tmp_path / "server.log") as base:
         page.goto(base + "/")
         page.locator("#runs-table tr", has_text="page-run-24").locator("input").check()
         page.locator("#runs-table .next-page").click()  # the server sends the second page

@@ -13,15 +13,12 @@ import pytest
 from holodeck_core.cli.main import main
 from holodeck_core.stats.display import money as dollars
 from holodeck_core.testing import run_model_server
-from tests.dashboard_harness import launch, running
+from tests.dashboard_harness import chromium, need_chromium, new_page, serving
 from tests.history_helpers import query
 from tests.test_batch_runs import RULES, openai_model, write_agent
-from tests.test_dashboard_browser import need_chromium
 
 
 def test_the_cost_card_shows_batch_spend_as_such(tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     need_chromium()
     db = tmp_path / "history.duckdb"
     with pytest.MonkeyPatch.context() as patch, run_model_server(RULES) as server:
@@ -35,12 +32,10 @@ def test_the_cost_card_shows_batch_spend_as_such(tmp_path: Path) -> None:
     )
     assert batch_usd
     with (
-        (tmp_path / "server.log").open("w") as log,
-        running(db, log) as base,
-        sync_playwright() as playwright,
+        serving(db, tmp_path / "server.log") as base,
+        chromium() as browser,
+        new_page(browser) as page,
     ):
-        browser = launch(playwright)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(base + "/")
         page.wait_for_selector("#cost-card #cost-chart .js-plotly-plot")
         header = page.locator("#cost-by-version thead").inner_text()
@@ -49,7 +44,6 @@ def test_the_cost_card_shows_batch_spend_as_such(tmp_path: Path) -> None:
             "() => document.querySelector('#cost-chart .js-plotly-plot').data"
             ".flatMap(t => t.customdata.map(c => [c[2], c[1]]))"
         )
-        browser.close()
     assert "of it in batches" in header
     assert f"{dollars(batch_usd)} (1 run(s))" in row
     assert dict(hovers) == {plain: "no batches", batched: f"{dollars(batch_usd)} of it in batches"}

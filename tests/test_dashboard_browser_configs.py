@@ -14,9 +14,8 @@ from urllib.parse import urlencode
 import pytest
 
 from holodeck_core.models import EvalRun
-from tests.dashboard_harness import launch, running
+from tests.dashboard_harness import chromium, need_chromium, serving
 from tests.history_helpers import ingest_runs, make_agent, make_run
-from tests.test_dashboard_browser import need_chromium
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -85,28 +84,15 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 
 @pytest.fixture(scope="module")
 def browser(history: History) -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch(playwright)
+    with chromium() as launched:  # after the history (dashboard_harness.chromium)
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
 def base(history: History, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("dashboard-configs-log") / "server.log"
-    with log_path.open("w") as log, running(history.db, log) as url:
+    with serving(history.db, log_path) as url:
         yield url
-    assert "Traceback" not in log_path.read_text()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    opened = context.new_page()
-    yield opened
-    context.close()
 
 
 def _traces(page: Page, chart: str) -> list[list[object]]:

@@ -20,11 +20,10 @@ import pytest
 from holodeck_core.cli.main import main
 from holodeck_core.stats.display import money as dollars
 from holodeck_core.testing import run_model_server
-from tests.dashboard_harness import launch, running
+from tests.dashboard_harness import chromium, need_chromium, serving
 from tests.history_helpers import query
 from tests.test_budget import budget_block
 from tests.test_cost import RULES, write_agent
-from tests.test_dashboard_browser import need_chromium
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -70,27 +69,15 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 
 @pytest.fixture(scope="module")
 def browser(history: History) -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch(playwright)
+    with chromium() as launched:  # after the history (dashboard_harness.chromium)
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
 def server(history: History, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("dashboard-cost-log") / "server.log"
-    with log_path.open("w") as log, running(history.db, log) as base:
+    with serving(history.db, log_path) as base:
         yield base
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    opened = context.new_page()
-    yield opened
-    context.close()
 
 
 def money(history: History, run_id: str) -> tuple[float | None, float | None]:

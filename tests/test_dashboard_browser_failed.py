@@ -14,9 +14,8 @@ import pytest
 
 from holodeck_core.history.failures import FailedCell, record_failed_run
 from holodeck_core.stats.intervals import METHOD_NAMES
-from tests.dashboard_harness import launch, running
+from tests.dashboard_harness import chromium, need_chromium, serving
 from tests.history_helpers import build_history
-from tests.test_dashboard_browser import need_chromium
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -58,29 +57,17 @@ def dbs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def browser(dbs: tuple[Path, Path]) -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch(playwright)
+    with chromium() as launched:  # after the histories (dashboard_harness.chromium)
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
 def servers(dbs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     tuple[str, str]
 ]:  # fmt: skip
-    log_path = tmp_path_factory.mktemp("dashboard-failed-log") / "server.log"
-    with log_path.open("w") as log, running(dbs[0], log) as full, running(dbs[1], log) as bare:
+    logs = tmp_path_factory.mktemp("dashboard-failed-log")
+    with serving(dbs[0], logs / "full.log") as full, serving(dbs[1], logs / "bare.log") as bare:
         yield full, bare
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    opened = context.new_page()
-    yield opened
-    context.close()
 
 
 def test_summary_lists_failed_runs_with_their_reason_as_text(

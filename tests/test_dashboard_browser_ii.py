@@ -28,9 +28,8 @@ from holodeck_core.cli.main import main
 from holodeck_core.models import EvalRun, ToolInvocation
 from holodeck_core.testing import load_rules, run_model_server
 from tests.conftest import REPO
-from tests.dashboard_harness import free_port, launch, running
+from tests.dashboard_harness import chromium, free_port, need_chromium, serving
 from tests.history_helpers import ingest_runs, make_run, query
-from tests.test_dashboard_browser import need_chromium
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -99,28 +98,15 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 
 @pytest.fixture(scope="module")
 def browser(history: History) -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch(playwright)
+    with chromium() as launched:  # after the history (dashboard_harness.chromium)
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
 def base(history: History, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("dashboard-ii-log") / "server.log"
-    with log_path.open("w") as log, running(history.db, log) as url:
+    with serving(history.db, log_path) as url:
         yield url
-    assert "Traceback" not in log_path.read_text()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    opened = context.new_page()
-    yield opened
-    context.close()
 
 
 def visit(page: Page, url: str, selector: str) -> None:

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from holodeck_core.history.ducklake import DuckLake
-from tests.dashboard_harness import launch, running
+from tests.dashboard_harness import chromium, need_chromium, new_page, serving
 from tests.history_helpers import HISTORY, build_history
-from tests.test_dashboard_browser import need_chromium
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -24,20 +23,14 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("dashboard-lake")
     lake = DuckLake.parse(f"ducklake:{folder / 'catalog.ducklake'}?data={folder / 'data'}")
     build_history(lake)  # type: ignore[arg-type]  # every writer takes a lake as a history
-    log_path = folder / "server.log"
-    with log_path.open("w") as log, running(lake.url, log, lake=True) as url:
+    with serving(lake.url, folder / "server.log", lake=True) as url:
         yield url
-    assert "Traceback" not in log_path.read_text()
 
 
 @pytest.fixture
 def page(base: str) -> Iterator[Page]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        yield browser.new_page(viewport={"width": 1400, "height": 1000})
-        browser.close()
+    with chromium() as browser, new_page(browser) as opened:
+        yield opened
 
 
 def test_summary_explorer_and_compare_read_a_lake(page: Page, base: str) -> None:

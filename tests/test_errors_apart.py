@@ -89,3 +89,25 @@ def test_a_dead_model_server_is_an_infrastructure_failure_kept_apart(
     args = ["history", "compare", good[-1], dead, "--include-failed", "--format", "json"]
     assert main(args) in (0, 1)
     assert json.loads(capsys.readouterr().out)["common_cases"] == 4
+
+
+def test_the_pull_request_gate_never_takes_an_infrastructure_failure_for_its_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--baseline VERSION`` is that version's newest run the history counts, as the Dagster
+    check's ``evaluations.baseline``: an outage in between is passed over, not an exit 2."""
+    summary = tmp_path / "summary.md"
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, server.openai_base_url)
+        assert main(["test", str(agent), "-q"]) == 1  # "largest city" fails
+        write_agent(tmp_path, f"http://{HOST}:{free_port()}/v1")  # nothing listens there
+        assert main(["test", str(agent), "-q"]) == 3  # an infrastructure failure
+        write_agent(tmp_path, server.openai_base_url)
+        db = Path(os.environ["HOLODECK_HOME"]) / "history.duckdb"
+        [(good, version)] = query(db, "SELECT run_id, prompt_version FROM eval_runs LIMIT 1")
+        capsys.readouterr()
+        gate = ["test", str(agent), "-q", "--baseline", version, "--summary", str(summary)]
+        assert main(gate) == 1  # the same failing case: no regression, no error
+    captured = capsys.readouterr()
+    assert f"against baseline {version}: " in captured.out, captured.err
+    assert f"- baseline: {version} run `{good[:12]}`" in summary.read_text()

@@ -16,8 +16,8 @@ from holodeck_core.config.project import Project
 from holodeck_core.naming import dagster_name, slugify
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.dagster_helpers import register
 from tests.hostile import agent_yaml, no_traceback, run_cli
-from tests.test_pipelines import register
 
 LAUGHS = (
     "name: bomb\n"

@@ -16,8 +16,8 @@ import pytest
 from holodeck_core.config.project import Project
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.dagster_helpers import materialize, register
 from tests.test_hardening_embeddings import DIRECT, Embeddings, embeddings, provider
-from tests.test_pipelines import materialize, register
 from tests.test_retrieval import search_rule, tool_of, write_agent, write_docs
 
 __all__ = ["embeddings"]  # the fixture, used by name below

@@ -98,14 +98,10 @@ def test_a_dagster_partition_with_secret_pieces_in_ids_and_patterns_materializes
     history has the run, and no piece is in the event log or the project's files."""
     import dagster as dg
 
-    from holodeck_core.config.project import Project
-    from holodeck_pipelines.builder import build_definitions
-    from tests.test_pipelines import history_rows, materialize, register
+    from tests.dagster_helpers import geo_folder, history_rows, materialize_v1
 
     root = tmp_path / "project"
-    folder = root / "agents" / "geo"
-    (folder / "prompts").mkdir(parents=True)
-    (folder / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nYou answer.\n")
+    folder = geo_folder(root, "You answer.")
     with (
         run_model_server({"default": {"reply": "done"}}) as server,
         dg.instance_for_test() as instance,
@@ -121,11 +117,7 @@ def test_a_dagster_partition_with_secret_pieces_in_ids_and_patterns_materializes
             f"  - {{id: {PIECE}, name: by id, input: plain, ground_truth: done}}\n"
             f"  - {{id: case.{PIECE}.2, name: suffixed, input: two, ground_truth: done}}\n"
         )
-        (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
-        project = Project.discover(root)
-        defs = build_definitions(project)
-        assert register(defs, instance) == ["v1"]
-        result = materialize(defs, instance, "v1")
+        project, result = materialize_v1(root, instance)
         assert result.success
         logs = "\n".join(str(entry) for entry in instance.all_logs(result.run_id))
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 2)]

@@ -245,7 +245,8 @@ def test_a_run_and_a_partition_whose_history_hangs_still_write_the_evalrun(
 
     from holodeck_core.testing import run_model_server
     from holodeck_pipelines.builder import build_definitions
-    from tests.test_pipelines import RULES, make_project, materialize, register
+    from tests.dagster_helpers import materialize, register
+    from tests.test_pipelines import RULES, make_project
 
     address = server("hang")
     monkeypatch.setenv("PGPASSWORD", SECRET)

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 import zipfile
 from pathlib import Path
+from typing import cast
 
+import duckdb
 import pytest
 
 from holodeck_core.files.jobs import ConversionJob
 from holodeck_core.files.worker import WorkerPool
+from holodeck_core.history.sql import run_bounded
 from holodeck_core.runner.case_run import CaseRun, TurnRun
 from holodeck_core.runner.journal import Journal
 from holodeck_core.testing import run_model_server
@@ -178,27 +182,73 @@ def test_history_sql_bounds_must_make_sense(tmp_path: Path, bad: list[str]) -> N
     assert proc.returncode == 2 and "must be" in proc.stderr
 
 
+QUERY_CPU_S = 1.0
+"""CPU seconds the CLI must have spent after opening the history before it is sent Ctrl-C:
+what it does there before the query starts costs a few milliseconds, so the query is running."""
+
+
+def _wait_until_query_runs(proc: subprocess.Popen[str], history: Path) -> None:
+    """Return once ``proc`` has the history open and has burnt :data:`QUERY_CPU_S` since:
+    the signal lands in DuckDB's statement, however slowly a loaded machine imports."""
+    opened_at: float | None = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        fds = Path(f"/proc/{proc.pid}/fd")
+        try:
+            stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+            if opened_at is None and any(os.readlink(fd) == str(history) for fd in fds.iterdir()):
+                opened_at = cpu
+        except OSError:  # a descriptor closed while it was read
+            continue
+        if opened_at is not None and cpu - opened_at >= QUERY_CPU_S:
+            return
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"the query never ran: {proc.communicate()[1]}")
+
+
 @pytest.mark.parametrize("entry", [["-m", "holodeck_core.cli"], ["-m", "holodeck_core.cli.main"]])
 def test_ctrl_c_during_history_sql_is_a_message(tmp_path: Path, entry: list[str]) -> None:
     _history(tmp_path)
+    query = "SELECT count(*) FROM range(1000000) a, range(1000000) b"
+    # --timeout far beyond the wait below: only the Ctrl-C can end the query in time
+    argv = [sys.executable, *entry, "history", "sql", query, "--timeout", "3600"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            *entry,
-            "history",
-            "sql",
-            "SELECT count(*) FROM range(1000000) a, range(1000000) b",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    time.sleep(4)  # imports, then the query is running (or, on a slow machine, still imports)
+    _wait_until_query_runs(proc, (tmp_path / "holodeck-home" / "history.duckdb").resolve())
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and "interrupted" in err, err
     assert proc.returncode == 3
+
+
+class _SignalledFirst:
+    """A connection that is sent Ctrl-C just before its statement starts, when DuckDB
+    would forget an interrupt."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def execute(self, query: str) -> duckdb.DuckDBPyConnection:
+        signal.raise_signal(signal.SIGINT)
+        return self.con.execute(query)
+
+    def interrupt(self) -> None:
+        self.con.interrupt()
+
+
+def test_ctrl_c_just_before_the_query_starts_still_stops_it() -> None:
+    started = time.monotonic()
+    with duckdb.connect() as con, pytest.raises(KeyboardInterrupt):
+        run_bounded(
+            cast("duckdb.DuckDBPyConnection", _SignalledFirst(con)),
+            "SELECT count(*) FROM range(1000000) a, range(1000000) b",
+            max_rows=1,
+            timeout_s=30,
+        )
+    assert time.monotonic() - started < 10  # not the timeout's 30 s
 
 
 def _ooxml(path: Path, main_part: str, content_type: str, size: int) -> Path:

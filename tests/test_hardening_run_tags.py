@@ -16,14 +16,8 @@ import pytest
 
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_pipelines import (
-    RULES,
-    history_rows,
-    make_project,
-    materialize,
-    record_failure,
-    register,
-)
+from tests.dagster_helpers import history_rows, materialize, record_failure, register
+from tests.test_pipelines import RULES, make_project
 
 BAD_TAGS = [
     ("holodeck/trials", "²", "an integer 1-100"),  # str.isdigit() says yes, int() raises

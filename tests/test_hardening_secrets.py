@@ -212,15 +212,11 @@ def test_what_a_function_tool_prints_in_a_dagster_step_is_scrubbed(
     materializations' metadata, the compute logs nor the project's files."""
     import dagster as dg
 
-    from holodeck_core.config.project import Project
-    from holodeck_pipelines.builder import build_definitions
-    from tests.test_pipelines import materialize, register
+    from tests.dagster_helpers import geo_folder, materialize_v1
 
     monkeypatch.setenv("HOLO_KEY", PRINTED)
     root = tmp_path / "project"
-    folder = root / "agents" / "geo"
-    (folder / "prompts").mkdir(parents=True)
-    (folder / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nYou call tools.\n")
+    folder = geo_folder(root, "You call tools.")
     (folder / "tools.py").write_text(PRINTING_TOOLS)
     rules = {
         "default": {"reply": "done"},
@@ -240,11 +236,7 @@ def test_what_a_function_tool_prints_in_a_dagster_step_is_scrubbed(
             " function: shout}\n"
             "test_cases:\n  - {name: go, input: go, ground_truth: done}\n"
         )
-        (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
-        project = Project.discover(root)
-        defs = build_definitions(project)
-        assert register(defs, instance) == ["v1"]
-        result = materialize(defs, instance, "v1")
+        _, result = materialize_v1(root, instance)
         assert result.success
         logs = "\n".join(str(entry) for entry in instance.all_logs(result.run_id))
         storage = everything_written(Path(instance.root_directory))

@@ -18,7 +18,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from holodeck_core.config.project import Project
 from holodeck_core.defaults import MAX_TOOL_NAME_CHARS as MAX_NAME_CHARS
 from holodeck_core.defaults import MAX_TOOL_RESULT_BYTES as MAX_RESULT_BYTES
 from holodeck_core.models import Agent, EvalRun, FunctionTool, MCPTool, Status, ToolMock
@@ -26,10 +25,9 @@ from holodeck_core.providers.messages import ToolCall
 from holodeck_core.testing import run_model_server
 from holodeck_core.tools.toolbox import ToolBox, tool_message
 from holodeck_core.tools.untrusted import bounded
-from holodeck_pipelines.builder import build_definitions
 from tests.conftest import REPO
+from tests.dagster_helpers import geo_folder, history_rows, materialize_v1
 from tests.hostile import agent_yaml, no_traceback, run_cli
-from tests.test_pipelines import history_rows, materialize, register
 
 TOOLS = textwrap.dedent("""\
     import time
@@ -356,9 +354,7 @@ def test_a_tool_that_never_returns_ends_by_its_timeout_and_the_cli_exits(
 def test_a_dagster_partition_survives_invented_names_and_hostile_results(tmp_path: Path) -> None:
     calls = {"c_ok": "ok", "c_circular": "circular", "c_exits": "exits", "c_nobody": "evilsrv_evil"}
     root = tmp_path / "project"
-    folder = root / "agents" / "geo"
-    (folder / "prompts").mkdir(parents=True)
-    (folder / "prompts" / "v1.md").write_text("---\nversion: v1\n---\nYou call tools.\n")
+    folder = geo_folder(root, "You call tools.")
     (folder / "tools.py").write_text(TOOLS)
     cases = "".join(f"  - {{name: {c}, input: {c}, ground_truth: done}}\n" for c in calls)
     with run_model_server(rules_for(calls)) as server, dg.instance_for_test() as instance:
@@ -372,11 +368,7 @@ def test_a_dagster_partition_survives_invented_names_and_hostile_results(tmp_pat
             + "test_cases:\n"
             + cases
         )
-        (root / "holodeck.yaml").write_text("agents: [agents/geo/agent.yaml]\n")
-        project = Project.discover(root)
-        defs = build_definitions(project)
-        assert register(defs, instance) == ["v1"]
-        result = materialize(defs, instance, "v1")
+        project, result = materialize_v1(root, instance)
     assert result.success
     assert history_rows(project, "SELECT count(*), max(passed) FROM eval_runs") == [(1, 3)]
     run, _ = eval_run(folder / "agent.yaml")

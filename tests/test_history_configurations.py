@@ -211,6 +211,24 @@ def test_the_regression_check_and_the_baseline_pick_the_same_configuration(
     assert comparison.configuration_a == "support-bot · v1 · default"
 
 
+def test_a_versions_baseline_is_its_newest_counted_run_for_the_gate_and_the_check(
+    tmp_path: Path,
+) -> None:
+    """One baseline for ``holodeck test --baseline v1`` and ``evaluations.baseline: v1``:
+    neither a rescore nor an infrastructure failure that came after v1's run."""
+    db = tmp_path / "history.duckdb"
+    runs = [
+        make_run("PPPF", day(0), run_id="v1-run"),
+        make_run("PPPP", day(1), run_id="v1-rescore", trigger="rescore"),
+        make_run("EEEE", day(2), run_id="v1-outage"),
+        make_run("PPPF", day(3), run_id="v2-run", prompt="v2"),
+    ]
+    ingest_runs(db, runs)
+    assert regression_check(db, "v2-run", baseline="v1").previous == "v1-run"
+    comparison = baseline_comparison(db, "v2-run", "v1", strict=False, alpha=0.05)
+    assert comparison.a["run_id"] == "v1-run"
+
+
 def test_compare_names_both_configurations_and_refuses_two_agents(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

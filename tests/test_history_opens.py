@@ -28,9 +28,16 @@ from holodeck_core.history.backend import resolve_history
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.dagster_helpers import (
+    check_evaluations,
+    materialize,
+    materialize_range,
+    range_tags,
+    register,
+)
 from tests.history_helpers import make_run
-from tests.test_pipelines import RULES, make_project, materialize, register
-from tests.test_single_run_backfill import ASSETS, materialize_range, range_tags
+from tests.test_pipelines import RULES, make_project
+from tests.test_single_run_backfill import ASSETS
 
 VERSIONS = ("v1", "v2", "v3")
 CELLS = tuple(f"default|{v}" for v in VERSIONS)
@@ -102,11 +109,7 @@ def test_a_backfill_step_opens_the_history_once_for_all_its_versions(
             for e in result.get_asset_materialization_events()
             if e.asset_key.path[-1] == "eval_history"
         }
-        checked = Counter(
-            e.asset_check_evaluation_data.partition
-            for e in result.all_events
-            if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        )
+        checked = Counter(data.partition for data in check_evaluations(result))
         with store.reader(history) as con:
             recorded = con.execute(
                 "SELECT partition_key, count(*) FROM eval_runs GROUP BY 1 ORDER BY 1"

@@ -27,8 +27,9 @@ from holodeck_core.history.failures import FailedCell, record_failed_run
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.conftest import REPO
+from tests.dagster_helpers import materialize, register
 from tests.history_before import FILE_ONLY_IN_HISTORY, RESULTS, RUNS, before_file, before_lake
-from tests.test_pipelines import RULES, make_project, materialize, register
+from tests.test_pipelines import RULES, make_project
 
 CARRIED = {
     "human_labels": "SELECT * FROM human_labels ORDER BY ALL",

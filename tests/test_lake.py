@@ -20,6 +20,7 @@ from holodeck_core.history.ducklake import ALIAS, DuckLake
 from holodeck_core.history.failures import FailedCell, record_failed_run
 from holodeck_core.history.ingest import prepare_run
 from holodeck_core.history.tabular import as_arrow
+from tests.dagster_helpers import by_check
 from tests.history_helpers import HISTORY, build_history, ingest_runs, make_run, run_cli
 
 WRITERS = 3
@@ -245,7 +246,8 @@ def test_dagster_writes_and_checks_against_a_lake(
 
     from holodeck_core.testing import run_model_server
     from holodeck_pipelines.builder import build_definitions
-    from tests.test_pipelines import RULES, make_project, materialize, register
+    from tests.dagster_helpers import materialize, register
+    from tests.test_pipelines import RULES, make_project
 
     url = str(tmp_path / "lake")
     monkeypatch.setenv("HOLODECK_HISTORY_URL", url)
@@ -260,11 +262,7 @@ def test_dagster_writes_and_checks_against_a_lake(
     assert rows(DuckLake.parse(url), "SELECT count(*), min(partition_key) FROM eval_runs") == [
         (2, "v2")
     ]
-    checks = {
-        event.asset_check_evaluation_data.check_name: event.asset_check_evaluation_data
-        for event in second.all_events
-        if event.event_type_value == "ASSET_CHECK_EVALUATION"
-    }
+    checks = by_check(second)
     assert checks["pass_rate_gate"].passed and checks["no_regression"].passed
     previous = checks["no_regression"].metadata["previous_run_id"].value
     [(first_run,)] = rows(

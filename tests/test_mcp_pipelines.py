@@ -18,6 +18,7 @@ from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.conftest import REPO
+from tests.dagster_helpers import history_rows, materialize, register
 from tests.test_mcp_tools import (  # noqa: F401  (uvx: a fixture)
     CANARY,
     RULES,
@@ -26,7 +27,6 @@ from tests.test_mcp_tools import (  # noqa: F401  (uvx: a fixture)
     uvx,
     wait_until,
 )
-from tests.test_pipelines import history_rows, materialize, register
 
 
 def make_project(root: Path, base_url: str, crash_flag: Path) -> Project:
@@ -108,7 +108,7 @@ import dagster as dg
 import pytest
 from holodeck_core.config.project import Project
 from holodeck_pipelines.builder import build_definitions
-from tests.test_pipelines import materialize, register
+from tests.dagster_helpers import materialize, register
 defs = build_definitions(Project.discover(Path(sys.argv[1])))
 with dg.instance_for_test() as instance:
     register(defs, instance)

@@ -19,9 +19,10 @@ from holodeck_core.history.backend import project_history
 from holodeck_core.history.ducklake import DuckLake
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
+from tests.dagster_helpers import materialize, register
 from tests.history_helpers import run_cli
 from tests.services import S3, s3_server
-from tests.test_pipelines import RULES, make_project, materialize, register
+from tests.test_pipelines import RULES, make_project
 
 BUCKET = "holodeck-scale-out"
 

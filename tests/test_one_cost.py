@@ -16,7 +16,6 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,14 +24,10 @@ from holodeck_core.models import EvalRun
 from holodeck_core.reports.markdown import render_markdown
 from holodeck_core.stats.display import money
 from holodeck_core.testing import run_model_server
-from tests.dashboard_harness import launch, running
+from tests.dashboard_harness import chromium, need_chromium, new_page, serving
 from tests.history_helpers import query
 from tests.test_budget import budget_block
 from tests.test_cost import RULES, write_agent
-from tests.test_dashboard_browser import need_chromium
-
-if TYPE_CHECKING:
-    from playwright.sync_api import Page
 
 CASES = [f"question {n}" for n in range(8)]
 KINDS = ("fresh", "stopped", "resumed", "rescore")
@@ -151,7 +146,7 @@ def dashboard(
     history: tuple[Path, dict[str, Run]], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("one-cost-log") / "server.log"
-    with log_path.open("w") as log, running(history[0], log) as base:
+    with serving(history[0], log_path) as base:
         yield base
 
 
@@ -159,29 +154,22 @@ def test_the_dashboard_shows_one_cost_per_run(
     history: tuple[Path, dict[str, Run]], dashboard: str
 ) -> None:
     need_chromium()
-    from playwright.sync_api import sync_playwright
-
     _, runs = history
     with urllib.request.urlopen(f"{dashboard}/runs.csv?failed=1", timeout=30) as answer:
         lines = answer.read().decode().splitlines()
     header = lines[0].split(",")
     rows = [dict(zip(header, line.split(","), strict=True)) for line in lines[1:]]
     by_id = {row["run"]: row for row in rows}
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        try:
-            page: Page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{dashboard}/?failed=1")  # the stopped run mostly ERRORs: kept
-            page.wait_for_selector("#runs-table td[data-dash-column=cost_usd]")
-            for run in runs.values():
-                row = page.locator("#runs-table tr", has_text=run.run_id[:12])
-                cell = row.locator("td[data-dash-column=cost_usd]").inner_text()
-                assert cell == money(run.cost), (run.kind, cell)
-            for run in runs.values():
-                assert float(by_id[run.run_id]["cost USD"]) == pytest.approx(run.cost, rel=1e-9)
-                page.goto(f"{dashboard}/explorer?run={run.run_id}")
-                page.wait_for_selector("#run-cost")
-                line = page.inner_text("#run-cost")
-                assert line.startswith(f"cost {money(run.cost)} ("), (run.kind, line)
-        finally:
-            browser.close()
+    with chromium() as browser, new_page(browser) as page:
+        page.goto(f"{dashboard}/?failed=1")  # the stopped run mostly ERRORs: kept
+        page.wait_for_selector("#runs-table td[data-dash-column=cost_usd]")
+        for run in runs.values():
+            row = page.locator("#runs-table tr", has_text=run.run_id[:12])
+            cell = row.locator("td[data-dash-column=cost_usd]").inner_text()
+            assert cell == money(run.cost), (run.kind, cell)
+        for run in runs.values():
+            assert float(by_id[run.run_id]["cost USD"]) == pytest.approx(run.cost, rel=1e-9)
+            page.goto(f"{dashboard}/explorer?run={run.run_id}")
+            page.wait_for_selector("#run-cost")
+            line = page.inner_text("#run-cost")
+            assert line.startswith(f"cost {money(run.cost)} ("), (run.kind, line)

@@ -6,23 +6,28 @@ from __future__ import annotations
 import inspect
 import multiprocessing
 import textwrap
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import duckdb
 import pytest
 
 from holodeck_core.config.project import Project
 from holodeck_core.models import EvalRun
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
-from holodeck_pipelines.cells import Cell
-from holodeck_pipelines.pools import apply_pools
 from holodeck_pipelines.run_tags import trigger_of
+from tests.dagster_helpers import (
+    check_evaluations,
+    history_rows,
+    instance_metadata,
+    materialize,
+    record_failure,
+    register,
+    schedule_requests,
+)
 
 RULES: dict[str, Any] = {
     "default": {"reply": "I don't know."},
@@ -72,56 +77,6 @@ def make_project(
     return Project.discover(root)
 
 
-def register(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
-    """What the sensor does on its first tick (snapshots + partitions), and the pool limits
-    a deployment sets (``holodeck pools``)."""
-    apply_pools(instance, defs.resources["project"].project())
-    sensor = defs.resolve_sensor_def("geo_agent_prompt_versions")
-    with dg.build_sensor_context(instance=instance, resources=defs.resources) as context:
-        result = sensor(context)
-    assert isinstance(result, dg.SensorResult)
-    for request in result.dynamic_partitions_requests or []:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    return sorted(instance.get_dynamic_partitions("geo_agent_prompt_versions"))
-
-
-def materialize(
-    defs: dg.Definitions,
-    instance: dg.DagsterInstance,
-    key: str,
-    tags: dict[str, str] | None = None,
-    model: str = "default",
-) -> dg.ExecuteInProcessResult:
-    """Materialize the cell of prompt version ``key`` and model candidate ``model``."""
-    job = defs.resolve_job_def("Geo_agent_eval")
-    return job.execute_in_process(
-        partition_key=Cell(key, model).key, instance=instance, raise_on_error=False, tags=tags
-    )
-
-
-def record_failure(
-    defs: dg.Definitions, instance: dg.DagsterInstance, failed: dg.ExecuteInProcessResult
-) -> None:
-    """What the ``holodeck_failed_runs`` sensor does when the run ``failed`` fails."""
-    run_failure = next(e for e in failed.all_events if e.event_type_value == "PIPELINE_FAILURE")
-    with warnings.catch_warnings():  # repository_def is a beta parameter of the test context
-        warnings.simplefilter("ignore", dg.BetaWarning)
-        context = dg.build_run_status_sensor_context(
-            sensor_name="holodeck_failed_runs",
-            dagster_event=run_failure,
-            dagster_instance=instance,
-            dagster_run=failed.dagster_run,
-            resources=defs.resources,
-            repository_def=defs.get_repository_def(),  # as the daemon gives it
-        ).for_run_failure()
-    defs.resolve_sensor_def("holodeck_failed_runs")(context)  # type: ignore[call-arg]
-
-
-def history_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
-    with duckdb.connect(str(project.history_db), read_only=True) as con:
-        return con.execute(sql).fetchall()
-
-
 def test_partitions_materialize_into_duckdb_with_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,34 +109,20 @@ def test_partitions_materialize_into_duckdb_with_checks(
     )
     assert rows == [("v1", 0.0, "manual"), ("v2", 1.0, "manual")]
     checks = {
-        (
-            event.asset_check_evaluation_data.check_name,
-            key,
-        ): event.asset_check_evaluation_data.passed
+        (data.check_name, key): data.passed
         for key, result in (("v1", v1), ("v2", v2))
-        for event in result.all_events
-        if event.event_type_value == "ASSET_CHECK_EVALUATION"
+        for data in check_evaluations(result)
     }
     assert checks[("pass_rate_gate", "v1")] is False  # 0% is under the 50% gate
     assert checks[("pass_rate_gate", "v2")] is True
-    [v2_gate] = [
-        e.asset_check_evaluation_data
-        for e in v2.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
-    ]
+    [v2_gate] = check_evaluations(v2, "pass_rate_gate")
     # the checks list shows the gate failed while v1 fails it: v2's description says so
     assert v2_gate.description.endswith(
         "within the gate (failing for prompt version v1 x model default)"
     )
     # and says when it was evaluated: after the materialization it checks
     assert v2_gate.metadata["evaluated_at"].value >= v2_history_at
-    [v1_gate] = [
-        e.asset_check_evaluation_data
-        for e in v1.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.asset_check_evaluation_data.check_name == "pass_rate_gate"
-    ]
+    [v1_gate] = check_evaluations(v1, "pass_rate_gate")
     assert v1_gate.partition == "default|v1"
     assert v1_gate.description == (
         "prompt version v1 x model default: pass rate 0.0% is under the gate's 50.0%"
@@ -206,15 +147,6 @@ def test_partitions_materialize_into_duckdb_with_checks(
     assert list(materialization)[:3] == ["path", "pass rate (%)", "cost (USD)"]
     assert materialization["cost (USD)"].value == pytest.approx(expected_cost, rel=1e-3)
     assert "sk-test-123456" not in evalruns[0].read_text()
-
-
-def instance_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
-    [event] = [
-        e
-        for e in result.get_asset_materialization_events()
-        if e.asset_key == dg.AssetKey(["geo_agent", asset])
-    ]
-    return dict(event.materialization.metadata)
 
 
 def test_transient_failure_fails_the_partition_and_the_rerun_resumes(tmp_path: Path) -> None:
@@ -369,19 +301,10 @@ def test_four_partitions_at_once_all_land_without_lock_errors(tmp_path: Path) ->
 
 
 def test_nightly_schedule_requests_one_run_per_active_version(tmp_path: Path) -> None:
-    with dg.instance_for_test() as instance:
-        project = make_project(tmp_path, "http://127.0.0.1:9/v1")
-        defs = build_definitions(project)
-        schedule = defs.resolve_schedule_def("geo_agent_nightly")
-        assert schedule.cron_schedule == "0 2 * * *"
-        tick = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
-        with dg.build_schedule_context(
-            instance=instance,
-            resources=defs.resources,
-            scheduled_execution_time=tick,
-            repository_def=defs.get_repository_def(),
-        ) as context:
-            requests = schedule.evaluate_tick(context).run_requests or []
+    defs = build_definitions(make_project(tmp_path, "http://127.0.0.1:9/v1"))
+    assert defs.resolve_schedule_def("geo_agent_nightly").cron_schedule == "0 2 * * *"
+    tick = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    requests = schedule_requests(defs, "geo_agent_nightly", tick)
     assert sorted(r.partition_key or "" for r in requests) == ["default|v1", "default|v2"]
     assert all(r.tags["holodeck/trigger"] == "nightly" for r in requests)
     assert {r.run_key for r in requests} == {

@@ -18,8 +18,14 @@ from holodeck_core.cli.main import main
 from holodeck_core.config.project import Project
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_pipelines import history_rows, register
-from tests.test_single_run_backfill import materialize_range, range_tags
+from tests.dagster_helpers import (
+    check_evaluations,
+    history_rows,
+    materialize_range,
+    range_tags,
+    register,
+    schedule_requests,
+)
 
 ALWAYS_PARIS: dict[str, Any] = {"default": {"reply": "Paris"}}
 EXPERT_ONLY: dict[str, Any] = {  # the own model answers well only with the expert prompt
@@ -67,12 +73,7 @@ def matrix_project(root: Path, own_url: str, large_url: str, *, cases: int) -> P
 
 
 def evaluations_of(result: dg.ExecuteInProcessResult, check: str) -> dict[str, Any]:
-    return {
-        e.asset_check_evaluation_data.partition: e.asset_check_evaluation_data
-        for e in result.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.asset_check_evaluation_data.check_name == check
-    }
+    return {data.partition: data for data in check_evaluations(result, check)}
 
 
 def test_a_single_run_backfill_of_the_matrix_records_four_configurations_with_matrix_verdicts(
@@ -186,35 +187,14 @@ def test_the_nightly_schedule_requests_the_active_versions_times_its_candidates(
     tmp_path: Path,
 ) -> None:
     project = matrix_project(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", cases=1)
-    defs = build_definitions(project)
-    schedule = defs.resolve_schedule_def("geo_agent_nightly")
     tick = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
-    with (
-        dg.instance_for_test() as instance,
-        dg.build_schedule_context(
-            instance=instance,
-            resources=defs.resources,
-            scheduled_execution_time=tick,
-            repository_def=defs.get_repository_def(),
-        ) as context,
-    ):
-        requests = schedule.evaluate_tick(context).run_requests or []
+    requests = schedule_requests(build_definitions(project), "geo_agent_nightly", tick)
     # large says nightly: false, so the schedule leaves its column out
     assert sorted(r.partition_key or "" for r in requests) == ["default|v1", "default|v2"]
     settings = tmp_path / "holodeck.yaml"
     settings.write_text(settings.read_text().replace(", nightly: false", ""))
     defs = build_definitions(Project.discover(tmp_path))
-    schedule = defs.resolve_schedule_def("geo_agent_nightly")
-    with (
-        dg.instance_for_test() as instance,
-        dg.build_schedule_context(
-            instance=instance,
-            resources=defs.resources,
-            scheduled_execution_time=tick,
-            repository_def=defs.get_repository_def(),
-        ) as context,
-    ):
-        requests = schedule.evaluate_tick(context).run_requests or []
+    requests = schedule_requests(defs, "geo_agent_nightly", tick)
     assert sorted(r.partition_key or "" for r in requests) == [
         "default|v1",
         "default|v2",

@@ -26,7 +26,8 @@ from holodeck_pipelines.pools import (
     pool_limits,
     pool_problems,
 )
-from tests.test_pipelines import RULES, make_project, materialize, register
+from tests.dagster_helpers import materialize, register
+from tests.test_pipelines import RULES, make_project
 
 IN_OPEN = 0x20
 IN_CLOSE = 0x08 | 0x10  # after writing, after reading

@@ -10,7 +10,8 @@ from pathlib import Path
 import dagster as dg
 
 from holodeck_pipelines.builder import build_definitions
-from tests.test_pipelines import make_project, register
+from tests.dagster_helpers import register
+from tests.test_pipelines import make_project
 
 
 def test_a_model_server_that_is_down_fails_the_step_with_the_reason_as_its_headline(

@@ -18,8 +18,9 @@ from holodeck_core.config.project import Project
 from holodeck_core.testing import run_model_server
 from holodeck_pipelines.builder import build_definitions
 from tests.conftest import REPO
+from tests.dagster_helpers import history_rows, materialize, register
 from tests.services import PG_PASSWORD, Postgres, postgres_server
-from tests.test_pipelines import RULES, history_rows, make_project, materialize, register
+from tests.test_pipelines import RULES, make_project
 
 PROFILE = REPO / "deploy" / "postgres" / "dagster.yaml"
 

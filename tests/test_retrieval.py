@@ -543,7 +543,7 @@ def test_embeddings_outage_fails_the_dagster_partition_after_journaling(tmp_path
 
     from holodeck_core.config.project import Project
     from holodeck_pipelines.builder import build_definitions
-    from tests.test_pipelines import materialize, register
+    from tests.dagster_helpers import materialize, register
 
     folder = tmp_path / "agents" / "geo"
     folder.mkdir(parents=True)

@@ -15,28 +15,20 @@ from holodeck_core.config.project import Project
 from holodeck_core.errors import ConfigError
 from holodeck_core.testing import request_key, run_model_server
 from holodeck_pipelines.builder import build_definitions
-from tests.test_pipelines import RULES, history_rows, make_project, record_failure, register
+from tests.dagster_helpers import (
+    check_evaluations,
+    history_rows,
+    materialize_range,
+    range_tags,
+    record_failure,
+    register,
+)
+from tests.test_pipelines import RULES, make_project
 from tests.test_shared_budgets import GEO_RULES, PARTITION_CASES, geo_project, ledger_rows
 
 ASSETS = ["processed_files", "agent_responses", "metric_results", "report_summary", "eval_history"]
 VERSIONS = ("v1", "v2", "v3")
 CELLS = tuple(f"default|{v}" for v in VERSIONS)
-
-
-def range_tags(start: str, end: str, **extra: str) -> dict[str, str]:
-    return {
-        "dagster/asset_partition_range_start": start,
-        "dagster/asset_partition_range_end": end,
-        **extra,
-    }
-
-
-def materialize_range(
-    defs: dg.Definitions, instance: dg.DagsterInstance, tags: dict[str, str]
-) -> dg.ExecuteInProcessResult:
-    """What a single-run backfill launches: one run of the job over a partition range."""
-    job = defs.resolve_job_def("Geo_agent_eval")
-    return job.execute_in_process(instance=instance, raise_on_error=False, tags=tags)
 
 
 def step_failure(result: dg.ExecuteInProcessResult) -> dg.DagsterEvent:
@@ -61,11 +53,7 @@ def test_a_backfill_of_three_versions_is_one_run_with_each_versions_events(
             info.partition_key: info.latest_execution_status.value
             for info in instance.event_log_storage.get_asset_check_partition_info([gate])
         }
-        evaluations = [
-            e.asset_check_evaluation_data
-            for e in result.all_events
-            if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        ]
+        evaluations = check_evaluations(result)
         [run] = instance.get_runs()
         calls = server.stats()["by_key"]
     assert result.success

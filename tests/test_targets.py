@@ -292,7 +292,7 @@ def test_the_dagster_assets_run_a_target_agent_unchanged(tmp_path: Path) -> None
 
     from holodeck_core.config.project import Project
     from holodeck_pipelines.builder import build_definitions
-    from tests.test_pipelines import materialize, register
+    from tests.dagster_helpers import materialize, register
 
     folder = tmp_path / "agents" / "geo"
     folder.mkdir(parents=True)

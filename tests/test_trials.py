@@ -25,6 +25,7 @@ from holodeck_core.testing import request_key, run_model_server
 from holodeck_core.testing.server.planning import uniform_draw
 from holodeck_pipelines.builder import build_definitions
 from holodeck_pipelines.pools import apply_pools
+from tests.dagster_helpers import check_evaluations
 
 CONTAINS_PARIS = "{type: standard, metric: contains, pattern: Paris}"
 
@@ -277,12 +278,7 @@ def make_project(root: Path, url: str, cases: int = CASES) -> Path:
 def no_regression(result: dg.ExecuteInProcessResult) -> tuple[bool | None, dict[str, object]]:
     """The check's verdict and metadata; ``(None, {})`` when it was skipped (a first run has
     nothing to compare with)."""
-    found = [
-        e.asset_check_evaluation_data
-        for e in result.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.asset_check_evaluation_data.check_name == "no_regression"
-    ]
+    found = check_evaluations(result, "no_regression")
     if not found:
         return None, {}
     [data] = found

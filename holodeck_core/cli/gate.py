@@ -6,11 +6,11 @@ and, when GitHub Actions' variables are set, the job summary (``GITHUB_STEP_SUMM
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from holodeck_core.cli.run_options import step_summary_file
 from holodeck_core.defaults import ALPHA
 from holodeck_core.errors import ExitCode
 from holodeck_core.terminal import in_github_actions, print_workflow_command, printable
@@ -67,14 +67,13 @@ def apply_gate(
             print(f"regression: {reason}", file=sys.stderr)
         if comparison.is_regression:
             code = ExitCode.worst(ExitCode(code), ExitCode.FAILED)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     write_pr_summary(
         run,
         comparison,
         baseline=args.baseline,
         passed_gate=code == 0,
         summary=args.summary,
-        step_summary=Path(step_summary) if step_summary else None,
+        step_summary=step_summary_file(),
     )
     if in_github_actions():
         for line in failure_annotations(run, agent_file):

@@ -6,22 +6,12 @@ applying per cell. The cells, their runs and their verdicts come from
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from holodeck_core.cli.argtypes import positive_int, positive_seconds, trial_count
-from holodeck_core.defaults import (
-    BATCH_MODE,
-    BATCH_MODES,
-    MATRIX_CELL_SEPARATOR,
-    MATRIX_TABLE_WIDTH,
-    PARALLEL_TEST_CASES,
-    TRIALS,
-    TRIALS_MAX,
-    TRIALS_MIN,
-)
+from holodeck_core.cli.run_options import add_run_arguments
+from holodeck_core.defaults import MATRIX_CELL_SEPARATOR, MATRIX_TABLE_WIDTH
 
 if TYPE_CHECKING:
     from holodeck_core.models.matrix import MatrixTable
@@ -52,61 +42,22 @@ def add_matrix_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
     matrix.add_argument(
         "--summary", type=Path, metavar="FILE", help="write the table as a PR comment (Markdown)"
     )
-    matrix.add_argument(
-        "--parallel",
-        type=positive_int,
-        help=f"cases at once per cell and calls at once per endpoint "
-        f"(default: execution.parallel_test_cases or {PARALLEL_TEST_CASES})",
-    )
-    matrix.add_argument("--timeout", type=positive_seconds, help="seconds per model call")
-    matrix.add_argument("--limit", type=positive_int, help="run only the first N cases")
-    matrix.add_argument("--filter", help="run cases whose name or id contains this, or this tag")
-    matrix.add_argument("--fresh", action="store_true", help="ignore the cells' resume journals")
-    matrix.add_argument(
-        "--trials",
-        type=trial_count,
-        metavar="K",
-        help=f"run every case of every cell K times, {TRIALS_MIN} to {TRIALS_MAX} "
-        f"(default: execution.trials or {TRIALS})",
-    )
-    matrix.add_argument(
-        "--batch",
-        choices=BATCH_MODES,
-        help=f"each cell's agent turns and judges through the providers' batch APIs "
-        f"(default: execution.batch or {BATCH_MODE}; docs/cost.md)",
-    )
+    add_run_arguments(matrix, per_cell=True)
     matrix.set_defaults(handler=run_matrix_command)
 
 
 def run_matrix_command(args: argparse.Namespace) -> int:
-    from holodeck_core.cli.console import print_batch_line
+    from holodeck_core.cli.run_options import print_warnings, step_summary_file, suite_options
     from holodeck_core.engine.matrix import (
         CellProgress,
         matrix_of,
         write_matrix_report,
         write_matrix_summary,
     )
-    from holodeck_core.engine.run import run_estimate, shared_budgets
-    from holodeck_core.engine.suite import SuiteOptions
-    from holodeck_core.models import Trigger
 
-    options = SuiteOptions(
-        parallel=args.parallel,
-        timeout=args.timeout,
-        limit=args.limit,
-        filter=args.filter,
-        fresh=args.fresh,
-        trials=args.trials,
-        batch=args.batch,
-        on_batch=print_batch_line,
-        trigger=Trigger.CLI,
-        cli_args=sys.argv[1:],
-        shared_budgets=shared_budgets(),
-        estimator=run_estimate,
-    )
     table = matrix_of(
         args.agent,
-        options,
+        suite_options(args),
         lambda suite: CellProgress(suite, _stderr),
         prompts=args.prompts,
         models=args.models,
@@ -114,11 +65,8 @@ def run_matrix_command(args: argparse.Namespace) -> int:
     )
     print_matrix(table)
     if args.output:
-        failure = write_matrix_report(table, args.output)
-        if failure is not None:
-            print(f"warning: {failure}", file=sys.stderr)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    write_matrix_summary(table, args.summary, Path(step_summary) if step_summary else None)
+        print_warnings([write_matrix_report(table, args.output)])
+    write_matrix_summary(table, args.summary, step_summary_file())
     return int(table.exit_code)
 
 

@@ -12,10 +12,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from holodeck_core.cli.argtypes import positive_int
+from holodeck_core.cli.argtypes import trial_count
 from holodeck_core.cli.history_option import add_history_arguments, history_from
 from holodeck_core.cli.model_option import add_model_option
-from holodeck_core.defaults import ALPHA, BATCH_MODES, TRIALS_MAX, TRIALS_MIN
+from holodeck_core.defaults import ALPHA, BATCH_MODES, TRIALS, TRIALS_MAX, TRIALS_MIN
 from holodeck_core.engine import points, usd
 from holodeck_core.errors import ConfigError, ExitCode
 
@@ -31,7 +31,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:  # type: igno
     )
     plan.add_argument("agent", metavar="AGENT_YAML")
     plan.add_argument(
-        "--trials", type=positive_int, metavar="K", help="trials per case (default: the agent's)"
+        "--trials",
+        type=trial_count,
+        metavar="K",
+        help=f"trials per case, {TRIALS_MIN} to {TRIALS_MAX} (default: the agent's)",
     )
     plan.add_argument(
         "--prompt-version",
@@ -65,13 +68,11 @@ def run_plan_command(args: argparse.Namespace) -> int:
         raise ConfigError("--detect is a fraction between 0 and 1 (0.05 = 5 points)")
     if not 0 < args.alpha < 1 or not 0 < args.power < 1:
         raise ConfigError("--alpha and --power are between 0 and 1")
-    if args.trials is not None and not TRIALS_MIN <= args.trials <= TRIALS_MAX:
-        raise ConfigError(f"--trials must be between {TRIALS_MIN} and {TRIALS_MAX}")
     loaded = load_agent(args.agent, model=args.model)
     project = Project.discover(loaded.base_dir)
     history = history_from(args, project)
     execution = loaded.agent.execution
-    trials = args.trials or (execution.trials if execution else None) or 1
+    trials = args.trials or (execution.trials if execution else None) or TRIALS
     out = sys.stdout
     estimates = []
     keys = args.prompt_keys or [None]

@@ -17,20 +17,6 @@ if TYPE_CHECKING:
     from holodeck_core.history.queries import Comparison
     from holodeck_core.history.store import History
 
-NEWEST_OF_VERSION = """
-SELECT base.run_id
-FROM eval_runs cur
-JOIN eval_runs base
-  ON base.agent_slug = cur.agent_slug
- AND (base.prompt_version = ? OR base.prompt_label = ?)
- AND base.model_candidate = coalesce(?, cur.model_candidate)
- AND base.run_id <> cur.run_id
- AND base.trigger IS DISTINCT FROM 'rescore'
-WHERE cur.run_id = ?
-ORDER BY base.finished_at DESC, base.run_id DESC
-LIMIT 1
-"""
-
 
 def compare_with_baseline(
     project: Project, run_id: str, baseline: str, *, strict: bool, alpha: float
@@ -50,11 +36,12 @@ def baseline_comparison(
 ) -> Comparison:
     """:func:`compare_with_baseline` in ``history``."""
     from holodeck_core.history.queries import compare_runs, resolve_run
+    from holodeck_core.history.regression import BASELINE_RUN
     from holodeck_core.history.store import reader
 
     version, _, named = baseline.partition(MATRIX_CELL_SEPARATOR)
     with reader(history) as con:
-        row = con.execute(NEWEST_OF_VERSION, [version, version, named or None, run_id]).fetchone()
+        row = con.execute(BASELINE_RUN, [version, version, named or None, run_id]).fetchone()
         if row is not None:
             base = str(row[0])
         else:

@@ -21,6 +21,8 @@ from holodeck_core.stats.display import number
 from holodeck_core.terminal import one_line
 
 if TYPE_CHECKING:
+    from holodeck_core.engine.record import RecordedRun
+    from holodeck_core.engine.suite import Suite
     from holodeck_core.history.queries import Comparison
     from holodeck_core.models import EvalRun, Gate, TestResult
 
@@ -31,6 +33,21 @@ REPORT_SUFFIXES = {".md": "markdown", ".xml": "junit"}
 def run_exit_code(run: EvalRun, gate: Gate | None) -> ExitCode:
     """The exit code the run's results earn under the agent's gate (docs/cli.md)."""
     return exit_code(run.report.results, gate)
+
+
+def recorded_failures(recorded: RecordedRun, suite: Suite) -> list[str]:
+    """What failed around a complete run: its resume journal or its history write. Nothing
+    is lost, but the disk or the database is not whole (an execution error, docs/cli.md)."""
+    return [f for f in (suite.journal.failure, recorded.history_error) if f is not None]
+
+
+def recorded_exit_code(recorded: RecordedRun, suite: Suite) -> ExitCode:
+    """The exit code of a recorded run: its results under the agent's gate, made an
+    execution error by any of :func:`recorded_failures` (docs/cli.md)."""
+    code = run_exit_code(recorded.run, suite.loaded.agent.gate)
+    if recorded_failures(recorded, suite):
+        return ExitCode.worst(code, ExitCode.EXECUTION)
+    return code
 
 
 def metric_rows(run: EvalRun) -> list[tuple[str, str, str, str, str]]:
@@ -150,6 +167,13 @@ def write_pr_summary(
     if summary is None and step_summary is None:
         return
     text = render_pr_summary(run, comparison, baseline=baseline, passed_gate=passed_gate)
+    write_summaries(text, summary, step_summary)
+
+
+def write_summaries(text: str, summary: Path | None, step_summary: Path | None) -> None:
+    """``--summary``'s Markdown written to ``summary`` (replaced) and appended to GitHub's job
+    summary file ``step_summary``, each when given (``holodeck test`` and ``holodeck
+    matrix``)."""
     if summary is not None:
         summary.parent.mkdir(parents=True, exist_ok=True)
         summary.write_text(text, encoding="utf-8")

@@ -52,8 +52,7 @@ def rescore_stored(ref: str, history: History, agent: str | None = None) -> Resc
     )
     project = Project.discover(loaded.base_dir)
     run = asyncio.run(rescore_run(original, loaded, project))
-    gate = loaded.agent.evaluations.gate if loaded.agent.evaluations else None
-    return Rescored(run, write_eval_run(run, loaded.file), project, gate)
+    return Rescored(run, write_eval_run(run, loaded.file), project, loaded.agent.gate)
 
 
 def load_stored_run(source: Location) -> EvalRun:

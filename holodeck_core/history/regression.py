@@ -58,12 +58,18 @@ FROM eval_runs cur
 JOIN v_counted_runs base
   ON base.agent_slug = cur.agent_slug
  AND (base.prompt_version = ? OR base.prompt_label = ?)
- AND base.model_candidate = cur.model_candidate
+ AND base.model_candidate = coalesce(?, cur.model_candidate)
  AND base.run_id <> cur.run_id
+ AND base.trigger IS DISTINCT FROM 'rescore'
 WHERE cur.run_id = ?
 ORDER BY base.finished_at DESC, base.run_id DESC
 LIMIT 1
 """
+"""The run a prompt version's baseline is (parameters: the version or label twice, a model
+candidate or None for the compared run's own, then the run compared): that version's newest
+run of the run's agent and that model candidate, neither an
+infrastructure failure nor a rescore. ``holodeck test --baseline VERSION`` and the
+``no_regression`` check's ``evaluations.baseline`` both read it."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ def regression_check(
         if reason is not None:
             return RegressionCheck(not_compared=reason)
         row = (
-            con.execute(BASELINE_RUN, [baseline, baseline, run_id]).fetchone()
+            con.execute(BASELINE_RUN, [baseline, baseline, None, run_id]).fetchone()
             if baseline is not None
             else con.execute(PREVIOUS_RUN, [run_id]).fetchone()
         )

@@ -21,7 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.defaults import HISTORY_SQL_MAX_ROWS, HISTORY_SQL_TIMEOUT_S
+from holodeck_core.defaults import (
+    HISTORY_SQL_INTERRUPT_EVERY_S,
+    HISTORY_SQL_MAX_ROWS,
+    HISTORY_SQL_TIMEOUT_S,
+)
 from holodeck_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -113,27 +117,15 @@ def run_bounded(
     import duckdb
 
     check_bounds(max_rows, timeout_s)
-    expired, interrupted = threading.Event(), threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        con.interrupt()
-
-    def on_sigint(signum: int, frame: object) -> None:
-        interrupted.set()
-        con.interrupt()
-
-    timer = threading.Timer(timeout_s, expire)
-    timer.daemon = True
-    timer.start()
+    stop = _Stop(con, timeout_s)
     # Ctrl-C while DuckDB runs: stop the query ourselves, then report it as an interrupt
-    previous = _handle_sigint(on_sigint)
+    previous = _handle_sigint(stop.on_sigint)
     try:
         cursor = con.execute(query)
         columns = [d[0] for d in cursor.description or []]
         rows = cursor.fetchmany(max_rows + 1)
     except duckdb.InterruptException:
-        if interrupted.is_set() or not expired.is_set():
+        if stop.interrupted.is_set() or not stop.expired.is_set():
             raise KeyboardInterrupt from None
         raise ConfigError(
             f"history sql: the query was stopped after {timeout_s:g}s (--timeout); narrow it "
@@ -149,12 +141,39 @@ def run_bounded(
     except duckdb.Error as exc:
         raise ConfigError(f"history sql: {' '.join(str(exc).split())}") from None
     finally:
-        timer.cancel()
+        stop.finished()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    if interrupted.is_set():
+    if stop.interrupted.is_set():
         raise KeyboardInterrupt
     return QueryResult(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)
+
+
+class _Stop:
+    """Stops the statement on ``con`` at Ctrl-C or after ``timeout_s``, whichever comes first.
+    DuckDB forgets an interrupt asked for before a statement starts, so from then on the
+    statement is interrupted every :data:`HISTORY_SQL_INTERRUPT_EVERY_S` until it returns."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, timeout_s: float) -> None:
+        self.con, self.timeout_s = con, timeout_s
+        self.expired, self.interrupted = threading.Event(), threading.Event()
+        self.stop, self.done = threading.Event(), threading.Event()
+        threading.Thread(target=self._watch, name="history-sql-stop", daemon=True).start()
+
+    def on_sigint(self, signum: int, frame: object) -> None:
+        self.interrupted.set()
+        self.stop.set()
+
+    def finished(self) -> None:
+        self.done.set()
+        self.stop.set()
+
+    def _watch(self) -> None:
+        if not self.stop.wait(self.timeout_s):
+            self.expired.set()
+        while not self.done.is_set():
+            self.con.interrupt()
+            self.done.wait(HISTORY_SQL_INTERRUPT_EVERY_S)
 
 
 def _functions(tree: object) -> Iterator[tuple[str, bool]]:

@@ -28,7 +28,8 @@ import functools
 import os
 import re
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from holodeck_core.defaults import ROUGE_VARIANT
 from holodeck_core.metrics.base import EvalContext, MetricError, MetricInput, Score
@@ -38,6 +39,21 @@ from holodeck_core.models.evaluation import StandardMetric
 METEOR_WORDNET = "meteor-wordnet"
 METEOR_EXACT_STEM = "meteor-exact-stem"
 TOKENIZER_NAME = "holodeck-unicode-v1"
+
+_Metric = TypeVar("_Metric", bound=Callable[..., Any])
+
+
+def against_ground_truth(name: str) -> Callable[[_Metric], _Metric]:
+    """Registers ``name`` as these metrics are: the response scored against the ground
+    truth, the score recorded (:class:`ThresholdPolicy.RECORD`)."""
+    return REGISTRY.metric(
+        name,
+        kind="standard",
+        requires=("actual_output", "expected_output"),
+        policy=ThresholdPolicy.RECORD,
+        response_path=True,
+    )
+
 
 _CJK = (
     "\u1100-\u11ff"  # Hangul Jamo
@@ -87,13 +103,7 @@ def _bleu() -> Any:
     return BLEU(smooth_method="exp", effective_order=True)
 
 
-@REGISTRY.metric(
-    "bleu",
-    kind="standard",
-    requires=("actual_output", "expected_output"),
-    policy=ThresholdPolicy.RECORD,
-    response_path=True,
-)
+@against_ground_truth("bleu")
 def bleu(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """Sentence BLEU (sacrebleu, exp smoothing, effective order) / 100."""
     response, reference = _reference(inputs)
@@ -118,13 +128,7 @@ def _rouge_scorer(variant: str) -> Any:
     return rouge_scorer.RougeScorer([variant], tokenizer=UnicodeTokenizer())
 
 
-@REGISTRY.metric(
-    "rouge",
-    kind="standard",
-    requires=("actual_output", "expected_output"),
-    policy=ThresholdPolicy.RECORD,
-    response_path=True,
-)
+@against_ground_truth("rouge")
 def rouge(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """ROUGE F1 (rouge-score) of a ``variant`` (default rougeL), Unicode-aware tokens.
 
@@ -186,13 +190,7 @@ def meteor_wordnet(variant: str) -> Any:
     return NoSynonyms()
 
 
-@REGISTRY.metric(
-    "meteor",
-    kind="standard",
-    requires=("actual_output", "expected_output"),
-    policy=ThresholdPolicy.RECORD,
-    response_path=True,
-)
+@against_ground_truth("meteor")
 def meteor(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """METEOR (nltk), offline: WordNet synonyms when installed, else exact + stem."""
     from nltk.translate.meteor_score import meteor_score

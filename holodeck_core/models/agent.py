@@ -16,7 +16,7 @@ from holodeck_core import defaults
 from holodeck_core.models.backends import ClaudeBlock, OpenAIBlock
 from holodeck_core.models.base import StrictModel
 from holodeck_core.models.cost import Budget
-from holodeck_core.models.evaluation import EvaluationConfig
+from holodeck_core.models.evaluation import EvaluationConfig, Gate
 from holodeck_core.models.llm import LLMProvider, ProviderEnum
 from holodeck_core.models.test_case import TestCaseModel
 from holodeck_core.models.tools import Tool
@@ -240,6 +240,11 @@ class Agent(StrictModel):
     def parallel_test_cases(self) -> int:
         configured = self.execution.parallel_test_cases if self.execution else None
         return configured or defaults.PARALLEL_TEST_CASES
+
+    @property
+    def gate(self) -> Gate | None:
+        """``evaluations.gate`` (None: no gate, docs/cli.md)."""
+        return self.evaluations.gate if self.evaluations else None
 
     @property
     def max_error_share(self) -> float | None:
