@@ -109,5 +109,9 @@ def test_the_pull_request_gate_never_takes_an_infrastructure_failure_for_its_bas
         gate = ["test", str(agent), "-q", "--baseline", version, "--summary", str(summary)]
         assert main(gate) == 1  # the same failing case: no regression, no error
     captured = capsys.readouterr()
-    assert f"against baseline {version}: " in captured.out, captured.err
-    assert f"- baseline: {version} run `{good[:12]}`" in summary.read_text()
+    assert f"against baseline {version} (prompt {version} · model default, run {good[:12]}): " in (
+        captured.out
+    ), captured.err
+    assert f"- baseline: prompt {version} · model default, run `{good[:12]}`" in (
+        summary.read_text()
+    )

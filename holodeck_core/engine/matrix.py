@@ -21,7 +21,7 @@ from holodeck_core.defaults import ALPHA, LATENCY_QUANTILES, MATRIX_CELL_SEPARAT
 from holodeck_core.engine.cells import run_cells, shared_by_cells
 from holodeck_core.engine.prompts import register_prompts
 from holodeck_core.engine.record import RecordedRun, record_run
-from holodeck_core.engine.report import run_exit_code
+from holodeck_core.engine.report import recorded_exit_code, write_summaries
 from holodeck_core.engine.run import CaseListener, run_suite
 from holodeck_core.engine.suite import Suite, SuiteOptions, load_suite
 from holodeck_core.errors import ConfigError, ExitCode, HolodeckError
@@ -213,11 +213,9 @@ def _row(cell: PlannedCell, outcome: RecordedRun | HolodeckError, *, baseline: b
         )  # fmt: skip
     run = outcome.run
     summary = run.report.summary
-    gate = cell.suite.loaded.agent.evaluations.gate if cell.suite.loaded.agent.evaluations else None
-    code = run_exit_code(run, gate)
+    gate = cell.suite.loaded.agent.gate
+    code = recorded_exit_code(outcome, cell.suite)
     failure = cell.suite.journal.failure
-    if outcome.history_error is not None or failure is not None:
-        code = ExitCode.worst(code, ExitCode.EXECUTION)
     estimate = summary.statistics.pass_rate if summary.statistics else None
     total = summary.cost.total_usd if summary.cost else None
     p50, p95 = _latency(run)
@@ -330,10 +328,4 @@ def write_matrix_summary(
     GitHub's job summary file, each when given (as ``holodeck test``'s summary)."""
     from holodeck_core.reports.matrix import render_matrix_markdown
 
-    text = render_matrix_markdown(table)
-    if summary is not None:
-        summary.parent.mkdir(parents=True, exist_ok=True)
-        summary.write_text(text, encoding="utf-8")
-    if step_summary is not None:
-        with step_summary.open("a", encoding="utf-8") as out:
-            out.write(text)
+    write_summaries(render_matrix_markdown(table), summary, step_summary)
