@@ -20,7 +20,7 @@ import dagster as dg
 
 from holodeck_core.config.loader import LoadedAgent
 from holodeck_core.config.project import location
-from holodeck_core.engine import redact_text
+from holodeck_core.engine import redact_text, shown_name
 from holodeck_core.engine.cells import run_cells
 from holodeck_core.engine.checks import cells_of
 from holodeck_core.engine.launch import Launch, Suite, estimate_suites, launched_suites
@@ -204,6 +204,8 @@ def suites(
     endpoint, one budget, less what the cells ``spent`` in earlier steps, and one set of batch
     rounds)."""
     built: dict[str, Suite] = {}
+    if not context.partition_keys:
+        raise dg.Failure(description=empty_range(context.run.tags), allow_retries=False)
     try:
         settings = run_settings(context.run.tags, spec.name)
         require_pools(context.instance, project.project())
@@ -235,6 +237,19 @@ def suites(
     trials = next(iter(built.values())).trials  # one agent, one setting for all cells
     label_run(context, {AGENT_TAG: spec.name, TRIGGER_TAG: launch.trigger, TRIALS_TAG: trials})
     return built
+
+
+def empty_range(tags: Mapping[str, str]) -> str:
+    """Why a run holds no cell: its partition range (launchpad tags) runs backwards or
+    between cells with none in between."""
+    start = tags.get("dagster/asset_partition_range_start", "")
+    end = tags.get("dagster/asset_partition_range_end", "")
+    return redact_text(
+        f"the run's partition range {shown_name(start)!r} to {shown_name(end)!r} holds no cell "
+        "of the grid: a range runs from the earlier cell to the later one, in the order the "
+        "asset's partitions page lists them; launch it again from that page or swap the two "
+        "dagster/asset_partition_range_* tags"
+    )
 
 
 def processed_files_asset(spec: AgentSpec) -> dg.AssetsDefinition:

@@ -193,3 +193,28 @@ def test_backfill_versions_per_run_sets_how_many_versions_a_run_takes(tmp_path: 
     settings.write_text(settings.read_text().replace("per_run: 2", "per_run: 0"))
     with pytest.raises(ConfigError, match="backfill_versions_per_run"):
         Project.discover(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("start", "end"), [("default|v3", "default|v1"), ("default|v2", "default|v1")]
+)
+def test_a_range_holding_no_cell_fails_the_first_step_saying_why(
+    tmp_path: Path, start: str, end: str
+) -> None:
+    """A single-run backfill's range typed backwards in the launchpad names no cell: the
+    first step fails with a sentence, before any model call, and is not retried."""
+    with run_model_server(RULES) as server, dg.instance_for_test() as instance:
+        project = make_project(tmp_path, server.openai_base_url, extra_versions=2)
+        defs = build_definitions(project)
+        register(defs, instance)
+        result = materialize_range(defs, instance, range_tags(start, end))
+        calls = server.stats()["total_calls"]
+    assert not result.success
+    failure = step_failure(result)
+    assert failure.step_key == "geo_agent__processed_files"
+    data = failure.step_failure_data
+    assert data.user_failure_data is not None, data.error
+    description = data.user_failure_data.description or ""
+    assert f"partition range {start!r} to {end!r} holds no cell of the grid" in description
+    assert "StopIteration" not in description
+    assert calls == 0
