@@ -239,6 +239,9 @@ HISTORY_INGEST_BATCH = 200
 """Runs per writer connection: bulk inserts pay, and the file lock is held well under 1 s."""
 HISTORY_LOCK_TIMEOUT_S = 30.0
 """Seconds a writer waits for the history file's lock (``HOLODECK_HISTORY_LOCK_TIMEOUT``)."""
+HISTORY_PREBUILD_EXIT_WAIT_S = 5.0
+"""Seconds the exit waits for a new history's schema still being built ahead of a run (a
+fraction of a second) before removing it (``history/store.py`` ``prebuild``)."""
 HISTORY_SQL_MAX_ROWS = 10_000
 """Rows ``holodeck history sql`` fetches at most (``--max-rows``)."""
 HISTORY_SQL_TIMEOUT_S = 60.0

@@ -306,6 +306,38 @@ def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
     return _walk(value, scrubber, key=None)
 
 
+def changes_nothing(
+    value: BaseModel, secrets: Iterable[str] = (), exclude: set[str] | None = None
+) -> bool:
+    """Whether :func:`redact` leaves ``value`` (but for its fields ``exclude``) as it is."""
+    dumped = value.model_dump(mode="json", exclude=exclude)
+    return _walk(dumped, _Scrubber(secrets), key=None) is dumped
+
+
+class CheckedAhead:
+    """Models checked one by one while a run waits on the model (each case's result as it
+    finishes): those that hold nothing to redact need no walk when the run is redacted as a
+    whole at the end, unless a secret was registered since (docs/benchmarks.md)."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = frozenset(secrets)
+        self._clean: dict[int, tuple[BaseModel, frozenset[str]]] = {}
+
+    def check(self, value: BaseModel) -> None:
+        registered = registered_secrets()
+        if changes_nothing(value, self.secrets):
+            self._clean[id(value)] = (value, registered)  # kept alive: no other has its id
+
+    def all_clean(self, values: Iterable[BaseModel]) -> bool:
+        """Whether every one of ``values`` was checked, clean, under today's secrets."""
+        registered = registered_secrets()
+        return all(self._is_clean(value, registered) for value in values)
+
+    def _is_clean(self, value: BaseModel, registered: frozenset[str]) -> bool:
+        clean = self._clean.get(id(value))
+        return clean is not None and clean[0] is value and clean[1] == registered
+
+
 def _validated(model: type[M], data: Any) -> M:
     """``model`` validated from redacted ``data``. Redaction must never make a valid document
     invalid (docs/agent-yaml.md): where ``***`` breaks a constraint (a case id's pattern, a regular

@@ -246,3 +246,53 @@ def test_a_run_estimated_from_the_history_imports_no_pandas_nor_httpx(tmp_path: 
     lines = proc.stdout.strip().splitlines()
     assert any("estimate:" in line and "from run " in line for line in lines), proc.stdout
     assert lines[-1] == "[]"
+
+
+def test_results_checked_clean_as_cases_finish_skip_the_walk_and_the_others_do_not(
+    tmp_path: Path,
+) -> None:
+    """Each case's result is checked for secrets as it finishes; the EvalRun's walk at the
+    end takes the clean ones as they are. A reply that echoes the key (the agent's answer,
+    then the metric's view of it) is still redacted everywhere a run writes."""
+    from tests.hostile import everything_written
+
+    rules = {
+        "rules": [
+            {"match": {"user": "case 1"}, "reply": f"the key is {SECRET}"},
+            {"match": {"user": "case"}, "reply": "answer"},
+        ]
+    }
+    with run_model_server(rules) as server:
+        agent = write_agent(tmp_path, server.openai_base_url, 3)
+        assert main(["test", str(agent), "-q"]) == 1  # case 1 answered something else
+    agent.unlink()  # the user's own file holds the key
+    written = everything_written(tmp_path)
+    assert SECRET not in written and f"the key is {REDACTED}" in written
+    [path] = tmp_path.glob("results/*/holodeck-pipelines/*.json")
+    run = EvalRun.model_validate_json(path.read_text())
+    answers = {r.test_id: r.agent_response for r in run.report.results}
+    assert answers == {"c0": "answer", "c1": f"the key is {REDACTED}", "c2": "answer"}
+
+
+def test_a_result_checked_before_a_secret_was_registered_is_walked_again() -> None:
+    from holodeck_core.models import TestResult
+    from holodeck_core.redaction import CheckedAhead, register_secret
+
+    late = "sk-registered-later-0123456789"
+    result = TestResult.model_validate(
+        {
+            "test_input": "q",
+            "agent_response": f"said {late}",
+            "passed": False,
+            "execution_time_ms": 1,
+            "timestamp": "2026-12-06T08:00:00Z",
+        }
+    )
+    other = result.model_copy(update={"agent_response": "fine"})
+    checked = CheckedAhead([SECRET])
+    checked.check(result)
+    assert checked.all_clean([result]) and not checked.all_clean([result, other])
+    register_secret(late)
+    assert not checked.all_clean([result])
+    checked.check(result)  # checked again under the new secret: it holds one
+    assert not checked.all_clean([result])

@@ -97,12 +97,13 @@ def parse_yaml(text: str, file: Path, name: str) -> YamlDocument:
     lines: dict[YamlPath, int] = {}
     problems: list[Problem] = []
     try:
-        _check_bounds(text, name)
+        aliased = _check_bounds(text, name)
         loader = _Loader(text)
         try:  # one parse: the data is constructed from the node tree that was checked
             node = loader.get_single_node()
             if node is not None:
-                _check_expansion(node, name)
+                if aliased:  # a file without one writes out all it holds: nothing to expand
+                    _check_expansion(node, name)
                 # before construction, which merges `<<` keys into the tree in place
                 _index_lines(node, (), lines, problems, name)
             data = loader.construct_document(node) if node is not None else None
@@ -118,18 +119,21 @@ def parse_yaml(text: str, file: Path, name: str) -> YamlDocument:
     return doc
 
 
-def _check_bounds(text: str, name: str) -> None:
+def _check_bounds(text: str, name: str) -> bool:
     """Size and nesting depth, from the parser's event stream: it is flat, so a file nested
-    100,000 levels deep is refused before anything recurses into it."""
+    100,000 levels deep is refused before anything recurses into it. Whether the file holds
+    an alias (``*name``), the only way its document can grow beyond what it writes out."""
     if len(text) > MAX_YAML_BYTES:
         raise ConfigError(
             f"the file is {len(text):,} characters; a config may hold at most "
             f"{MAX_YAML_BYTES:,} (split the test cases into several files)",
             file=name,
         )
-    depth = 0
+    depth, aliased = 0, False
     for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, yaml.CollectionStartEvent):
+        if isinstance(event, yaml.AliasEvent):
+            aliased = True
+        elif isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_YAML_DEPTH:
                 line = event.start_mark.line + 1 if event.start_mark else None
@@ -145,6 +149,7 @@ def _check_bounds(text: str, name: str) -> None:
                 )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+    return aliased
 
 
 def _check_expansion(root: yaml.Node, name: str) -> None:

@@ -25,6 +25,8 @@ from holodeck_core.runner.suite import Suite
 if TYPE_CHECKING:
     from upath import UPath
 
+    from holodeck_core.config.project import Project
+
 
 class ProcessedFiles(StrictModel):
     """Every case's attachments, converted (and cached for the later stages)."""
@@ -174,14 +176,28 @@ def save_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
         ) from None
 
 
-def preload_history() -> None:
+def preload_history(project: Project | None = None) -> None:
     """Import the history writer (duckdb, ~0.15 s) on a daemon thread while the suite waits
-    on model calls, instead of after it; call it once the SDK is imported (a concurrent
-    import would delay the first call). Nothing heavier: a run's rows reach DuckDB without
-    pyarrow or pandas (``history/tabular.py``), a one-trial run's intervals need no scipy,
-    and an import holds the GIL the event loop needs."""
-    threading.Thread(target=_import_history, name="holodeck-preload", daemon=True).start()
+    on model calls, instead of after it, and build a new history file's schema for
+    ``project`` there (``history/store.py`` ``prebuild``: linked into place only when the run
+    is recorded); call it once the SDK is imported (a concurrent import would delay the first
+    call). Nothing heavier: a run's rows reach DuckDB without pyarrow or pandas
+    (``history/tabular.py``), a one-trial run's intervals need no scipy, and an import holds
+    the GIL the event loop needs."""
+    threading.Thread(
+        target=_import_history, args=(project,), name="holodeck-preload", daemon=True
+    ).start()
 
 
-def _import_history() -> None:
+def _import_history(project: Project | None) -> None:
     import holodeck_core.history.ingest  # noqa: F401
+
+    if project is None:
+        return
+    from holodeck_core.history.backend import project_history
+    from holodeck_core.history.store import prebuild
+
+    try:
+        prebuild(project_history(project))
+    except HolodeckError:  # a malformed lake URL: the history write says so
+        return

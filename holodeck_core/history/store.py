@@ -10,9 +10,11 @@ write, close; never hold a connection while waiting on anything else.
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from holodeck_core.defaults import HISTORY_LOCK_TIMEOUT_S
+from holodeck_core.defaults import HISTORY_LOCK_TIMEOUT_S, HISTORY_PREBUILD_EXIT_WAIT_S
 from holodeck_core.errors import ConfigError, ExecutionError, NoHistoryError
 from holodeck_core.history import schema
 from holodeck_core.history.ducklake import DuckLake
@@ -163,19 +165,19 @@ def _prepare(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 def _create(path: Path) -> None:
-    """Make a new history appear whole: built under a temporary name, then
-    linked into place. A process that opened the file while another was still writing its
-    first blocks was refused ("not a valid DuckDB database file"); now it sees no file or
-    a complete one. ``os.link`` fails if another process won the race: its file serves."""
+    """Make a new history appear whole: built under a temporary name (or taken from
+    :func:`prebuild`), then linked into place. A process that opened the file while another
+    was still writing its first blocks was refused ("not a valid DuckDB database file"); now
+    it sees no file or a complete one. ``os.link`` fails if another process won the race: its
+    file serves."""
     import duckdb
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{random.getrandbits(32):08x}.tmp")
+    with _PREBUILDING:  # waits for a build still under way
+        tmp = _PREBUILT.pop(path, None)
     try:
-        con = duckdb.connect(str(tmp))
-        try:
-            _prepare(con, path)
-        finally:
-            con.close()
+        if tmp is None:
+            tmp = _temporary(path)
+            _build(tmp, path)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -188,8 +190,66 @@ def _create(path: Path) -> None:
             f"cannot create history database {path}: {' '.join(str(exc).split())}"
         ) from None
     finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
+        if tmp is not None:
+            _discard(tmp)
+
+
+_PREBUILT: dict[Path, Path] = {}
+"""New histories' files built ahead by :func:`prebuild`: the history's path → the temporary
+file holding its schema, until :func:`_create` links it into place."""
+_PREBUILDING = threading.Lock()
+
+
+def prebuild(path: History) -> None:
+    """Build a missing history file's schema ahead, while a run waits on its model calls, so
+    its write at the end only inserts. The schema stays under a temporary name (no lock on
+    ``path``, nothing at ``path``) until a writer links it into place; a process that never
+    writes removes it at exit. A DuckLake, an existing file or a missing folder: nothing to
+    do; a build that fails is left to the writer, which reports it."""
+    import duckdb
+
+    if isinstance(path, DuckLake):
+        return
+    with _PREBUILDING:
+        if path in _PREBUILT or path.exists() or not path.parent.is_dir():
+            return
+        tmp = _temporary(path)
+        atexit.register(_discard_unused, tmp)
+        try:
+            _build(tmp, path)
+        except (duckdb.Error, OSError):
+            _discard(tmp)
+            return
+        _PREBUILT[path] = tmp
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}-{random.getrandbits(32):08x}.tmp")
+
+
+def _build(tmp: Path, path: Path) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(tmp))
+    try:
+        _prepare(con, path)
+    finally:
+        con.close()
+
+
+def _discard(tmp: Path) -> None:
+    for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        leftover.unlink(missing_ok=True)
+
+
+def _discard_unused(tmp: Path) -> None:
+    """At exit: a prebuilt file no writer took (the run failed or was interrupted), once a
+    build still under way has finished."""
+    if _PREBUILDING.acquire(timeout=HISTORY_PREBUILD_EXIT_WAIT_S):
+        try:
+            _discard(tmp)
+        finally:
+            _PREBUILDING.release()
 
 
 @contextmanager

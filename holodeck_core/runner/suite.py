@@ -38,7 +38,13 @@ from holodeck_core.models import (
 )
 from holodeck_core.models.base import digest
 from holodeck_core.models.cost import CallCosts, RunEstimate
-from holodeck_core.redaction import redact, redact_argv, redact_text
+from holodeck_core.redaction import (
+    CheckedAhead,
+    changes_nothing,
+    redact,
+    redact_argv,
+    redact_text,
+)
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.batch_mode import batch_plan
 from holodeck_core.runner.case_run import CaseRun
@@ -112,6 +118,8 @@ class Suite:
         self._costs = CallCosts()
         self._estimate: tuple[RunEstimate | None] | None = None
         self._budget_stopped = False
+        self._checked = CheckedAhead(loaded.secrets)
+        """Each case's result checked for secrets as it finishes, while the run waits."""
         self.started_at = now_iso()
         self._clock = time.perf_counter()
 
@@ -288,6 +296,7 @@ class Suite:
             result = combine_trials([r for r, _ in done], self.reducer)
             if on_case is not None:
                 on_case(result, all(resumed for _, resumed in done))
+            self._checked.check(result)
             return result
 
         return list(await asyncio.gather(*map(trials, self.cases)))
@@ -344,6 +353,7 @@ class Suite:
             wall_ms = int((time.perf_counter() - self._clock) * 1000)
         agent, target = self.loaded.agent, self.loaded.target
         costs = costs if costs is not None else self.costs()
+        checked = self._checked.all_clean(results)
         results = with_case_costs(results, costs)
         self._budget_stopped = any(r.error_source == "budget" for r in results)
         report = TestReport(
@@ -396,7 +406,21 @@ class Suite:
                 **({"target": target.snapshot()} if target else {}),
             },
         )
-        return redact(EvalRun(report=report, metadata=metadata), self.loaded.secrets)
+        return self._redacted(EvalRun(report=report, metadata=metadata), checked)
+
+    def _redacted(self, run: EvalRun, results_checked: bool) -> EvalRun:
+        """``run`` redacted: as it is when its results were checked clean as they finished
+        (a case's cost, added since, is numbers under fixed headings) and nothing else in it
+        needs redacting; else the walk of the whole, which the other case (the common one)
+        would leave as it is too."""
+        secrets = self.loaded.secrets
+        if (
+            results_checked
+            and changes_nothing(run.report, secrets, exclude={"results"})
+            and changes_nothing(run.metadata, secrets)
+        ):
+            return run
+        return redact(run, secrets)
 
     def _batch_environment(self) -> dict[str, str]:
         """``environment.batch`` (and ``batch_note``: why the agent's calls did not batch)."""
