@@ -13,6 +13,7 @@ import dagster as dg
 from holodeck_core.engine.checks import (
     CellCheck,
     CostCheck,
+    PairedComparison,
     RegressionCheck,
     agreement_of,
     cost_of,
@@ -118,14 +119,8 @@ def regression_result(check: RegressionCheck) -> Verdict:
         "verdict": "strict" if comparison.strict else paired.verdict.value,
         "regressed_cases": ", ".join(f.case_id for f in comparison.regressions[:20]),
         "flaky_cases": ", ".join(comparison.flaky[:20]),
-        "shared_cases": paired.n,
-        "adjustment": paired.adjustment.value,
-        "family_size": paired.family_size,
+        **paired_metadata(paired, ("mean_diff", "se", "low", "high", "p_value", "p_adjusted")),
     }
-    for key in ("mean_diff", "se", "low", "high", "p_value", "p_adjusted"):
-        value = getattr(paired, key)
-        if value is not None:
-            metadata[key] = dg.MetadataValue.float(value)
     return dg.AssetCheckResult(
         check_name="no_regression",
         passed=not comparison.is_regression,
@@ -133,6 +128,21 @@ def regression_result(check: RegressionCheck) -> Verdict:
         description=("; ".join(comparison.reasons) or f"against run {previous}: {paired.render()}"),
         metadata=metadata,
     )
+
+
+def paired_metadata(paired: PairedComparison, floats: tuple[str, ...]) -> dict[str, Any]:
+    """A paired comparison's size, its adjustment and the ``floats`` it has, as a check's
+    metadata (``no_regression`` and ``matrix_vs_baseline`` show the same shape)."""
+    metadata: dict[str, Any] = {
+        "shared_cases": paired.n,
+        "adjustment": paired.adjustment.value,
+        "family_size": paired.family_size,
+    }
+    for key in floats:
+        value = getattr(paired, key)
+        if value is not None:
+            metadata[key] = dg.MetadataValue.float(value)
+    return metadata
 
 
 def drift_result(
@@ -231,14 +241,8 @@ def matrix_result(check: CellCheck, baseline: str) -> Verdict:
         "baseline_run_id": check.baseline,
         "baseline_cell": baseline,
         "verdict": paired.verdict.value,
-        "shared_cases": paired.n,
-        "adjustment": paired.adjustment.value,
-        "family_size": paired.family_size,
+        **paired_metadata(paired, ("mean_diff", "low", "high", "p_value", "p_adjusted")),
     }
-    for key in ("mean_diff", "low", "high", "p_value", "p_adjusted"):
-        value = getattr(paired, key)
-        if value is not None:
-            metadata[key] = dg.MetadataValue.float(value)
     return dg.AssetCheckResult(
         check_name="matrix_vs_baseline",
         passed=not check.regressed,

@@ -16,6 +16,7 @@ from holodeck_core.history.drift import Drift, control_agreement, judge_drift
 from holodeck_core.history.labels import judge_agreement_of, render_agreement
 from holodeck_core.history.regression import RegressionCheck, regression_check
 from holodeck_core.runner.gates import GateVerdict, check_gate
+from holodeck_core.stats.paired import PairedComparison
 
 if TYPE_CHECKING:
     import duckdb
@@ -33,6 +34,7 @@ __all__ = [
     "Drift",
     "GateVerdict",
     "JudgeDrift",
+    "PairedComparison",
     "RegressionCheck",
     "agreement_of",
     "cells_of",
