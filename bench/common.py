@@ -230,8 +230,12 @@ def write_agent(
 
 
 def latest_eval_run(agent_dir: Path) -> dict[str, Any] | None:
-    """The newest EvalRun our CLI wrote under ``<agent dir>/results/``."""
-    files = sorted((agent_dir / "results").glob("*/*.json"), key=lambda p: p.stat().st_mtime)
+    """The newest EvalRun our CLI wrote under ``<agent dir>/results/<slug>/holodeck-pipelines/``
+    (``results/<slug>/*.json`` beside it is HoloDeck's own file of the run)."""
+    files = sorted(
+        (agent_dir / "results").glob("*/holodeck-pipelines/*.json"),
+        key=lambda p: p.stat().st_mtime,
+    )
     if not files:
         return None
     try:

@@ -9,7 +9,6 @@ cell has its own materialization and checks; the agent and metric steps run the 
 once, sharing one limit per endpoint, one budget and one set of batches
 (``holodeck_core.engine.cells``)."""
 
-import asyncio
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from holodeck_core.engine import redact_text, shown_name
 from holodeck_core.engine.cells import run_cells
 from holodeck_core.engine.checks import cells_of
 from holodeck_core.engine.launch import Launch, Suite, estimate_suites, launched_suites
+from holodeck_core.engine.loop import run_to_end
 from holodeck_core.engine.stages import (
     AgentResponses,
     MetricResults,
@@ -274,7 +274,7 @@ def processed_files_asset(spec: AgentSpec) -> dg.AssetsDefinition:
         replace_project_tags(context, estimate_tags(estimates))
         results: dict[str, ProcessedFiles] = {}
         for key, stage in stages.items():
-            result = asyncio.run(process_suite_files(stage))
+            result = run_to_end(process_suite_files(stage))
             metadata = {"files": result.count, "cases_with_file_errors": len(result.errors)}
             context.add_asset_metadata(
                 {**metadata, **estimate_metadata(estimates[key])}, partition_key=key
@@ -313,7 +313,7 @@ def agent_responses_asset(
             return await respond(stage, preload=preload and key == first)
 
         # every cell at once, sharing the endpoint limits, the budget and the batches
-        outcomes = asyncio.run(run_cells(stages, cell))
+        outcomes = run_to_end(run_cells(stages, cell))
         results: dict[str, AgentResponses] = {}
         # Finished cases are journaled (docs/dagster.md); the step fails once every version ran, so
         # a retry or a re-execution resumes them all. A budget's refusal is not retried.
@@ -389,7 +389,7 @@ def metric_results_asset(spec: AgentSpec) -> dg.AssetsDefinition:
         async def cell(key: str, stage: Suite) -> MetricResults:
             return await run_metric_stage(stage, agent_responses[key])
 
-        outcomes = asyncio.run(run_cells(stages, cell))  # every cell at once, as the agents'
+        outcomes = run_to_end(run_cells(stages, cell))  # every cell at once, as the agents'
         results: dict[str, MetricResults] = {}
         # Successful judge answers are cached (docs/dagster.md), so a rerun pays only for the rest
         failed = StageFailures("judge calls")

@@ -4,7 +4,6 @@ exit codes of docs/cli.md."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
@@ -36,6 +35,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     from holodeck_core.cli.console import Progress, print_summary
     from holodeck_core.cli.run_options import print_warnings, suite_options
     from holodeck_core.config.loader import load_agent
+    from holodeck_core.engine.loop import run_to_end
     from holodeck_core.engine.record import record_run
     from holodeck_core.engine.report import recorded_exit_code, recorded_failures, write_report
     from holodeck_core.engine.run import run_suite
@@ -45,7 +45,7 @@ def run_test_command(args: argparse.Namespace) -> int:
     print_warnings(loaded.warnings)  # the ones `holodeck validate` prints (derived-id collisions)
     options = suite_options(args, prompt_key=args.prompt_key, quiet=args.quiet)
     suite = load_suite(loaded, options)
-    run = asyncio.run(
+    run = run_to_end(
         run_suite(suite, lambda s: Progress(s, quiet=args.quiet, verbose=args.verbose))
     )
     recorded = record_run(run, suite)

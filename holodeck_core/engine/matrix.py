@@ -9,7 +9,6 @@ over the cells, Benjamini-Hochberg). The CLI only renders it."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 from holodeck_core.config.loader import LoadedAgent, load_agent
 from holodeck_core.defaults import ALPHA, LATENCY_QUANTILES, MATRIX_CELL_SEPARATOR
 from holodeck_core.engine.cells import run_cells, shared_by_cells
+from holodeck_core.engine.loop import run_to_end
 from holodeck_core.engine.prompts import register_prompts
 from holodeck_core.engine.record import RecordedRun, record_run
 from holodeck_core.engine.report import recorded_exit_code, write_summaries
@@ -93,7 +93,7 @@ def matrix_of(
     """The whole of ``holodeck matrix``: planned (config errors before any call), run, every
     cell recorded, the table read back."""
     plan = plan_matrix(agent_file, options, prompts=prompts, models=models, baseline=baseline)
-    outcomes = asyncio.run(run_matrix(plan, progress))
+    outcomes = run_to_end(run_matrix(plan, progress))
     return matrix_table(plan, record_matrix(plan, outcomes))
 
 

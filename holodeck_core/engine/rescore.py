@@ -6,13 +6,13 @@ whose cost is those judge calls (docs/cost.md), per case and in all."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from holodeck_core.config import remote
+from holodeck_core.engine.loop import run_to_end
 from holodeck_core.errors import ConfigError
 from holodeck_core.history.tabular import literal
 
@@ -51,7 +51,7 @@ def rescore_stored(ref: str, history: History, agent: str | None = None) -> Resc
         model=original.metadata.model_candidate,  # the run's model candidate, as it was run
     )
     project = Project.discover(loaded.base_dir)
-    run = asyncio.run(rescore_run(original, loaded, project))
+    run = run_to_end(rescore_run(original, loaded, project))
     return Rescored(run, write_eval_run(run, loaded.file), project, loaded.agent.gate)
 
 
