@@ -296,3 +296,45 @@ def test_a_result_checked_before_a_secret_was_registered_is_walked_again() -> No
     assert not checked.all_clean([result])
     checked.check(result)  # checked again under the new secret: it holds one
     assert not checked.all_clean([result])
+
+
+def test_the_runs_identity_is_worked_out_ahead_once_and_again_after_a_new_secret(
+    tmp_path: Path,
+) -> None:
+    """The EvalRun's config hash, commit and the agent config's redaction check are worked
+    out on the preload thread while the calls are in flight (``Suite.identity``); a secret
+    registered after that, which the agent config holds, is still redacted in the EvalRun."""
+    from holodeck_core.config.loader import load_agent
+    from holodeck_core.engine.suite import load_suite
+    from holodeck_core.models import TestResult
+    from holodeck_core.redaction import register_secret
+    from holodeck_core.runner import fingerprint as fp
+
+    late = "sk-identity-later-0123456789"
+    agent = write_agent(tmp_path, "http://127.0.0.1:9/v1", 2)
+    agent.write_text(
+        agent.read_text().replace("name: overhead", f"name: overhead\ndescription: 'holds {late}'")
+    )
+    suite = load_suite(load_agent(agent))
+    first = suite.identity()
+    assert suite.identity() is first  # once
+    assert first.config_hash == fp.config_hash(suite.loaded, suite.prompt.text)
+    assert first.dataset_hash == fp.dataset_hash(suite.cases)
+
+    register_secret(late)
+    again = suite.identity()
+    assert again is not first and again.config_hash != first.config_hash
+    result = TestResult.model_validate(
+        {
+            "test_id": "c0",
+            "test_input": "case 0",
+            "agent_response": "answer",
+            "passed": True,
+            "execution_time_ms": 1,
+            "timestamp": "2026-12-06T08:00:00Z",
+        }
+    )
+    run = suite.eval_run([result])
+    assert run.metadata.config_hash == again.config_hash
+    assert late not in run.to_json()
+    assert run.metadata.agent_config.description == f"holds {REDACTED}"

@@ -36,7 +36,7 @@ async def run_suite(
         suite.estimate()  # before any call: index builds are calls too
         await suite.open_tools()
         # only now, with the SDKs imported: a concurrent import would delay the first call
-        preload_history(suite.project)
+        preload_history(suite.project, suite)
         with relaxed_collector():
             with progress(suite) as listener:
                 results = await suite.run_all(listener.case_done)

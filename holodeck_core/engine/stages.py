@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -176,20 +177,29 @@ def save_eval_run(run: EvalRun, suite: Suite) -> Path | UPath:
         ) from None
 
 
-def preload_history(project: Project | None = None) -> None:
+def preload_history(project: Project | None = None, suite: Suite | None = None) -> None:
     """Import the history writer (duckdb, ~0.15 s) on a daemon thread while the suite waits
     on model calls, instead of after it, and build a new history file's schema for
     ``project`` there (``history/store.py`` ``prebuild``: linked into place only when the run
-    is recorded); call it once the SDK is imported (a concurrent import would delay the first
+    is recorded); ``suite``'s EvalRun identity and agent config in HoloDeck's shape are worked
+    out there too. Call it once the SDK is imported (a concurrent import would delay the first
     call). Nothing heavier: a run's rows reach DuckDB without pyarrow or pandas
     (``history/tabular.py``), a one-trial run's intervals need no scipy, and an import holds
     the GIL the event loop needs."""
     threading.Thread(
-        target=_import_history, args=(project,), name="holodeck-preload", daemon=True
+        target=_prepare_record, args=(project, suite), name="holodeck-preload", daemon=True
     ).start()
 
 
-def _import_history(project: Project | None) -> None:
+def _prepare_record(project: Project | None, suite: Suite | None) -> None:
+    from holodeck_core.history.holodeck_export import holodeck_agent_config
+
+    if suite is not None:
+        # a head start only: what fails here fails again, and is reported, when the EvalRun
+        # is built after the last case
+        with contextlib.suppress(Exception):
+            suite.identity()
+            holodeck_agent_config(suite.loaded.agent)
     import holodeck_core.history.ingest  # noqa: F401
 
     if project is None:

@@ -71,6 +71,23 @@ def _agent_value(value: Any) -> Any:
     return value
 
 
+_converted: list[tuple[BaseModel, Any]] = []
+"""The last agent config converted, with its HoloDeck shape."""
+
+
+def holodeck_agent_config(agent: BaseModel) -> Any:
+    """``agent`` in HoloDeck's shape (:func:`_agent_value`), remembered for the last agent
+    converted: a run's is converted on the preload thread while its calls are in flight
+    (``engine/stages.py``), not after the last one. The value is shared: read it, never
+    change it."""
+    last = _converted[0] if _converted else None
+    if last is not None and last[0] is agent:
+        return last[1]
+    value = _agent_value(agent)
+    _converted[:] = [(agent, value)]
+    return value
+
+
 def _pick(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     return {name: data.get(name) for name in fields}
 
@@ -178,7 +195,7 @@ def to_holodeck(run: EvalRun) -> dict[str, Any]:
     report_out["environment"] = _environment(report.environment)
     meta = run.metadata
     meta_out = _pick(meta.model_dump(mode="json", exclude={"agent_config"}), METADATA_FIELDS)
-    meta_out["agent_config"] = _agent_value(meta.agent_config)
+    meta_out["agent_config"] = holodeck_agent_config(meta.agent_config)
     return {"report": report_out, "metadata": meta_out}
 
 

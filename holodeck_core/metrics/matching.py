@@ -80,6 +80,7 @@ def _ground_truth(inputs: MetricInput) -> str:
     kind="standard",
     requires=("actual_output", "expected_output"),
     response_path=True,
+    inline=True,
 )
 def equality(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """Response equals the ground truth (HoloDeck: optional casefold, punctuation and
@@ -94,6 +95,7 @@ def equality(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> S
     kind="standard",
     requires=("actual_output", "expected_output"),
     response_path=True,
+    inline=True,
 )
 def exact_match(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """Like ``equality`` after Unicode NFC normalization and trimming both ends (a trailing
@@ -140,6 +142,7 @@ def parse_number(
     kind="standard",
     requires=("actual_output", "expected_output"),
     response_path=True,
+    inline=True,
 )
 def numeric(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """Numbers within ``absolute_tolerance`` (inclusive) or ``relative_tolerance`` x
@@ -171,7 +174,9 @@ def numeric(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Sc
     )
 
 
-@REGISTRY.metric("contains", kind="standard", requires=("actual_output",), response_path=True)
+@REGISTRY.metric(
+    "contains", kind="standard", requires=("actual_output",), response_path=True, inline=True
+)
 def contains(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """The response contains ``pattern`` as a substring (equality's options apply to both)."""
     if not metric.pattern:
@@ -208,7 +213,7 @@ def _parse_json(response: str) -> Any:
         raise ResponseRejected(f"response is not valid JSON{hint}: {exc}") from None
 
 
-@REGISTRY.metric("json_valid", kind="standard", requires=("actual_output",))
+@REGISTRY.metric("json_valid", kind="standard", requires=("actual_output",), inline=True)
 def json_valid(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
     """The response parses as JSON (strictly: no code fences, no trailing prose)."""
     document = _parse_json(_response(inputs))

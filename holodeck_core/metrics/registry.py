@@ -83,6 +83,9 @@ class MetricSpec:
     unit: str | None = None
     default_threshold: float | None = None
     response_path: bool = False
+    inline: bool = False
+    """Evaluated on the event loop itself: a check linear in the response with no user code
+    or pattern in it (equality, contains), cheaper than the hand-off to the metrics thread."""
     description: str = ""
 
     @property
@@ -130,6 +133,7 @@ class MetricRegistry:
         unit: str | None = None,
         default_threshold: float | None = None,
         response_path: bool = False,
+        inline: bool = False,
     ) -> Callable[[F], F]:
         """Decorator registering ``fn(metric, inputs, context) -> Score`` (sync or async)."""
 
@@ -144,6 +148,7 @@ class MetricRegistry:
                     unit=unit,
                     default_threshold=default_threshold,
                     response_path=response_path,
+                    inline=inline,
                     description=(inspect.getdoc(fn) or "").split("\n", 1)[0],
                 )
             )
@@ -259,7 +264,7 @@ async def _evaluate_async(
     try:
         spec = _check(metric, spec, inputs)
         prepared = _prepared(metric, spec, inputs)
-        if spec.is_async:
+        if spec.is_async or spec.inline:
             outcome = spec.fn(metric, prepared, ctx)
         else:  # CPU-bound (BLEU, METEOR, graders): off the loop, so calls in flight go on
             outcome = await asyncio.wrap_future(sync_worker.submit(spec.fn, metric, prepared, ctx))

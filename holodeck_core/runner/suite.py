@@ -14,6 +14,7 @@ end with :meth:`Suite.eval_run`. Nothing here aborts the suite for one bad case.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from holodeck_core.redaction import (
     redact,
     redact_argv,
     redact_text,
+    registered_secrets,
 )
 from holodeck_core.runner import fingerprint as fp
 from holodeck_core.runner.batch_mode import batch_plan
@@ -71,6 +73,20 @@ class SuiteInputs:
     control_rows: list[ControlRow]
     suite_fingerprint: str
     case_fingerprints: dict[str, str]
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What an EvalRun's metadata says of the config and where it ran, the same whatever the
+    cases answered: worked out once (:meth:`Suite.identity`), on the preload thread while the
+    calls are in flight (``engine/stages.py``) rather than after the last one."""
+
+    config_hash: str
+    dataset_hash: str
+    model_fingerprint: str
+    git_commit: str | None
+    secrets: frozenset[str]
+    """The secrets registered when it was worked out (the config hash is redacted)."""
 
 
 class Suite:
@@ -120,8 +136,27 @@ class Suite:
         self._budget_stopped = False
         self._checked = CheckedAhead(loaded.secrets)
         """Each case's result checked for secrets as it finishes, while the run waits."""
+        self._identity: RunIdentity | None = None
+        self._identity_lock = threading.Lock()
         self.started_at = now_iso()
         self._clock = time.perf_counter()
+
+    def identity(self) -> RunIdentity:
+        """The run's :class:`RunIdentity`, and the agent config checked for secrets (so the
+        EvalRun's redaction need not walk it again); worked out anew when a secret was
+        registered since."""
+        with self._identity_lock:
+            secrets = registered_secrets()
+            if self._identity is None or self._identity.secrets != secrets:
+                self._checked.check(self.loaded.agent)
+                self._identity = RunIdentity(
+                    config_hash=fp.config_hash(self.loaded, self.prompt.text),
+                    dataset_hash=fp.dataset_hash(self.cases),
+                    model_fingerprint=fp.model_fingerprint(self.loaded),
+                    git_commit=git_commit(self.loaded.base_dir),
+                    secrets=secrets,
+                )
+            return self._identity
 
     def estimate(self) -> RunEstimate | None:
         """The run's estimate (the options' estimator, asked once per suite; None without
@@ -352,6 +387,7 @@ class Suite:
         if wall_ms is None:
             wall_ms = int((time.perf_counter() - self._clock) * 1000)
         agent, target = self.loaded.agent, self.loaded.target
+        identity = self.identity()
         costs = costs if costs is not None else self.costs()
         checked = self._checked.all_clean(results)
         results = with_case_costs(results, costs)
@@ -385,16 +421,16 @@ class Suite:
             prompt_version=self.prompt.version,
             holodeck_version=__version__,
             cli_args=redact_argv(self.options.cli_args),
-            git_commit=git_commit(self.loaded.base_dir),
+            git_commit=identity.git_commit,
             run_id=uuid.uuid4().hex,
-            config_hash=fp.config_hash(self.loaded, self.prompt.text),
-            dataset_hash=fp.dataset_hash(self.cases),
+            config_hash=identity.config_hash,
+            dataset_hash=identity.dataset_hash,
             trigger=self.options.trigger,
             started_at=started_at or self.started_at,
             dagster_run_id=self.options.dagster_run_id,
             partition_key=self.options.partition_key,
             model_candidate=self.loaded.candidate.name,
-            model_fingerprint=fp.model_fingerprint(self.loaded),
+            model_fingerprint=identity.model_fingerprint,
             provenance={
                 "prompt_key": self.prompt_key,
                 "suite_fingerprint": self.suite_fingerprint,
@@ -409,15 +445,16 @@ class Suite:
         return self._redacted(EvalRun(report=report, metadata=metadata), checked)
 
     def _redacted(self, run: EvalRun, results_checked: bool) -> EvalRun:
-        """``run`` redacted: as it is when its results were checked clean as they finished
-        (a case's cost, added since, is numbers under fixed headings) and nothing else in it
-        needs redacting; else the walk of the whole, which the other case (the common one)
-        would leave as it is too."""
+        """``run`` redacted: as it is when its results (as they finished) and its agent config
+        (:meth:`identity`) were checked clean (a case's cost, added since, is numbers under
+        fixed headings) and nothing else in it needs redacting; else the walk of the whole,
+        which the other case (the common one) would leave as it is too."""
         secrets = self.loaded.secrets
         if (
             results_checked
+            and self._checked.all_clean([run.metadata.agent_config])
             and changes_nothing(run.report, secrets, exclude={"results"})
-            and changes_nothing(run.metadata, secrets)
+            and changes_nothing(run.metadata, secrets, exclude={"agent_config"})
         ):
             return run
         return redact(run, secrets)
