@@ -274,6 +274,32 @@ def test_synchronous_metrics_run_off_the_event_loop() -> None:
     assert threads and threads[0].startswith("holodeck-metric")
 
 
+def test_light_metrics_are_scored_on_the_loop_and_the_others_on_the_metric_thread() -> None:
+    """A check linear in the response with no user pattern or code in it costs less than the
+    hand-off to the metric thread (docs/benchmarks.md): it is scored on the loop. BLEU and
+    METEOR (CPU), a user's regular expression (it may backtrack for long) and the code graders
+    stay off it."""
+    threads: list[str] = []
+    registry = MetricRegistry()
+
+    def where(metric: StandardMetric, inputs: MetricInput, ctx: EvalContext) -> Score:
+        threads.append(threading.current_thread().name)
+        return Score(score=1.0)
+
+    registry.metric("equality", kind="standard", requires=(), inline=True)(where)
+    registry.metric("regex", kind="standard", requires=())(where)
+
+    async def score() -> list[Any]:
+        metrics = [std("equality"), std("regex", pattern="x")]
+        return await aevaluate_metrics(metrics, MetricInput(), registry=registry)
+
+    assert [r.passed for r in asyncio.run(score())] == [True, True]
+    assert threads[0] == threading.current_thread().name
+    assert threads[1].startswith("holodeck-metric")
+    light = {spec.name for spec in REGISTRY.specs() if spec.inline}
+    assert light == {"equality", "exact_match", "numeric", "contains", "json_valid"}
+
+
 def test_missing_ground_truth_is_an_error_result() -> None:
     result = run(std("bleu"), actual_output="Paris")
     assert result.passed is None and result.fail_on_error is False
