@@ -69,6 +69,8 @@ _TOKEN = re.compile(rf"(?<![A-Za-z0-9_+/-])[A-Za-z0-9_+/-]{{{MIN_SECRET_LENGTH},
 """A run of key-like characters: a provider that echoes part of a key (``sk-abc123…wxyz``)
 echoes such a run, which is redacted when a registered secret starts with it."""
 
+_MAX_KEYS_KEPT = 100_000
+"""Scrubbed map keys a scrubber remembers at most."""
 _registered: set[str] = set()
 _lock = threading.Lock()
 
@@ -122,7 +124,7 @@ def _scrub_log_records() -> None:
             message = record.getMessage()
         except Exception:  # a bad format string: the handler reports it
             return record
-        scrubber = _scrubber_for(registered_secrets())
+        scrubber = _scrubber()
         record.msg, record.args = scrubber.scrub(message), ()
         if record.exc_info and not record.exc_text:
             record.exc_text = scrubber.scrub("".join(traceback.format_exception(*record.exc_info)))
@@ -131,8 +133,15 @@ def _scrub_log_records() -> None:
     logging.setLogRecordFactory(factory)
 
 
-@lru_cache(maxsize=4)
+def _scrubber(secrets: Iterable[str] = ()) -> _Scrubber:
+    """The scrubber of ``secrets`` and every registered one."""
+    return _scrubber_for(registered_secrets() | frozenset(secrets))
+
+
+@lru_cache(maxsize=8)
 def _scrubber_for(secrets: frozenset[str]) -> _Scrubber:
+    """One scrubber per set of secrets, kept: a run redacts each case it journals and checks
+    each result, and the map keys it has scrubbed (the same few hundred) are remembered."""
     return _Scrubber(secrets)
 
 
@@ -180,24 +189,33 @@ def secrets_in_text(text: str) -> set[str]:
 
 
 class _Scrubber:
-    """The secrets of one redaction, gathered and sorted (longest first) once for every
-    string it scrubs: a run's EvalRun holds tens of thousands of strings."""
+    """A set of secrets, gathered and sorted (longest first) once for every string it
+    scrubs: a run's EvalRun holds tens of thousands of strings."""
 
-    __slots__ = ("heads", "keys", "longest", "values")
+    __slots__ = ("heads", "keys", "longest", "might_change", "values")
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.values, self.heads = _secret_forms(registered_secrets() | frozenset(secrets))
+    def __init__(self, secrets: frozenset[str]) -> None:
+        self.values, self.heads = _secret_forms(secrets)
         self.longest = len(self.values[0]) if self.values else 0
         self.keys: dict[str, str] = {}  # map keys repeat: each is scrubbed once
+        # What :meth:`scrub` needs to find in a text before it can change it: a secret's head
+        # (a secret, or a piece of one, starts with it), or a pattern's literal character.
+        self.might_change = re.compile(
+            "|".join([*(re.escape(head) for head in sorted(self.heads)), "[@=-]", "(?i:bearer)"])
+        )
 
     def key(self, key: str) -> str:
         """A map key (a case id keys the fingerprints), scrubbed like any text."""
         scrubbed = self.keys.get(key)
         if scrubbed is None:
+            if len(self.keys) >= _MAX_KEYS_KEPT:  # a long-lived process's many case ids
+                self.keys.clear()
             scrubbed = self.keys[key] = self.scrub(key)
         return scrubbed
 
     def scrub(self, text: str) -> str:
+        if self.might_change.search(text) is None:  # most of a run's texts: one scan
+            return text
         for value in self.values:
             if value in text:
                 text = text.replace(value, REDACTED)
@@ -265,7 +283,7 @@ def _secret_forms(secrets: frozenset[str]) -> tuple[tuple[str, ...], frozenset[s
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """Scrub secret values, pieces of them and credential patterns from free text (logs,
     messages, argv). Linear in ``len(text)`` for a given set of secrets."""
-    return _Scrubber(secrets).scrub(text)
+    return _scrubber(secrets).scrub(text)
 
 
 def _userinfo(match: re.Match[str]) -> str:
@@ -283,7 +301,7 @@ def _query_param(match: re.Match[str]) -> str:
 
 def redact_argv(argv: list[str]) -> list[str]:
     """``--api-key=x`` and ``--api-key x`` both lose their value; other args are scrubbed."""
-    return _Scrubber().argv(argv)
+    return _scrubber().argv(argv)
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -298,7 +316,7 @@ def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
     :func:`_validated`), or ``value`` itself when nothing in it needed redacting: the walk
     copies only what it changes, and a model is validated again only when its dump changed
     (most of a run's EvalRun and journal lines hold no secret; docs/benchmarks.md)."""
-    scrubber = _Scrubber(secrets)
+    scrubber = _scrubber(secrets)
     if isinstance(value, BaseModel):
         dumped = value.model_dump(mode="json")
         data = _walk(dumped, scrubber, key=None)
@@ -311,7 +329,7 @@ def changes_nothing(
 ) -> bool:
     """Whether :func:`redact` leaves ``value`` (but for its fields ``exclude``) as it is."""
     dumped = value.model_dump(mode="json", exclude=exclude)
-    return _walk(dumped, _Scrubber(secrets), key=None) is dumped
+    return _walk(dumped, _scrubber(secrets), key=None) is dumped
 
 
 class CheckedAhead:
