@@ -65,6 +65,13 @@ _ARGV_SECRET = re.compile(
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?P<prefix>\bBearer\s++)[A-Za-z0-9._~+/=-]{8,}+", re.IGNORECASE)
+_PATTERN_TRACES = (
+    r"://[^/\s?#@]*@",  # _URL_USERINFO
+    r"[?&;][A-Za-z0-9_.-]+=",  # _QUERY_PARAM
+    r"(?i:api[_-]?key|token|password|secret)",  # _ARGV_SECRET
+    r"(?i:bearer\s)",  # _BEARER
+)
+"""Without one of these a text holds nothing the patterns above match."""
 _TOKEN = re.compile(rf"(?<![A-Za-z0-9_+/-])[A-Za-z0-9_+/-]{{{MIN_SECRET_LENGTH},}}+")
 """A run of key-like characters: a provider that echoes part of a key (``sk-abc123…wxyz``)
 echoes such a run, which is redacted when a registered secret starts with it."""
@@ -199,9 +206,10 @@ class _Scrubber:
         self.longest = len(self.values[0]) if self.values else 0
         self.keys: dict[str, str] = {}  # map keys repeat: each is scrubbed once
         # What :meth:`scrub` needs to find in a text before it can change it: a secret's head
-        # (a secret, or a piece of one, starts with it), or a pattern's literal character.
+        # (a secret, or a piece of one, starts with it) or what each pattern cannot match
+        # without (a URL's userinfo, a query parameter, a secret-named flag, a bearer token)
         self.might_change = re.compile(
-            "|".join([*(re.escape(head) for head in sorted(self.heads)), "[@=-]", "(?i:bearer)"])
+            "|".join([*(re.escape(head) for head in sorted(self.heads)), *_PATTERN_TRACES])
         )
 
     def key(self, key: str) -> str:

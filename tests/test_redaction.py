@@ -131,6 +131,8 @@ QUICK_SECRET = "Zq9canaryquick0009xy"
         ("see https://ops:hunter2pass@db.internal/x", "https://ops:***@"),
         ("https://h/p?sig=0a1b2c3d4e5f", "?sig=***"),
         ("run tool --api-token s3cr3tvalue99", "--api-token ***"),
+        ("RUN --API-KEY=s3cr3tvalue99 now", "--API-KEY=***"),
+        ("dsn postgres://app:pw:hunter2pass@db:5432/x", "postgres://app:***@db"),
     ],
 )
 def test_a_text_with_one_trace_of_a_secret_is_redacted_and_a_plain_one_kept(
