@@ -91,3 +91,26 @@ def test_an_interrupted_first_run_leaves_no_history_behind(tmp_path: Path) -> No
     assert "Traceback" not in proc.stderr
     assert not history.exists()
     assert list(history.parent.glob(f".{history.name}*")) == []
+
+
+def test_the_record_is_preloaded_once_at_the_first_finished_case_never_before_the_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preload (imports, hashing, the schema) starts when the first case has finished, by
+    when the first round of calls is on the wire: started before, it held the GIL while they
+    were being sent (docs/benchmarks.md). Once per run."""
+    from holodeck_core.engine import run as engine_run
+
+    finished_then: list[int] = []
+    preload = engine_run.preload_history
+
+    def spying(project: Any, suite: Any) -> None:
+        finished_then.append(len(suite.runs))
+        preload(project, suite)
+
+    monkeypatch.setattr(engine_run, "preload_history", spying)
+    with run_model_server(RULES) as server:
+        agent = write_agent(tmp_path, server.openai_base_url, 4)
+        assert main(["test", str(agent), "-q", "--parallel", "2"]) == 0
+    assert len(finished_then) == 1 and finished_then[0] >= 1
+    assert (tmp_path / "holodeck-home" / "history.duckdb").exists()

@@ -182,10 +182,10 @@ def preload_history(project: Project | None = None, suite: Suite | None = None) 
     on model calls, instead of after it, and build a new history file's schema for
     ``project`` there (``history/store.py`` ``prebuild``: linked into place only when the run
     is recorded); ``suite``'s EvalRun identity and agent config in HoloDeck's shape are worked
-    out there too. Call it once the SDK is imported (a concurrent import would delay the first
-    call). Nothing heavier: a run's rows reach DuckDB without pyarrow or pandas
-    (``history/tabular.py``), a one-trial run's intervals need no scipy, and an import holds
-    the GIL the event loop needs."""
+    out there too. Call it once the first calls are sent (``engine/run.py``: at the first
+    finished case), never before: a concurrent import would delay them. Nothing heavier: a
+    run's rows reach DuckDB without pyarrow or pandas (``history/tabular.py``), a one-trial
+    run's intervals need no scipy, and an import holds the GIL the event loop needs."""
     threading.Thread(
         target=_prepare_record, args=(project, suite), name="holodeck-preload", daemon=True
     ).start()
