@@ -33,7 +33,8 @@ async def run_suite(
     """Open the tools, run every case (``progress`` is entered once the tools' identities
     have picked the journal) and score the judge-control set; the tools are closed after."""
     try:
-        suite.estimate()  # before any call: index builds are calls too
+        if suite.project.settings.budget:  # before the shared budgets' ledger is written to
+            suite.estimate()  # the history it reads; else on the preload thread
         await suite.open_tools()
         with relaxed_collector():
             with progress(suite) as listener:

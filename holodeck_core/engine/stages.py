@@ -181,8 +181,8 @@ def preload_history(project: Project | None = None, suite: Suite | None = None) 
     """Import the history writer (duckdb, ~0.15 s) on a daemon thread while the suite waits
     on model calls, instead of after it, and build a new history file's schema for
     ``project`` there (``history/store.py`` ``prebuild``: linked into place only when the run
-    is recorded); ``suite``'s EvalRun identity and agent config in HoloDeck's shape are worked
-    out there too. Call it once the first calls are sent (``engine/run.py``: at the first
+    is recorded); ``suite``'s EvalRun identity, agent config in HoloDeck's shape and estimate
+    are worked out there too. Call it once the first calls are sent (``engine/run.py``: at the first
     finished case), never before: a concurrent import would delay them. Nothing heavier: a
     run's rows reach DuckDB without pyarrow or pandas (``history/tabular.py``), a one-trial
     run's intervals need no scipy, and an import holds the GIL the event loop needs."""
@@ -200,6 +200,7 @@ def _prepare_record(project: Project | None, suite: Suite | None) -> None:
         with contextlib.suppress(Exception):
             suite.identity()
             holodeck_agent_config(suite.loaded.agent)
+            suite.estimate()
     import holodeck_core.history.ingest  # noqa: F401
 
     if project is None:

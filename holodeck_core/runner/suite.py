@@ -137,7 +137,8 @@ class Suite:
         self._checked = CheckedAhead(loaded.secrets)
         """Each case's result checked for secrets as it finishes, while the run waits."""
         self._identity: RunIdentity | None = None
-        self._identity_lock = threading.Lock()
+        self._ahead = threading.Lock()
+        """Held while the identity or the estimate is worked out (the preload thread may)."""
         self.started_at = now_iso()
         self._clock = time.perf_counter()
 
@@ -145,7 +146,7 @@ class Suite:
         """The run's :class:`RunIdentity`, and the agent config checked for secrets (so the
         EvalRun's redaction need not walk it again); worked out anew when a secret was
         registered since."""
-        with self._identity_lock:
+        with self._ahead:
             secrets = registered_secrets()
             if self._identity is None or self._identity.secrets != secrets:
                 self._checked.check(self.loaded.agent)
@@ -160,7 +161,12 @@ class Suite:
 
     def estimate(self) -> RunEstimate | None:
         """The run's estimate (the options' estimator, asked once per suite; None without
-        one). Asked before the first call, it is what the plan expected, not what was seen."""
+        one). It reads only the config and the runs recorded before, so it is what the plan
+        expected whenever it is asked."""
+        with self._ahead:
+            return self._estimated()
+
+    def _estimated(self) -> RunEstimate | None:
         if self._estimate is None:
             estimator = self.options.estimator
             self._estimate = (
