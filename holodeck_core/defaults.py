@@ -338,3 +338,7 @@ RUN_GC_YOUNG_THRESHOLD = 10_000
 default is 700): a run at C = 100 allocates millions of short-lived objects, and each young
 collection also walks the objects of the 100 calls in flight. Restored when the run ends
 (docs/benchmarks.md)."""
+REDACTION_KEYS_KEPT = 100_000
+"""Scrubbed map keys (case ids key the fingerprints) a set of secrets' scrubber remembers at
+most (``holodeck_core/redaction.py``): a long-lived process (a Dagster worker) runs many
+suites' ids through it."""

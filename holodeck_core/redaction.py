@@ -33,6 +33,8 @@ from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from holodeck_core.defaults import REDACTION_KEYS_KEPT
+
 REDACTED = "***"
 """What a secret becomes wherever it would be written or shown."""
 MIN_SECRET_LENGTH = 8
@@ -76,8 +78,6 @@ _TOKEN = re.compile(rf"(?<![A-Za-z0-9_+/-])[A-Za-z0-9_+/-]{{{MIN_SECRET_LENGTH},
 """A run of key-like characters: a provider that echoes part of a key (``sk-abc123…wxyz``)
 echoes such a run, which is redacted when a registered secret starts with it."""
 
-_MAX_KEYS_KEPT = 100_000
-"""Scrubbed map keys a scrubber remembers at most."""
 _registered: set[str] = set()
 _lock = threading.Lock()
 
@@ -216,7 +216,7 @@ class _Scrubber:
         """A map key (a case id keys the fingerprints), scrubbed like any text."""
         scrubbed = self.keys.get(key)
         if scrubbed is None:
-            if len(self.keys) >= _MAX_KEYS_KEPT:  # a long-lived process's many case ids
+            if len(self.keys) >= REDACTION_KEYS_KEPT:  # a long-lived process's many case ids
                 self.keys.clear()
             scrubbed = self.keys[key] = self.scrub(key)
         return scrubbed
