@@ -93,6 +93,25 @@ def test_a_missing_catalog_or_data_path_is_a_clear_error(
     assert code == 2 and "?data=" in said(err)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ducklake:postgresql://u:hunter2pass@[::1/db?data=x",  # a broken IPv6 host
+        "ducklake:postgresql://u:hunter2pass@[zz]:5432/db?data=x",
+        "ducklake:~nosuchuser-holodeck/catalog?data=x",  # a home that does not exist
+        "~nosuchuser-holodeck/lake",
+    ],
+)
+def test_a_lake_url_that_cannot_be_read_is_a_config_error_naming_it(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    """Exit 2 with the URL (its password masked) and where to fix it, never a traceback."""
+    code, out, err = run_cli(capsys, "runs", "--lake", url)
+    assert code == 2, err
+    assert "history lake" in err and "--lake or HOLODECK_HISTORY_URL" in said(err)
+    assert "Traceback" not in err + out and "hunter2pass" not in err + out
+
+
 # --- 8 writer processes, one killed mid-commit, one polling reader ---------------------------
 
 

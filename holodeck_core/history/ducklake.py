@@ -61,6 +61,18 @@ class DuckLake:
 
     @classmethod
     def parse(cls, url: str) -> DuckLake:
+        """The lake ``url`` names; a :class:`ConfigError` naming it when it cannot be read
+        (a broken IPv6 host, a ``~user`` with no home)."""
+        try:
+            return cls._parsed(url)
+        except (ValueError, RuntimeError) as exc:
+            raise ConfigError(
+                f"history lake {redact_text(url)!r}: {redact_text(str(exc))}; fix the URL "
+                f"(--lake or {LAKE_ENV}; docs/history.md)"
+            ) from None
+
+    @classmethod
+    def _parsed(cls, url: str) -> DuckLake:
         if not url.startswith(SCHEME):
             if "://" in url:
                 raise ConfigError(
