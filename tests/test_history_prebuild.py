@@ -3,9 +3,6 @@ name, and linked into place only when the run is recorded (``history/store.py`` 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +12,7 @@ import pytest
 from holodeck_core.cli import console
 from holodeck_core.cli.main import main
 from holodeck_core.testing import run_model_server
-from tests.test_run_overhead import write_agent
+from tests.test_run_overhead import run_on_agent, write_agent
 
 RULES = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
 
@@ -78,14 +75,7 @@ def test_an_interrupted_first_run_leaves_no_history_behind(tmp_path: Path) -> No
     )
     with run_model_server(RULES) as server:
         agent = write_agent(tmp_path, server.openai_base_url, 3)
-        proc = subprocess.run(
-            [sys.executable, "-c", code, str(agent)],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-            timeout=120,
-            check=False,
-        )
+        proc = run_on_agent(code, agent)
     assert proc.returncode == 3, proc.stderr
     assert "interrupted: no EvalRun was written" in proc.stderr
     assert "Traceback" not in proc.stderr

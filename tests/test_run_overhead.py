@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,19 @@ from holodeck_core.runner.collector import relaxed_collector
 from holodeck_core.testing import run_model_server
 
 SECRET = "sk-overhead-secret-0123456789"
+
+
+def run_on_agent(code: str, agent: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE AGENT`` in a process of its own, as a user's command runs (this
+    repository importable, ``env`` added to the environment)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, str(agent)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), **env},
+        timeout=120,
+        check=False,
+    )
 
 
 def write_agent(folder: Path, url: str, cases: int) -> Path:
@@ -199,9 +215,6 @@ def test_a_runs_rows_reach_duckdb_as_one_json_literal_with_every_value_intact() 
 def test_the_command_line_process_collects_young_objects_less_often_from_its_start() -> None:
     """``holodeck``'s console script (holodeck_core.cli.main.entrypoint) relaxes the collector
     before any command imports its modules; ``main()`` called in a process leaves it alone."""
-    import subprocess
-    import sys
-
     code = (
         "import gc, sys\n"
         "from holodeck_core.cli import main as cli\n"
@@ -221,10 +234,6 @@ def test_a_run_estimated_from_the_history_imports_no_pandas_nor_httpx(tmp_path: 
     """The estimate before a run reads the previous run's costs with its values as SQL
     literals: a bound Python parameter makes DuckDB import pandas (~1 s before the first
     call of every run once a history exists). httpx is for ``url:`` files only (0.14 s)."""
-    import os
-    import subprocess
-    import sys
-
     code = (
         "import sys; from holodeck_core.cli.main import main\n"
         "assert main(['test', sys.argv[1], '-q']) == 0\n"
@@ -234,14 +243,7 @@ def test_a_run_estimated_from_the_history_imports_no_pandas_nor_httpx(tmp_path: 
     rules = {"rules": [{"match": {"user": "case"}, "reply": "answer"}]}
     with run_model_server(rules) as server:
         agent = write_agent(tmp_path, server.openai_base_url, 3)
-        proc = subprocess.run(
-            [sys.executable, "-c", code, str(agent)],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            timeout=120,
-            check=False,
-        )
+        proc = run_on_agent(code, agent, PYTHONUNBUFFERED="1")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert any("estimate:" in line and "from run " in line for line in lines), proc.stdout
