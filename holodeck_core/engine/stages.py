@@ -182,8 +182,8 @@ def preload_history(project: Project | None = None, suite: Suite | None = None) 
     on model calls, instead of after it, and build a new history file's schema for
     ``project`` there (``history/store.py`` ``prebuild``: linked into place only when the run
     is recorded); ``suite``'s EvalRun identity, agent config in HoloDeck's shape and estimate
-    are worked out there too. Call it once the first calls are sent (``engine/run.py``: at the first
-    finished case), never before: a concurrent import would delay them. Nothing heavier: a
+    are worked out there too. Call it once the first calls are sent (``engine/run.py``: at
+    the first finished case), never before: a concurrent import would delay them. Nothing heavier: a
     run's rows reach DuckDB without pyarrow or pandas (``history/tabular.py``), a one-trial
     run's intervals need no scipy, and an import holds the GIL the event loop needs."""
     threading.Thread(
@@ -192,9 +192,9 @@ def preload_history(project: Project | None = None, suite: Suite | None = None) 
 
 
 def _prepare_record(project: Project | None, suite: Suite | None) -> None:
-    from holodeck_core.history.holodeck_export import holodeck_agent_config
-
     if suite is not None:
+        from holodeck_core.history.holodeck_export import holodeck_agent_config
+
         # a head start only: what fails here fails again, and is reported, when the EvalRun
         # is built after the last case
         with contextlib.suppress(Exception):

@@ -52,7 +52,8 @@ def read_inputs(
         )
     prompt, key = resolve_prompt(loaded, project, options.prompt_key)
     control_rows = load_control(loaded.agent, loaded.resolve)
-    suite_fp = fp.suite_fingerprint(loaded, prompt.text, cases)
+    dataset = fp.dataset_hash(cases)
+    suite_fp = fp.suite_fingerprint(loaded, prompt.text, dataset)
     tools_fp = fp.tools_fingerprint(loaded)
     return SuiteInputs(
         project=project,
@@ -60,6 +61,7 @@ def read_inputs(
         prompt=prompt,
         prompt_key=key,
         control_rows=control_rows,
+        dataset_hash=dataset,
         suite_fingerprint=suite_fp,
         case_fingerprints={
             case.id or "": fp.case_fingerprint(loaded, suite_fp, tools_fp, case) for case in cases

@@ -43,12 +43,13 @@ def _file_hash(path: Path) -> str:
         return "missing"
 
 
-def suite_fingerprint(loaded: LoadedAgent, instructions: str, cases: list[TestCaseModel]) -> str:
+def suite_fingerprint(loaded: LoadedAgent, instructions: str, dataset: str) -> str:
+    """The suite's fingerprint; ``dataset`` is its cases' :func:`dataset_hash`."""
     identity: dict[str, Any] = {
         "instructions": _text_hash(instructions),
         "model": loaded.agent.model.fingerprint_fields(),
         "loop": _loop(loaded),
-        "dataset": dataset_hash(cases),
+        "dataset": dataset,
     }
     if loaded.target is not None:  # another target answers differently: its own journal
         identity["target"] = loaded.target.identity()

@@ -71,6 +71,7 @@ class SuiteInputs:
     prompt: Prompt
     prompt_key: str
     control_rows: list[ControlRow]
+    dataset_hash: str
     suite_fingerprint: str
     case_fingerprints: dict[str, str]
 
@@ -121,6 +122,7 @@ class Suite:
         self.trials = self.options.trials or (execution.trials if execution else None) or 1
         self.reducer = (execution.reducer if execution else None) or Reducer(REDUCER)
         self.control_rows = inputs.control_rows
+        self.dataset_hash = inputs.dataset_hash
         self.suite_fingerprint = inputs.suite_fingerprint
         self.case_fingerprints = inputs.case_fingerprints
         self.journal_key = self.suite_fingerprint
@@ -152,7 +154,7 @@ class Suite:
                 self._checked.check(self.loaded.agent)
                 self._identity = RunIdentity(
                     config_hash=fp.config_hash(self.loaded, self.prompt.text),
-                    dataset_hash=fp.dataset_hash(self.cases),
+                    dataset_hash=self.dataset_hash,  # hashed with the suite's inputs
                     model_fingerprint=fp.model_fingerprint(self.loaded),
                     git_commit=git_commit(self.loaded.base_dir),
                     secrets=secrets,
