@@ -16,7 +16,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import duckdb
 import pytest
@@ -343,3 +343,46 @@ def test_a_claimed_case_is_reused_after_the_claimer_closed_the_journal(tmp_path:
     third = Journal(tmp_path, "agent", "suite")
     third.load()
     assert third.finished("ab" * 32) is None  # a later run starts fresh
+
+
+def test_a_lookup_during_a_read_never_takes_a_paid_case_for_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Journal.lookup`` answers from memory when the file's size equals what was read and
+    the closed file is the one seen; ``finished`` reads on a worker thread meanwhile. The
+    offset and the closed file's identity must move only once the entries they cover are in,
+    else a lookup between the two calls the model again for a case another run paid for (two
+    concurrent runs paid 5 calls for 4 cases, now and then)."""
+    from holodeck_core.runner import journal as journal_module
+
+    writer = Journal(tmp_path, "agent", "suite")
+    reader = Journal(tmp_path, "agent", "suite")
+    assert writer.load() == {} and reader.load() == {}
+    runs = [
+        CaseRun(
+            case_id=name,
+            fingerprint=name * 64,
+            turns=[TurnRun(input="q", response="ok")],
+            execution_time_ms=1,
+            timestamp="2026-12-01T00:00:00Z",
+        )
+        for name in ("a", "b")
+    ]
+    answered_while_parsing: list[bool] = []
+    parse = journal_module._parse
+
+    def parsing(data: bytes) -> Any:
+        # what a lookup on the event loop would answer at this moment, for the run being read
+        fast = journal_module._size(reader.path) == reader._offset and (
+            journal_module._identity(reader._done) == reader._done_at_load
+        )
+        answered_while_parsing.append(fast)
+        return parse(data)
+
+    monkeypatch.setattr(journal_module, "_parse", parsing)
+    writer.append(runs[0])
+    assert reader.finished("a" * 64) is not None  # read from the open journal
+    writer.append(runs[1])
+    writer.close()
+    assert reader.finished("b" * 64) is not None  # read from the closed one
+    assert answered_while_parsing == [False, False]  # no lookup answered from memory mid-read

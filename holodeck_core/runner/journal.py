@@ -77,14 +77,17 @@ class Journal:
             if (fingerprint, trial) not in self._entries:
                 done = _identity(self._done)
                 if done is not None and done != self._done_at_load:  # closed since load
-                    self._done_at_load = done
                     with contextlib.suppress(OSError):
                         self._entries.update(_parse(self._done.read_bytes()))
+                    self._done_at_load = done  # after its entries: see :meth:`lookup`
             return self._entries.get((fingerprint, trial))
 
     async def lookup(self, fingerprint: str, trial: int = 0) -> CaseRun | None:
         """:meth:`finished`, answered from memory when the files did not change since this
-        run last looked (the common case: no other run of the suite is under way)."""
+        run last looked (the common case: no other run of the suite is under way). That check
+        runs on the event loop while :meth:`finished` may be reading on a worker thread, so the
+        offset and the closed file's identity move only once the entries they cover are in:
+        moved first, a concurrent lookup took a case another run had paid for as missing."""
         if _size(self.path) == self._offset and _identity(self._done) == self._done_at_load:
             return self._entries.get((fingerprint, trial))
         return await asyncio.to_thread(self.finished, fingerprint, trial)
@@ -97,8 +100,8 @@ class Journal:
         except OSError:
             return
         complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits
-        self._offset += len(complete)
         self._entries.update(_parse(complete))
+        self._offset += len(complete)  # after its entries: see :meth:`lookup`
 
     @contextlib.asynccontextmanager
     async def claim(self, fingerprint: str, trial: int = 0) -> AsyncIterator[None]:
@@ -166,8 +169,8 @@ class Journal:
                 return
             if before == self._offset and _size(self.path) == before + len(data):
                 # only our lines since we last read: know them without reading them back
-                self._offset += len(data)
                 self._entries.update({(run.fingerprint, run.trial): run for run in runs})
+                self._offset += len(data)
 
     @property
     def batches(self) -> BatchJournal:
